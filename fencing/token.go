@@ -1,0 +1,47 @@
+// Package fencing orders the writes of successive leaders.
+//
+// Every leadership term carries a Token minted by the lease store as the
+// previous term's token + 1, so tokens strictly increase from term to term. A
+// lease only protects what nodes believe: a leader paused past its lease (GC,
+// VM suspend, a stalled disk) still sends its writes when it wakes. A resource
+// that must never accept such a late write remembers the highest token it has
+// accepted and refuses lower ones; Guard does exactly that for a resource
+// inside one process.
+package fencing
+
+import (
+	"fmt"
+	"strconv"
+)
+
+// Token is the fencing token of one leadership term. Tokens start at 1; the
+// zero Token means "no token". A higher token always belongs to a later term.
+type Token uint64
+
+// String returns the token in decimal, the form ParseToken reads.
+func (t Token) String() string { return strconv.FormatUint(uint64(t), 10) }
+
+// ParseToken reads a token written by Token.String.
+func ParseToken(s string) (Token, error) {
+	n, err := strconv.ParseUint(s, 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("fencing: parse token %q: not a decimal number", s)
+	}
+	if n == 0 {
+		return 0, fmt.Errorf("fencing: parse token %q: tokens start at 1", s)
+	}
+	return Token(n), nil
+}
+
+// MarshalText implements encoding.TextMarshaler.
+func (t Token) MarshalText() ([]byte, error) { return []byte(t.String()), nil }
+
+// UnmarshalText implements encoding.TextUnmarshaler.
+func (t *Token) UnmarshalText(b []byte) error {
+	v, err := ParseToken(string(b))
+	if err != nil {
+		return err
+	}
+	*t = v
+	return nil
+}

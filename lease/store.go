@@ -1,0 +1,42 @@
+// Package lease is the vocabulary shared by tenure and its stores: the Store
+// contract, the Record a store keeps for each lease, and the errors a store
+// returns.
+//
+// A Store keeps one Record per lease name and offers compare-and-swap on it.
+// Every backend (lease/memlease, lease/dynamolease, lease/s3lease) must pass the
+// conformance suite in lease/leasetest.
+package lease
+
+import "context"
+
+// Version identifies one stored state of a record. It is opaque to callers:
+// they only hand back a Version they were given. Stores assign versions; a
+// version is never reused for the same lease name, so a compare-and-swap that
+// names an old version can never succeed again (no ABA).
+type Version string
+
+// NoVersion is the expected version of a lease that must not exist yet.
+const NoVersion Version = ""
+
+// Store keeps one Record per lease name and writes it only by compare-and-swap.
+//
+// Implementations must be safe for concurrent use, and reads must be
+// linearizable: a Get that starts after a Put returned sees that write or a
+// later one. A write that returns an error other than a conflict may or may not
+// have been applied (the response may have been lost); callers resolve this by
+// reading the record back and comparing its Nonce.
+type Store interface {
+	// Get returns the record stored under name and its version. It returns an
+	// error wrapping ErrNotFound if no record exists.
+	Get(ctx context.Context, name string) (Record, Version, error)
+
+	// Put stores rec under name if the stored version is still expect, or, when
+	// expect is NoVersion, only if no record exists. It returns the new version.
+	//
+	// When the stored version differs (or a record exists although expect is
+	// NoVersion), Put returns an error that wraps ErrConflict; where the backend
+	// learns the current record without a second request, the error is a
+	// *ConflictError that carries it. Put rejects an invalid rec with an error
+	// wrapping ErrInvalidRecord before sending anything.
+	Put(ctx context.Context, name string, rec Record, expect Version) (Version, error)
+}
