@@ -3,6 +3,7 @@ package lease
 import (
 	"bytes"
 	"fmt"
+	"strings"
 	"time"
 	"unicode"
 	"unicode/utf8"
@@ -73,6 +74,9 @@ func (r Record) Validate(name string) error {
 		return bad("nonce", "not printable UTF-8: %q", r.Nonce)
 	case len(r.Payload) > MaxPayloadLen:
 		return bad("payload", "%d bytes, limit %d", len(r.Payload), MaxPayloadLen)
+	case r.WrittenAt.Year() < 1 || r.WrittenAt.Year() > 9999:
+		// Stores keep it as RFC 3339, which has four-digit years.
+		return bad("written_at", "year %d outside [1, 9999]", r.WrittenAt.Year())
 	}
 	return nil
 }
@@ -94,8 +98,11 @@ func (r Record) Clone() Record {
 }
 
 // ValidateName reports whether name may name a lease: 1 to MaxNameLen bytes of
-// ASCII letters, digits and "-_.:/", starting with a letter or digit. The rule
-// keeps names safe as S3 keys and DynamoDB keys alike.
+// ASCII letters, digits and "-_.:/", starting with a letter or digit, where
+// "/" separates non-empty segments other than "." and "..". The rule keeps
+// names safe as S3 keys and DynamoDB keys alike: S3-compatible servers that
+// keep objects as files clean or refuse such segments, which would make two
+// names one object.
 func ValidateName(name string) error {
 	if name == "" {
 		return fmt.Errorf("%w: empty", ErrInvalidName)
@@ -110,6 +117,11 @@ func ValidateName(name string) error {
 			continue
 		}
 		return fmt.Errorf("%w: %q: byte %d (%q) is not allowed (letters, digits and -_.:/ after the first)", ErrInvalidName, name, i, c)
+	}
+	for _, seg := range strings.Split(name, "/") {
+		if seg == "" || seg == "." || seg == ".." {
+			return fmt.Errorf("%w: %q: \"/\" must separate non-empty segments other than \".\" and \"..\"", ErrInvalidName, name)
+		}
 	}
 	return nil
 }

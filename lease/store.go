@@ -25,6 +25,14 @@ const NoVersion Version = ""
 // later one. A write that returns an error other than a conflict may or may not
 // have been applied (the response may have been lost); callers resolve this by
 // reading the record back and comparing its Nonce.
+//
+// What a store keeps must read back equal (Record.Equal) to what was written,
+// with two allowances: WrittenAt may be truncated, to no coarser than a
+// millisecond, and a nil Payload and an empty one are the same. A zero
+// WrittenAt reads back as zero. Records returned share no memory with the
+// store or with the caller's arguments. A call whose context is already done
+// returns an error wrapping the context's error and changes nothing.
+// lease/leasetest checks all of this.
 type Store interface {
 	// Get returns the record stored under name and its version. It returns an
 	// error wrapping ErrNotFound if no record exists.
@@ -34,7 +42,7 @@ type Store interface {
 	// expect is NoVersion, only if no record exists. It returns the new version.
 	//
 	// When the stored version differs (or a record exists although expect is
-	// NoVersion), Put returns an error that wraps ErrConflict; where the backend
+	// NoVersion, or none exists although expect names a version), Put returns an error that wraps ErrConflict; where the backend
 	// learns the current record without a second request, the error is a
 	// *ConflictError that carries it. Put rejects an invalid rec with an error
 	// wrapping ErrInvalidRecord before sending anything.

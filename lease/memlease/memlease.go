@@ -35,7 +35,7 @@ func New() *Store { return &Store{} }
 // Get implements lease.Store.
 func (s *Store) Get(ctx context.Context, name string) (lease.Record, lease.Version, error) {
 	if err := lease.ValidateName(name); err != nil {
-		return lease.Record{}, lease.NoVersion, fmt.Errorf("get lease: %w", err)
+		return lease.Record{}, lease.NoVersion, fmt.Errorf("get: %w", err)
 	}
 	if err := ctx.Err(); err != nil {
 		return lease.Record{}, lease.NoVersion, fmt.Errorf("get lease %q: %w", name, err)
@@ -53,10 +53,10 @@ func (s *Store) Get(ctx context.Context, name string) (lease.Record, lease.Versi
 // current record.
 func (s *Store) Put(ctx context.Context, name string, rec lease.Record, expect lease.Version) (lease.Version, error) {
 	if err := lease.ValidateName(name); err != nil {
-		return lease.NoVersion, fmt.Errorf("put lease: %w", err)
+		return lease.NoVersion, fmt.Errorf("put: %w", err)
 	}
 	if err := rec.Validate(name); err != nil {
-		return lease.NoVersion, fmt.Errorf("put: %w", err)
+		return lease.NoVersion, fmt.Errorf("put %w", err) // "put lease "x": invalid record: ..."
 	}
 	if err := ctx.Err(); err != nil {
 		return lease.NoVersion, fmt.Errorf("put lease %q: %w", name, err)

@@ -1,0 +1,120 @@
+package election
+
+import (
+	"fmt"
+	"math"
+	"math/bits"
+	"math/rand/v2"
+	"time"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/tenure-go/tenure/lease"
+)
+
+// MaxMaxDrift is the largest clock drift bound a Config accepts. A clock that
+// may be off its rate by more than 10% is broken, not drifting.
+const MaxMaxDrift = 0.1
+
+// Config holds the resolved settings of a Machine. It has no defaults: the
+// tenure package fills them in and documents them. Field names match
+// tenure.Config so that errors read the same in both places.
+type Config struct {
+	ID            string        // holder identity written into records
+	LeaseDuration time.Duration // lease asked for in every write (ttl)
+	RenewInterval time.Duration // time from a confirmed write's send to the next renewal
+	PollInterval  time.Duration // follower read interval (an upper bound: jitter only shortens it)
+	OpTimeout     time.Duration // a store call not answered by then is abandoned and counts as failed
+	RetryMin      time.Duration // first backoff after a failed call
+	RetryMax      time.Duration // backoff cap
+	MaxDrift      float64       // ρ: bound on each clock's rate error, e.g. 1e-3
+	Margin        time.Duration // subtracted from the lead window, for the leader to stop acting
+	Payload       []byte        // written into the record, e.g. the leader's address
+	Rand          *rand.Rand    // jitter and nonces; seed it for a deterministic Machine
+}
+
+// Validate checks each field and how they relate. Errors name the fields.
+func (c *Config) Validate() error {
+	if c.ID == "" {
+		return fmt.Errorf("ID is empty")
+	}
+	if len(c.ID) > lease.MaxHolderLen || !utf8.ValidString(c.ID) || !allPrint(c.ID) {
+		return fmt.Errorf("ID %q must be printable UTF-8 of at most %d bytes", c.ID, lease.MaxHolderLen)
+	}
+	if c.LeaseDuration < lease.MinDuration || c.LeaseDuration > lease.MaxDuration {
+		return fmt.Errorf("LeaseDuration %v must lie within [%v, %v]", c.LeaseDuration, lease.MinDuration, lease.MaxDuration)
+	}
+	if !(c.MaxDrift >= 0 && c.MaxDrift <= MaxMaxDrift) { // also rejects NaN
+		return fmt.Errorf("MaxDrift %v must lie within [0, %v]", c.MaxDrift, MaxMaxDrift)
+	}
+	for _, f := range []struct {
+		name string
+		d    time.Duration
+	}{{"RenewInterval", c.RenewInterval}, {"PollInterval", c.PollInterval}, {"OpTimeout", c.OpTimeout}, {"RetryMin", c.RetryMin}} {
+		if f.d <= 0 {
+			return fmt.Errorf("%s %v must be positive", f.name, f.d)
+		}
+	}
+	if c.Margin < 0 {
+		return fmt.Errorf("Margin %v must not be negative", c.Margin)
+	}
+	if c.RetryMax < c.RetryMin {
+		return fmt.Errorf("RetryMax %v is below RetryMin %v", c.RetryMax, c.RetryMin)
+	}
+	window := LeadWindow(c.LeaseDuration, c.MaxDrift, c.Margin)
+	if window <= 0 {
+		return fmt.Errorf("Margin %v leaves no lead window: LeaseDuration×(1-MaxDrift) is %v",
+			c.Margin, c.LeaseDuration-Drift(c.LeaseDuration, c.MaxDrift))
+	}
+	// A renewal sent at RenewInterval may time out (OpTimeout), be read back
+	// (OpTimeout) and back off (RetryMax); one more attempt must still be
+	// possible before the deadline, or a single slow request demotes.
+	if need := c.RenewInterval + 2*c.OpTimeout + c.RetryMax; need > window {
+		return fmt.Errorf("RenewInterval %v + 2×OpTimeout %v + RetryMax %v = %v leaves no room to retry a renewal within the lead window %v (LeaseDuration×(1-MaxDrift)-Margin); shorten them or lengthen LeaseDuration",
+			c.RenewInterval, c.OpTimeout, c.RetryMax, need, window)
+	}
+	if len(c.Payload) > lease.MaxPayloadLen {
+		return fmt.Errorf("Payload is %d bytes, limit %d", len(c.Payload), lease.MaxPayloadLen)
+	}
+	if c.Rand == nil {
+		return fmt.Errorf("Rand is nil")
+	}
+	return nil
+}
+
+// Drift returns ⌈d×rho⌉: how far a clock whose rate is off by at most rho may
+// stray over d. It is exact for rho given to nine decimals, so the boundaries
+// of the protocol fall on predictable nanoseconds.
+func Drift(d time.Duration, rho float64) time.Duration {
+	if d <= 0 || rho <= 0 {
+		return 0
+	}
+	ppb := uint64(math.Round(rho * 1e9))
+	hi, lo := bits.Mul64(uint64(d), ppb)
+	q, r := bits.Div64(hi, lo, 1e9)
+	if r != 0 {
+		q++
+	}
+	return time.Duration(q)
+}
+
+// WaitBeforeTakeover returns ttl×(1+rho), rounded up: how long a follower
+// must see a record unchanged on its own clock before it may take the lease.
+func WaitBeforeTakeover(ttl time.Duration, rho float64) time.Duration {
+	return ttl + Drift(ttl, rho)
+}
+
+// LeadWindow returns ttl×(1-rho)-margin, rounded down: how long after sending
+// a write that succeeded a leader may act on its own clock.
+func LeadWindow(ttl time.Duration, rho float64, margin time.Duration) time.Duration {
+	return ttl - Drift(ttl, rho) - margin
+}
+
+func allPrint(s string) bool {
+	for _, r := range s {
+		if !unicode.IsPrint(r) {
+			return false
+		}
+	}
+	return true
+}

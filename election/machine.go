@@ -1,0 +1,523 @@
+// Package election is tenure's decision logic: a pure state machine that
+// implements the lease protocol of one candidate. It starts no goroutines,
+// does no I/O and reads no clock: the driver hands it the current local time
+// with every input and carries out the Output it returns (start a store call,
+// deliver events, wake it up at a given instant). The same Machine runs inside
+// tenure.Candidate and, single-threaded, inside the simulator.
+//
+// # Protocol
+//
+// Times are local readings of a clock whose rate stays within [1-ρ, 1+ρ] of
+// true time (ρ = Config.MaxDrift). Only differences of such readings are used.
+//
+//   - Acquire: a follower that first saw version v of a record at local time a
+//     (when the response arrived) writes CAS(v, token+1) only when the record
+//     is released or absent, or when now >= a + ttl×(1+ρ), ttl being the
+//     duration stored in the record. Every read since a returned v, else a
+//     restarts.
+//   - Lead: with s the local time at which the last write known to have
+//     succeeded was sent, the machine leads while now < s + ttl×(1-ρ) - margin
+//     (its own ttl). At that instant it emits EventDemoted, even with a
+//     renewal in flight.
+//   - Renew: RenewInterval after s, CAS(current version, same token). A
+//     conflict demotes at once; an error retries with jittered backoff until
+//     the deadline.
+//   - Ambiguous writes: a write that failed with anything but a conflict may
+//     have applied. Its nonce is remembered and the record is read back: our
+//     nonce means it applied (at its send time), an unchanged version means it
+//     did not (yet), anything else means the lease moved on.
+//   - Release: after Stop and once the driver has finished the term's
+//     callbacks, Release writes CAS(current version, released, same token).
+//   - Tokens: an acquiring write carries the stored token + 1 (1 for a new
+//     lease); the compare-and-swap makes the store itself order them.
+package election
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/tenure-go/tenure/lease"
+)
+
+// maxToken keeps tokens below 2^63 (see lease.Record.Validate).
+const maxToken = 1<<63 - 1
+
+// purpose says why an op was started.
+type purpose int
+
+const (
+	doPoll     purpose = iota + 1 // follower read
+	doAcquire                     // write to take the lease
+	doRenew                       // leader's write to keep it
+	doRelease                     // write to give it up
+	doReadBack                    // read to resolve a write of unknown outcome
+)
+
+// state is the machine's role.
+type state int
+
+const (
+	following state = iota // observing the store; may campaign
+	acquiring              // trying to take the lease with token m.token
+	leading                // holding the lease with token m.token (announced or not)
+)
+
+// flight is one store call in flight, or a write awaiting read-back.
+type flight struct {
+	id     uint64
+	do     purpose
+	sent   time.Time
+	rec    lease.Record  // writes
+	expect lease.Version // writes
+}
+
+// Machine decides what one candidate does. It is not safe for concurrent use.
+type Machine struct {
+	cfg    Config
+	window time.Duration // lead window for our own LeaseDuration
+
+	// The latest state of the store we know of.
+	seen   bool
+	exists bool
+	rec    lease.Record
+	ver    lease.Version
+	since  time.Time // local time ver was first seen
+	leader Leader    // last reported in an EventLeaderChanged
+
+	state     state
+	stopping  bool // Stop was called: no campaigns, no renewals
+	releasing bool // Release was called
+	finished  bool
+
+	// Our term (acquiring, leading) and our last confirmed write.
+	token     uint64
+	ownVer    lease.Version        // version of our last confirmed write, if any
+	ownRec    lease.Record         // what that write stored
+	sent      time.Time            // when that write was sent (s)
+	deadline  time.Time            // sent + window while leading
+	announced bool                 // EventElected emitted and no EventDemoted yet
+	failed    bool                 // a renewal failed with an error since the last confirmed write
+	pending   map[string]time.Time // nonce → send time of writes of unknown outcome
+
+	op         *flight // in flight
+	unresolved *flight // write awaiting its read-back
+	nextDo     purpose // scheduled work, 0 if none
+	next       time.Time
+	attempt    int // failures since the last success, for backoff
+	lastID     uint64
+	lastErr    error
+	out        Output
+}
+
+// New returns a Machine for cfg, or the first problem Config.Validate finds.
+func New(cfg Config) (*Machine, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	return &Machine{cfg: cfg, window: LeadWindow(cfg.LeaseDuration, cfg.MaxDrift, cfg.Margin)}, nil
+}
+
+// Start begins campaigning: the first Output asks for a read.
+func (m *Machine) Start(now time.Time) Output {
+	m.schedule(now, doPoll)
+	return m.flush(now)
+}
+
+// Tick lets time pass. The driver calls it at Output.Wake.
+func (m *Machine) Tick(now time.Time) Output { return m.flush(now) }
+
+// Done reports the outcome of an Op. Results of abandoned or unknown ops are
+// ignored. A result that arrives at or after the lead deadline cannot save the
+// term: the deadline is checked first.
+func (m *Machine) Done(now time.Time, res Result) Output {
+	m.checkDeadline(now)
+	if m.op != nil && m.op.id == res.ID {
+		op := m.op
+		m.op = nil
+		m.handle(now, op, res)
+	}
+	return m.flush(now)
+}
+
+// Stop ends campaigning: a term in progress ends with ReasonShutDown, nothing
+// new is started, and an op in flight is left to finish. The driver then waits
+// for the term's callbacks to return and calls Release.
+func (m *Machine) Stop(now time.Time) Output {
+	if !m.stopping {
+		m.stopping = true
+		if m.state == leading {
+			m.demote(now, ReasonShutDown)
+		}
+		m.nextDo = 0
+	}
+	return m.flush(now)
+}
+
+// Release gives up the lease if the store still holds a write of ours,
+// resolving writes of unknown outcome first. Output.Done reports the end.
+func (m *Machine) Release(now time.Time) Output {
+	if !m.stopping {
+		m.Stop(now)
+	}
+	m.releasing = true
+	return m.flush(now)
+}
+
+// Leading reports whether the machine leads at now: elected, and now before
+// the lead deadline.
+func (m *Machine) Leading(now time.Time) bool {
+	return m.state == leading && m.announced && now.Before(m.deadline)
+}
+
+// Term returns the current term and true while one is announced.
+func (m *Machine) Term() (Term, bool) {
+	if !m.announced {
+		return Term{}, false
+	}
+	return m.term(), true
+}
+
+// Leader returns the leader as last observed in the store.
+func (m *Machine) Leader() Leader { return m.leader }
+
+// Err returns the last store error other than a conflict or not-found, or nil.
+func (m *Machine) Err() error { return m.lastErr }
+
+func (m *Machine) term() Term {
+	return Term{Holder: m.cfg.ID, Token: m.token, Deadline: m.deadline, Payload: m.cfg.Payload}
+}
+
+// flush runs whatever is due at now and returns the accumulated Output.
+func (m *Machine) flush(now time.Time) Output {
+	for {
+		m.checkDeadline(now)
+		if m.op != nil && !now.Before(m.op.sent.Add(m.cfg.OpTimeout)) {
+			op := m.op
+			m.op = nil
+			m.out.Abandon = op.id
+			m.handle(now, op, Result{ID: op.id, Err: ErrTimeout})
+			continue
+		}
+		if m.releasing && !m.finished && m.op == nil && m.nextDo == 0 {
+			m.releaseNext(now)
+		}
+		if m.op == nil && m.nextDo != 0 && !now.Before(m.next) {
+			m.start(now)
+			continue
+		}
+		break
+	}
+	out := m.out
+	m.out = Output{}
+	switch {
+	case m.finished:
+		out.Done = true
+		return out
+	case m.op != nil:
+		out.Wake = m.op.sent.Add(m.cfg.OpTimeout)
+	case m.nextDo != 0:
+		out.Wake = m.next
+	}
+	if m.state == leading && (out.Wake.IsZero() || m.deadline.Before(out.Wake)) {
+		out.Wake = m.deadline
+	}
+	return out
+}
+
+func (m *Machine) checkDeadline(now time.Time) {
+	if m.state == leading && !now.Before(m.deadline) {
+		reason := ReasonExpired
+		if m.failed {
+			reason = ReasonStoreUnavailable
+		}
+		m.demote(now, reason)
+	}
+}
+
+func (m *Machine) emit(e Event) { m.out.Events = append(m.out.Events, e) }
+
+// demote ends our term. A write of ours still in flight may land; its result
+// is then handled as a follower's.
+func (m *Machine) demote(now time.Time, r Reason) {
+	if m.announced {
+		m.announced = false
+		m.emit(Event{Kind: EventDemoted, Term: m.term(), Reason: r})
+	}
+	m.state = following
+	m.follow(now)
+}
+
+func (m *Machine) schedule(at time.Time, do purpose) {
+	m.next, m.nextDo = at, do
+}
+
+// retry schedules do again after a jittered, growing backoff.
+func (m *Machine) retry(now time.Time, do purpose) {
+	if m.stopping && do != doRelease {
+		return // a pending nonce is resolved by Release instead
+	}
+	d := m.cfg.RetryMax
+	if m.attempt < 32 && m.cfg.RetryMin<<m.attempt < d {
+		d = m.cfg.RetryMin << m.attempt
+	}
+	m.attempt++
+	m.schedule(now.Add(d/2+time.Duration(m.cfg.Rand.Int64N(int64(d/2)+1))), do)
+}
+
+// pollAfter returns the next poll instant: PollInterval shortened by up to
+// 20% at random, so followers do not read in lockstep.
+func (m *Machine) pollAfter(now time.Time) time.Time {
+	d := m.cfg.PollInterval
+	return now.Add(d - time.Duration(m.cfg.Rand.Int64N(int64(d/5)+1)))
+}
+
+func (m *Machine) nonce() string { return fmt.Sprintf("%016x", m.cfg.Rand.Uint64()) }
+
+// start begins the scheduled work.
+func (m *Machine) start(now time.Time) {
+	do := m.nextDo
+	m.nextDo = 0
+	switch do {
+	case doPoll, doReadBack:
+		m.send(now, &flight{do: do})
+	case doAcquire:
+		if m.stopping || m.state == leading {
+			return
+		}
+		token, expect := uint64(1), lease.NoVersion
+		if m.exists {
+			token, expect = m.rec.Token+1, m.ver
+		}
+		if token > maxToken {
+			m.lastErr = fmt.Errorf("election: token %d is the last one: the lease cannot be taken again", m.rec.Token)
+			m.schedule(m.pollAfter(now), doPoll)
+			return
+		}
+		if m.state != acquiring || m.token != token {
+			m.state, m.token, m.pending = acquiring, token, nil
+		}
+		rec := lease.Record{Holder: m.cfg.ID, Token: token, Duration: m.cfg.LeaseDuration, Payload: m.cfg.Payload}
+		m.write(now, doAcquire, rec, expect)
+	case doRenew:
+		if m.stopping || m.state != leading {
+			return
+		}
+		m.write(now, doRenew, m.ownRec, m.ownVer)
+	case doRelease:
+		if m.ownVer == lease.NoVersion {
+			m.finish()
+			return
+		}
+		rec := m.ownRec
+		rec.Released = true
+		m.write(now, doRelease, rec, m.ownVer)
+	}
+}
+
+func (m *Machine) write(now time.Time, do purpose, rec lease.Record, expect lease.Version) {
+	rec.Nonce = m.nonce()
+	rec.WrittenAt = time.Time{} // the driver's to fill in with wall time
+	m.send(now, &flight{do: do, rec: rec, expect: expect})
+}
+
+func (m *Machine) send(now time.Time, f *flight) {
+	m.lastID++
+	f.id, f.sent = m.lastID, now
+	m.op = f
+	op := &Op{ID: f.id, Kind: OpGet}
+	if f.do != doPoll && f.do != doReadBack {
+		op.Kind, op.Record, op.Expect = OpPut, f.rec, f.expect
+	}
+	m.out.Op = op
+}
+
+func (m *Machine) handle(now time.Time, op *flight, res Result) {
+	if res.Err != nil && !errors.Is(res.Err, lease.ErrConflict) && !errors.Is(res.Err, lease.ErrNotFound) {
+		m.lastErr = res.Err
+	} else if res.Err == nil {
+		m.lastErr = nil
+	}
+	switch op.do {
+	case doPoll:
+		switch {
+		case res.Err == nil:
+			m.observe(now, true, res.Record, res.Version)
+		case errors.Is(res.Err, lease.ErrNotFound):
+			m.observe(now, false, lease.Record{}, lease.NoVersion)
+		default:
+			if !m.stopping {
+				m.schedule(m.pollAfter(now), doPoll)
+			}
+			return
+		}
+		m.follow(now)
+	case doReadBack:
+		w := m.unresolved
+		m.unresolved = nil
+		switch {
+		case res.Err == nil:
+			m.resolve(now, w, true, res.Record, res.Version)
+		case errors.Is(res.Err, lease.ErrNotFound):
+			m.resolve(now, w, false, lease.Record{}, lease.NoVersion)
+		default:
+			// Still unknown. Retry the write itself: should the first one have
+			// landed, the retry conflicts and the conflict resolves it.
+			m.retry(now, w.do)
+		}
+	default:
+		switch {
+		case res.Err == nil:
+			m.confirm(now, op.do, op.sent, op.rec, res.Version)
+		case errors.Is(res.Err, lease.ErrConflict):
+			// A conflict is certain: this write did not apply.
+			var ce *lease.ConflictError
+			if errors.As(res.Err, &ce) {
+				m.resolve(now, op, ce.Found, ce.Current, ce.Version)
+			} else {
+				m.readBack(now, op)
+			}
+		default:
+			if op.do == doRenew && m.state == leading {
+				m.failed = true
+			}
+			if m.pending == nil {
+				m.pending = make(map[string]time.Time)
+			}
+			m.pending[op.rec.Nonce] = op.sent
+			m.readBack(now, op)
+		}
+	}
+}
+
+func (m *Machine) readBack(now time.Time, w *flight) {
+	m.unresolved = w
+	m.schedule(now, doReadBack)
+}
+
+// resolve decides, from what the store holds now, the fate of write w that
+// did not come back as a success.
+func (m *Machine) resolve(now time.Time, w *flight, found bool, cur lease.Record, ver lease.Version) {
+	if found && cur.Holder == m.cfg.ID && cur.Token == m.token {
+		if sent, ok := m.pending[cur.Nonce]; ok {
+			m.confirm(now, w.do, sent, cur, ver)
+			return
+		}
+	}
+	if found == (w.expect != lease.NoVersion) && ver == w.expect {
+		// Nothing changed: w did not apply, so far. Its nonce stays pending in
+		// case it lands late.
+		if w.rec.Nonce == "" {
+			// A check before release, not a write: none of ours landed.
+			m.pending = nil
+		} else {
+			m.retry(now, w.do)
+		}
+		return
+	}
+	// The lease moved on without us. Versions never repeat, so no write of
+	// ours that expected an older one can land any more.
+	m.pending = nil
+	if w.do == doRenew && m.state == leading {
+		m.demote(now, ReasonLost)
+	}
+	m.observe(now, found, cur, ver)
+	switch {
+	case w.do == doRelease || m.releasing:
+		m.finish()
+	case m.state == acquiring:
+		m.state, m.pending = following, nil
+		m.follow(now)
+	default:
+		m.follow(now)
+	}
+}
+
+// confirm records a write of ours known to have applied, sent at sent.
+func (m *Machine) confirm(now time.Time, do purpose, sent time.Time, rec lease.Record, ver lease.Version) {
+	m.pending, m.attempt, m.failed = nil, 0, false
+	m.ownVer, m.ownRec = ver, rec
+	m.observe(now, true, rec, ver)
+	switch {
+	case rec.Released:
+		m.finish()
+		return
+	case m.releasing:
+		// A write of ours landed late; release that version instead.
+		m.schedule(now, doRelease)
+		return
+	case m.state == following:
+		// A renewal that landed after the term ended: the record is ours, but
+		// the term is over. Treat it like anyone else's.
+		m.follow(now)
+		return
+	}
+	if m.state == acquiring || sent.After(m.sent) {
+		m.sent = sent
+	}
+	m.state = leading
+	m.deadline = m.sent.Add(m.window)
+	if m.stopping {
+		return // held, not announced; Release gives it back
+	}
+	if !m.announced && now.Before(m.deadline) {
+		m.announced = true
+		m.emit(Event{Kind: EventElected, Term: m.term()})
+	}
+	m.schedule(m.sent.Add(m.cfg.RenewInterval), doRenew)
+}
+
+// observe records what the store holds and reports a change of leader.
+func (m *Machine) observe(now time.Time, found bool, rec lease.Record, ver lease.Version) {
+	if !m.seen || found != m.exists || ver != m.ver {
+		m.since = now
+	}
+	m.seen, m.exists, m.rec, m.ver = true, found, rec, ver
+	var l Leader
+	if found && !rec.Released {
+		l = Leader{Holder: rec.Holder, Token: rec.Token, Payload: rec.Payload}
+	}
+	if l.Holder != m.leader.Holder || l.Token != m.leader.Token {
+		m.leader = l
+		m.emit(Event{Kind: EventLeaderChanged, Leader: l})
+	}
+}
+
+// follow schedules a follower's next step: take the lease when the protocol
+// allows it, else poll.
+func (m *Machine) follow(now time.Time) {
+	if m.stopping || m.state == leading {
+		return
+	}
+	if !m.exists || m.rec.Released {
+		m.schedule(now, doAcquire)
+		return
+	}
+	at := m.since.Add(WaitBeforeTakeover(m.rec.Duration, m.cfg.MaxDrift))
+	if poll := m.pollAfter(now); poll.Before(at) {
+		m.schedule(poll, doPoll)
+	} else {
+		m.schedule(at, doAcquire)
+	}
+}
+
+// releaseNext picks the next step of Release once nothing is in flight.
+func (m *Machine) releaseNext(now time.Time) {
+	switch {
+	case len(m.pending) > 0:
+		// A write of ours may have landed: read before deciding.
+		m.unresolved = &flight{do: doRelease, expect: m.ver}
+		if !m.exists {
+			m.unresolved.expect = lease.NoVersion
+		}
+		m.schedule(now, doReadBack)
+	case m.ownVer != lease.NoVersion && m.exists && m.ver == m.ownVer && !m.rec.Released:
+		m.schedule(now, doRelease)
+	default:
+		m.finish()
+	}
+}
+
+func (m *Machine) finish() {
+	m.finished, m.nextDo, m.unresolved = true, 0, nil
+}
