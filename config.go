@@ -1,0 +1,171 @@
+package tenure
+
+import (
+	crand "crypto/rand"
+	"encoding/binary"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"os"
+	"time"
+
+	"github.com/benbjohnson/clock"
+
+	"github.com/tenure-go/tenure/election"
+	"github.com/tenure-go/tenure/lease"
+)
+
+// Defaults, for the default LeaseDuration of 10s. Timings left zero are
+// derived from LeaseDuration so that a shorter or longer lease keeps the same
+// proportions; the values in brackets are those at 10s.
+const (
+	DefaultLeaseDuration = 10 * time.Second
+	DefaultMaxDrift      = 1e-3
+)
+
+// Config configures a Candidate. Lease and Store are required; every other
+// field has a default, filled in by Validate.
+type Config struct {
+	// Lease names the lease to campaign for (see lease.ValidateName).
+	Lease string
+	// Store keeps the lease: lease/memlease in one process, or
+	// lease/dynamolease or lease/s3lease across machines.
+	Store lease.Store
+	// Callbacks tell the program about its terms. All are optional.
+	Callbacks Callbacks
+
+	// ID identifies this candidate in the lease record. It must differ
+	// between processes. Default: hostname-pid-random.
+	ID string
+	// Payload is stored with the lease while this candidate holds it, for
+	// others to read (e.g. its address). At most lease.MaxPayloadLen bytes.
+	Payload []byte
+
+	// LeaseDuration is the lease this candidate asks for: how long followers
+	// wait, stretched by MaxDrift, before taking over from a leader that went
+	// silent. Default: 10s.
+	LeaseDuration time.Duration
+	// RenewInterval is the time from sending one confirmed renewal to sending
+	// the next. Default: LeaseDuration/5 [2s].
+	RenewInterval time.Duration
+	// PollInterval is how often a follower reads the lease; jitter only
+	// shortens it. It bounds failover after a graceful release.
+	// Default: LeaseDuration/5 [2s].
+	PollInterval time.Duration
+	// OpTimeout bounds one store call; a call not answered by then counts as
+	// failed, with an unknown outcome. Default: LeaseDuration/5 [2s].
+	OpTimeout time.Duration
+	// RetryMin and RetryMax bound the jittered exponential backoff between
+	// failed calls. Defaults: LeaseDuration/100 [100ms] and LeaseDuration/10
+	// [1s].
+	RetryMin, RetryMax time.Duration
+	// MaxDrift (ρ) bounds how far any participant's clock rate may stray
+	// from true time, as a fraction. Zero selects the default, 1e-3 (1 ms per
+	// second, far beyond what NTP-disciplined or even free-running quartz
+	// clocks show); it must not exceed 0.1.
+	MaxDrift float64
+	// Margin ends a term this much before the lease could expire for others,
+	// leaving the leader time to stop acting. Default: LeaseDuration/10 [1s].
+	Margin time.Duration
+	// ReleaseTimeout bounds how long Run spends giving the lease back after
+	// its context is done. Default: LeaseDuration/2 [5s].
+	ReleaseTimeout time.Duration
+
+	// Clock supplies time. Default: clock.New() from
+	// github.com/benbjohnson/clock, the system clock.
+	Clock Clock
+	// Logger receives elections, demotions and store errors. Default: none.
+	Logger *slog.Logger
+	// Rand supplies jitter and write nonces. Default: seeded from
+	// crypto/rand. Seed it only for deterministic tests and simulation, and
+	// never give two candidates the same seed.
+	Rand *rand.Rand
+}
+
+// Validate fills in the defaults of the fields left zero and checks every
+// field and how they relate, e.g. that a renewal can be retried before the
+// deadline. It returns the first problem found.
+func (c *Config) Validate() error {
+	if err := c.validate(); err != nil {
+		return fmt.Errorf("tenure: config: %w", err)
+	}
+	return nil
+}
+
+func (c *Config) validate() error {
+	if err := lease.ValidateName(c.Lease); err != nil {
+		return fmt.Errorf("Lease: %w", err)
+	}
+	if c.Store == nil {
+		return errors.New("Store is nil")
+	}
+	if c.LeaseDuration == 0 {
+		c.LeaseDuration = DefaultLeaseDuration
+	}
+	d := c.LeaseDuration
+	for _, f := range []struct {
+		p   *time.Duration
+		def time.Duration
+	}{
+		{&c.RenewInterval, d / 5},
+		{&c.PollInterval, d / 5},
+		{&c.OpTimeout, d / 5},
+		{&c.RetryMin, d / 100},
+		{&c.RetryMax, d / 10},
+		{&c.Margin, d / 10},
+		{&c.ReleaseTimeout, d / 2},
+	} {
+		if *f.p == 0 {
+			*f.p = f.def
+		}
+	}
+	if c.MaxDrift == 0 {
+		c.MaxDrift = DefaultMaxDrift
+	}
+	if c.ReleaseTimeout < 0 {
+		return fmt.Errorf("ReleaseTimeout %v must not be negative", c.ReleaseTimeout)
+	}
+	if c.ID == "" {
+		c.ID = defaultID()
+	}
+	if c.Clock == nil {
+		c.Clock = clock.New()
+	}
+	if c.Rand == nil {
+		var seed [16]byte
+		_, _ = crand.Read(seed[:]) // never fails on supported platforms
+		c.Rand = rand.New(rand.NewPCG(binary.LittleEndian.Uint64(seed[:8]), binary.LittleEndian.Uint64(seed[8:])))
+	}
+	ec := c.machineConfig()
+	return ec.Validate()
+}
+
+func (c *Config) machineConfig() election.Config {
+	return election.Config{
+		ID:            c.ID,
+		LeaseDuration: c.LeaseDuration,
+		RenewInterval: c.RenewInterval,
+		PollInterval:  c.PollInterval,
+		OpTimeout:     c.OpTimeout,
+		RetryMin:      c.RetryMin,
+		RetryMax:      c.RetryMax,
+		MaxDrift:      c.MaxDrift,
+		Margin:        c.Margin,
+		Payload:       c.Payload,
+		Rand:          c.Rand,
+	}
+}
+
+// defaultID is unique per process: the host, the pid, and a random part for
+// pid reuse and containers that all run as pid 1.
+func defaultID() string {
+	host, err := os.Hostname()
+	if err != nil || host == "" {
+		host = "host"
+	}
+	var b [4]byte
+	_, _ = crand.Read(b[:])
+	return fmt.Sprintf("%s-%d-%s", host, os.Getpid(), hex.EncodeToString(b[:]))
+}
