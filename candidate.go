@@ -164,10 +164,10 @@ func (r *runner) apply(out election.Output) {
 	if out.Op != nil {
 		r.start(*out.Op)
 	}
+	r.publish() // before any callback runs, so that callbacks see it
 	for _, e := range out.Events {
 		r.event(e)
 	}
-	r.publish()
 	r.done = out.Done
 	switch {
 	case out.Wake.IsZero():
