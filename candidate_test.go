@@ -526,3 +526,74 @@ func TestConfigDefaults(t *testing.T) {
 		t.Fatalf("two candidates got the same default ID %q", cfg.ID)
 	}
 }
+
+// TestRandomFaults runs three candidates for simulated hours while the store
+// slows down, fails, loses answers and cuts nodes off at random; the world's
+// checks (no overlapping terms, rising tokens, callback order) must hold
+// throughout, and a leader must be back once the faults stop.
+func TestRandomFaults(t *testing.T) {
+	for seed := uint64(1); seed <= 5; seed++ {
+		t.Run(fmt.Sprint("seed=", seed), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				rng := rand.New(rand.NewPCG(seed, 99))
+				var mu sync.Mutex // guards rng
+				latency := func(string, string) error {
+					mu.Lock()
+					d := time.Duration(rng.ExpFloat64() * float64(30*time.Millisecond))
+					if rng.IntN(50) == 0 {
+						d = time.Duration(rng.Int64N(int64(5 * time.Second))) // long tail, past OpTimeout
+					}
+					mu.Unlock()
+					wait(d)
+					return nil
+				}
+				w := newWorld(t)
+				var nodes []*node
+				for _, id := range []string{"a", "b", "c"} {
+					n := w.start(id, nil)
+					n.faults.SetHook(latency)
+					nodes = append(nodes, n)
+				}
+				for range 200 {
+					mu.Lock()
+					n := nodes[rng.IntN(len(nodes))]
+					fault, pause := rng.IntN(4), time.Duration(rng.Int64N(int64(30*time.Second)))
+					mu.Unlock()
+					switch fault {
+					case 0:
+						n.faults.FailAll() // cut off
+					case 1:
+						n.faults.LosePutResponses(1)
+					case 2:
+						n.faults.FailNext(3)
+					case 3:
+						n.faults.Heal()
+					}
+					wait(pause)
+				}
+				for _, n := range nodes {
+					n.faults.Heal()
+				}
+				healed := time.Now()
+				wait(30 * time.Second)
+				leaders := 0
+				for _, n := range nodes {
+					if n.c.Status().Leading {
+						leaders++
+					}
+				}
+				if leaders != 1 {
+					t.Fatalf("%d leaders 30s after healing at %v", leaders, healed)
+				}
+				if len(w.snapshot()) < 2 {
+					t.Errorf("only %d terms: the faults did not bite", len(w.snapshot()))
+				}
+				for _, n := range nodes {
+					if err := n.stop(); err != nil {
+						t.Fatal(err)
+					}
+				}
+			})
+		})
+	}
+}
