@@ -1,0 +1,350 @@
+package s3lease
+
+import (
+	"bytes"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/tenure-go/tenure/lease"
+)
+
+// SchemaVersion is the value of "v" in every lease object this package writes,
+// and the only one it reads. A change to the format that an older reader could
+// misread gets a new number; see the package doc for how to roll it out.
+const SchemaVersion = 1
+
+// MaxObjectSize is the most bytes Get reads from a lease object. A larger
+// object is reported as a *lease.RecordError with Field "body" without being
+// read. The largest valid record encodes to about 2.3 KiB (a 256-byte holder
+// of quotes, a 64-byte nonce, a 1 KiB payload in base64), so the cap only ever
+// stops objects that tenure did not write.
+const MaxObjectSize = 8 << 10
+
+// The fields of a lease object, in the order they are written and checked.
+const (
+	fieldV = iota
+	fieldHolder
+	fieldToken
+	fieldDuration
+	fieldReleased
+	fieldNonce
+	fieldWrittenAt
+	fieldPayload
+	fieldWriteID
+	numFields
+)
+
+// jsonKeys are the keys of the fields in a lease object.
+var jsonKeys = [numFields]string{"v", "holder", "token", "duration_ns", "released", "nonce", "written_at", "payload", "write_id"}
+
+// errorFields are the names a *lease.RecordError gives the fields: the names
+// lease.Record.Validate uses, so that an error reads the same whether the bad
+// value came from a caller or from the bucket.
+var errorFields = [numFields]string{"v", "holder", "token", "duration", "released", "nonce", "written_at", "payload", "write_id"}
+
+// required marks the fields every object must have. payload is left out when
+// empty; write_id exists only to make each body unique and its value is never
+// read.
+var required = [numFields]bool{true, true, true, true, true, true, true, false, false}
+
+// encodeRecord returns the JSON body that stores rec, on one line:
+//
+//	{"v":1,"holder":"a","token":7,"duration_ns":10000000000,"released":false,
+//	 "nonce":"a-1","written_at":"2025-03-14T09:39:26.535897932Z",
+//	 "payload":"YWRkcg==","write_id":"9f86d081884c7d659a2feaa0c55ad015"}
+//
+// rec must have passed Validate and checkWrittenAt; writeID must need no JSON
+// escaping (it is hex).
+func encodeRecord(rec lease.Record, writeID string) []byte {
+	n := 192 + 2*len(rec.Holder) + 2*len(rec.Nonce) + base64.StdEncoding.EncodedLen(len(rec.Payload)) + len(writeID)
+	b := make([]byte, 0, n)
+	b = append(b, `{"v":`...)
+	b = strconv.AppendInt(b, SchemaVersion, 10)
+	b = append(b, `,"holder":`...)
+	b = appendString(b, rec.Holder)
+	b = append(b, `,"token":`...)
+	b = strconv.AppendUint(b, rec.Token, 10)
+	b = append(b, `,"duration_ns":`...)
+	b = strconv.AppendInt(b, int64(rec.Duration), 10)
+	b = append(b, `,"released":`...)
+	b = strconv.AppendBool(b, rec.Released)
+	b = append(b, `,"nonce":`...)
+	b = appendString(b, rec.Nonce)
+	b = append(b, `,"written_at":"`...)
+	b = rec.WrittenAt.UTC().AppendFormat(b, time.RFC3339Nano)
+	b = append(b, '"')
+	if len(rec.Payload) > 0 {
+		b = append(b, `,"payload":"`...)
+		b = base64.StdEncoding.AppendEncode(b, rec.Payload)
+		b = append(b, '"')
+	}
+	b = append(b, `,"write_id":"`...)
+	b = append(b, writeID...)
+	b = append(b, "\"}\n"...)
+	return b
+}
+
+// checkWrittenAt reports a WrittenAt that RFC 3339 cannot hold (a year outside
+// 0000-9999) as a *lease.RecordError. lease.Record.Validate does not look at
+// WrittenAt, which is for humans only, but a Put must not store a time that Get
+// could not read back.
+func checkWrittenAt(name string, rec lease.Record) error {
+	if y := rec.WrittenAt.UTC().Year(); y < 0 || y > 9999 {
+		return &lease.RecordError{Name: name, Field: "written_at", Reason: fmt.Sprintf("year %d cannot be written in RFC 3339 (years 0000 to 9999)", y)}
+	}
+	return nil
+}
+
+// appendString appends s to b as a JSON string. Only '"', '\\' and control
+// bytes are escaped; s is valid UTF-8 (Validate checked it is printable), so
+// every other byte goes through unchanged and the object stays readable.
+func appendString(b []byte, s string) []byte {
+	const hex = "0123456789abcdef"
+	b = append(b, '"')
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case c == '"' || c == '\\':
+			b = append(b, '\\', c)
+		case c < 0x20:
+			b = append(b, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
+		default:
+			b = append(b, c)
+		}
+	}
+	return append(b, '"')
+}
+
+// composite stands for an object or array value, which no field may hold.
+type composite string
+
+// decodeRecord parses a lease object strictly: it must be one JSON object with
+// "v" equal to SchemaVersion, every required field present once with the right
+// type, no other keys (matched exactly, case included), and the record it
+// describes must pass lease.Record.Validate. Anything else is a
+// *lease.RecordError naming the lease and the field ("json" when the body is not
+// a JSON object at all or holds a key the schema does not know).
+//
+// Numbers are parsed from their decimal text, never through float64, so a token
+// up to 2^64-1 and a duration up to 2^63-1 ns read back exactly.
+func decodeRecord(name string, data []byte) (lease.Record, error) {
+	bad := func(field, format string, args ...any) (lease.Record, error) {
+		return lease.Record{}, &lease.RecordError{Name: name, Field: field, Reason: fmt.Sprintf(format, args...)}
+	}
+	if len(bytes.TrimSpace(data)) == 0 {
+		return bad("json", "object is empty, want a JSON lease record")
+	}
+	if !json.Valid(data) {
+		var v any
+		err := json.Unmarshal(data, &v) // for the offset of the syntax error
+		return bad("json", "not JSON: %v", err)
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.UseNumber()
+	tok, err := dec.Token()
+	if err != nil {
+		return bad("json", "%v", err)
+	}
+	if tok != json.Delim('{') {
+		return bad("json", "want a JSON object, got %s", describe(tok))
+	}
+
+	var vals [numFields]any
+	var seen [numFields]bool
+	var keyErr *lease.RecordError // first unknown or repeated key
+	for dec.More() {
+		kt, err := dec.Token()
+		if err != nil {
+			return bad("json", "%v", err)
+		}
+		key, _ := kt.(string) // json.Valid: object keys are strings
+		val, err := dec.Token()
+		if err != nil {
+			return bad("json", "%v", err)
+		}
+		if d, ok := val.(json.Delim); ok {
+			if val, err = skipComposite(dec, d); err != nil {
+				return bad("json", "%v", err)
+			}
+		}
+		f := fieldOf(key)
+		switch {
+		case keyErr != nil:
+		case f < 0:
+			keyErr = &lease.RecordError{Name: name, Field: "json", Reason: fmt.Sprintf("unknown key %s (schema version %d has %s; keys match exactly, case included)",
+				quoteShort(key), SchemaVersion, strings.Join(jsonKeys[:], ", "))}
+		case seen[f]:
+			keyErr = &lease.RecordError{Name: name, Field: errorFields[f], Reason: fmt.Sprintf("key %q appears more than once", key)}
+		}
+		if f >= 0 && !seen[f] {
+			seen[f] = true
+			vals[f] = val
+		}
+	}
+
+	// The schema version comes first: a record from a newer schema may hold
+	// keys this one does not know, and should be reported as such.
+	if !seen[fieldV] {
+		return bad("v", `key "v" (schema version) is missing; this build reads version %d`, SchemaVersion)
+	}
+	vnum, ok := vals[fieldV].(json.Number)
+	if !ok {
+		return bad("v", `key "v" is %s, want the number %d`, describe(vals[fieldV]), SchemaVersion)
+	}
+	if vnum.String() != strconv.Itoa(SchemaVersion) {
+		return bad("v", "schema version %s is not supported: this build reads version %d only (was the object written by a newer tenure?)", vnum, SchemaVersion)
+	}
+	if keyErr != nil {
+		return lease.Record{}, keyErr
+	}
+	for f := range numFields {
+		if required[f] && !seen[f] {
+			return bad(errorFields[f], "key %q is missing", jsonKeys[f])
+		}
+	}
+
+	var rec lease.Record
+	str := func(f int) (string, bool) {
+		s, ok := vals[f].(string)
+		return s, ok
+	}
+	var s string
+	if s, ok = str(fieldHolder); !ok {
+		return bad("holder", `key "holder" is %s, want a string`, describe(vals[fieldHolder]))
+	}
+	rec.Holder = s
+
+	num, ok := vals[fieldToken].(json.Number)
+	if !ok {
+		return bad("token", `key "token" is %s, want an integer from 1 to 2^63-1`, describe(vals[fieldToken]))
+	}
+	if rec.Token, err = strconv.ParseUint(num.String(), 10, 64); err != nil {
+		return bad("token", `key "token" is %s, want an integer from 1 to 2^63-1`, num)
+	}
+
+	if num, ok = vals[fieldDuration].(json.Number); !ok {
+		return bad("duration", `key "duration_ns" is %s, want an integer number of nanoseconds`, describe(vals[fieldDuration]))
+	}
+	if strings.HasPrefix(num.String(), "-") {
+		return bad("duration", `key "duration_ns" is negative: %s`, num)
+	}
+	d, err := strconv.ParseInt(num.String(), 10, 64)
+	if err != nil {
+		return bad("duration", `key "duration_ns" is %s, want an integer number of nanoseconds up to %d`, num, int64(lease.MaxDuration))
+	}
+	rec.Duration = time.Duration(d)
+
+	if rec.Released, ok = vals[fieldReleased].(bool); !ok {
+		return bad("released", `key "released" is %s, want true or false`, describe(vals[fieldReleased]))
+	}
+
+	if s, ok = str(fieldNonce); !ok {
+		return bad("nonce", `key "nonce" is %s, want a string`, describe(vals[fieldNonce]))
+	}
+	rec.Nonce = s
+
+	if s, ok = str(fieldWrittenAt); !ok {
+		return bad("written_at", `key "written_at" is %s, want an RFC 3339 time string`, describe(vals[fieldWrittenAt]))
+	}
+	if rec.WrittenAt, err = time.Parse(time.RFC3339Nano, s); err != nil {
+		return bad("written_at", `key "written_at" is %s, want an RFC 3339 time: %v`, quoteShort(s), err)
+	}
+
+	if seen[fieldPayload] {
+		if s, ok = str(fieldPayload); !ok {
+			return bad("payload", `key "payload" is %s, want a base64 string`, describe(vals[fieldPayload]))
+		}
+		// The whole object is at most MaxObjectSize bytes, so this allocation
+		// is bounded; Validate reports a payload that decodes too long.
+		if s != "" {
+			if rec.Payload, err = base64.StdEncoding.Strict().DecodeString(s); err != nil {
+				return bad("payload", `key "payload" is not standard padded base64: %v`, err)
+			}
+		}
+	}
+	if seen[fieldWriteID] {
+		if _, ok = str(fieldWriteID); !ok {
+			return bad("write_id", `key "write_id" is %s, want a string`, describe(vals[fieldWriteID]))
+		}
+	}
+
+	if err := rec.Validate(name); err != nil {
+		return lease.Record{}, err
+	}
+	return rec, nil
+}
+
+// fieldOf returns the field a key names, or -1.
+func fieldOf(key string) int {
+	for f, k := range jsonKeys {
+		if k == key {
+			return f
+		}
+	}
+	return -1
+}
+
+// skipComposite consumes the rest of the object or array that d opened and
+// returns a composite standing for it.
+func skipComposite(dec *json.Decoder, d json.Delim) (any, error) {
+	kind := composite("an object")
+	if d == '[' {
+		kind = "an array"
+	}
+	for depth := 1; depth > 0; {
+		tok, err := dec.Token()
+		if err != nil {
+			return nil, err
+		}
+		switch tok {
+		case json.Delim('{'), json.Delim('['):
+			depth++
+		case json.Delim('}'), json.Delim(']'):
+			depth--
+		}
+	}
+	return kind, nil
+}
+
+// describe names a JSON value for an error message.
+func describe(v any) string {
+	switch v := v.(type) {
+	case nil:
+		return "null"
+	case bool:
+		return strconv.FormatBool(v)
+	case json.Number:
+		return "the number " + short(v.String())
+	case string:
+		return "the string " + quoteShort(v)
+	case composite:
+		return string(v)
+	case json.Delim:
+		if v == '[' {
+			return "an array"
+		}
+		return "an object"
+	}
+	return fmt.Sprintf("%v", v)
+}
+
+// short cuts s to 40 bytes for an error message, so that a huge hand-written
+// value does not flood a log.
+func short(s string) string {
+	const limit = 40
+	if len(s) <= limit {
+		return s
+	}
+	return s[:limit] + "..."
+}
+
+// quoteShort quotes s, cut by short.
+func quoteShort(s string) string {
+	if t := short(s); len(t) < len(s) {
+		return strconv.Quote(t[:len(t)-3]) + "..."
+	}
+	return strconv.Quote(s)
+}
