@@ -1,0 +1,284 @@
+package tenure_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/tenure-go/tenure"
+	"github.com/tenure-go/tenure/election"
+	"github.com/tenure-go/tenure/fencing"
+	"github.com/tenure-go/tenure/internal/testservers"
+	"github.com/tenure-go/tenure/lease"
+	"github.com/tenure-go/tenure/lease/dynamolease"
+	"github.com/tenure-go/tenure/lease/leasetest"
+	"github.com/tenure-go/tenure/lease/s3lease"
+)
+
+// The Candidate end to end against each real server, in real time: the SDK's
+// connection goroutines cannot live in a synctest bubble. Leases are short
+// (2s) so that a failover takes seconds; every wait is bounded, and a bound
+// that passes fails the test.
+
+// e2eConfig gives leases of 2s: renewals every 400ms, a lead window of
+// 2s - 2ms - 200ms.
+func e2eConfig(store lease.Store, id string, ev *events) tenure.Config {
+	return tenure.Config{
+		Lease:         "e2e/leader",
+		Store:         store,
+		ID:            id,
+		LeaseDuration: 2 * time.Second,
+		OpTimeout:     300 * time.Millisecond,
+		RetryMax:      100 * time.Millisecond,
+		Callbacks:     ev.callbacks(id),
+	}
+}
+
+// e2eTakeover bounds a failover after a crash: ttl(1+ρ)/(1-ρ) + poll + two
+// round trips (counted generously here, as the servers share a loaded
+// machine with the tests).
+var e2eTakeover = election.WaitBeforeTakeover(2*time.Second, 2e-3) + 400*time.Millisecond + 2*time.Second
+
+type electedEvent struct {
+	id    string
+	term  tenure.Term
+	at    time.Time
+	ended <-chan struct{} // the term's context
+}
+
+type demotedEvent struct {
+	id     string
+	term   tenure.Term
+	reason tenure.DemotionReason
+	at     time.Time
+}
+
+// events gathers the callbacks of all candidates of one test.
+type events struct {
+	elected chan electedEvent
+	demoted chan demotedEvent
+	seen    chan string // "c saw b": c observed b as the leader
+}
+
+func newEvents() *events {
+	return &events{elected: make(chan electedEvent, 16), demoted: make(chan demotedEvent, 16), seen: make(chan string, 64)}
+}
+
+func (ev *events) callbacks(id string) tenure.Callbacks {
+	return tenure.Callbacks{
+		OnElected: func(ctx context.Context, term tenure.Term) {
+			ev.elected <- electedEvent{id: id, term: term, at: time.Now(), ended: ctx.Done()}
+		},
+		OnDemoted: func(term tenure.Term, reason tenure.DemotionReason) {
+			ev.demoted <- demotedEvent{id: id, term: term, reason: reason, at: time.Now()}
+		},
+		OnLeaderChange: func(l tenure.Leader) {
+			select {
+			case ev.seen <- id + " saw " + l.ID:
+			default: // nobody waits for it
+			}
+		},
+	}
+}
+
+// waitSeen waits until want (e.g. "c saw b") is reported.
+func (ev *events) waitSeen(t *testing.T, want string, within time.Duration) {
+	t.Helper()
+	timeout := time.After(within)
+	for {
+		select {
+		case s := <-ev.seen:
+			if s == want {
+				return
+			}
+		case <-timeout:
+			t.Fatalf("%q not reported within %v", want, within)
+		}
+	}
+}
+
+func (ev *events) nextElected(t *testing.T, within time.Duration) electedEvent {
+	t.Helper()
+	select {
+	case e := <-ev.elected:
+		return e
+	case <-time.After(within):
+		t.Fatalf("no election within %v", within)
+		return electedEvent{}
+	}
+}
+
+func (ev *events) nextDemoted(t *testing.T, within time.Duration) demotedEvent {
+	t.Helper()
+	select {
+	case e := <-ev.demoted:
+		return e
+	case <-time.After(within):
+		t.Fatalf("no demotion within %v", within)
+		return demotedEvent{}
+	}
+}
+
+// running is one Candidate whose store access can fail on demand.
+type running struct {
+	faults *leasetest.Faults
+	c      *tenure.Candidate
+	cancel context.CancelFunc
+	done   chan error
+}
+
+func runCandidate(t *testing.T, store lease.Store, id string, ev *events) *running {
+	t.Helper()
+	f := leasetest.NewFaults(store)
+	c, err := tenure.New(e2eConfig(f, id, ev))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	r := &running{faults: f, c: c, cancel: cancel, done: make(chan error, 1)}
+	go func() { r.done <- c.Run(ctx) }()
+	t.Cleanup(func() { r.cancel(); <-r.done })
+	return r
+}
+
+func (r *running) stop(t *testing.T) error {
+	t.Helper()
+	r.cancel()
+	select {
+	case err := <-r.done:
+		r.done <- err // for the cleanup
+		return err
+	case <-time.After(10 * time.Second):
+		t.Fatal("Run did not return within 10s of cancellation")
+		return nil
+	}
+}
+
+func TestIntegrationCandidate(t *testing.T) {
+	t.Run("dynamodb-local", func(t *testing.T) {
+		t.Parallel()
+		api := testservers.DynamoDB(t)
+		table := testservers.UniqueName("tenure-e2e")
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if err := dynamolease.CreateTable(ctx, api, table, dynamolease.TableOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		store, err := dynamolease.New(api, dynamolease.Config{Table: table})
+		if err != nil {
+			t.Fatal(err)
+		}
+		candidateEndToEnd(t, store)
+	})
+	for _, srv := range testservers.S3Servers(t) {
+		t.Run(srv.Name, func(t *testing.T) {
+			t.Parallel()
+			c := srv.Client()
+			store, err := s3lease.New(s3lease.Config{Client: c, Bucket: testservers.NewBucket(t, c), Prefix: "tenure/"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			candidateEndToEnd(t, store)
+		})
+	}
+}
+
+// candidateEndToEnd walks one lease through its life on store: first
+// election, a lost renewal response, a crash and failover, a graceful handoff
+// with a lost takeover response, and a store that becomes unreachable.
+func candidateEndToEnd(t *testing.T, store lease.Store) {
+	ev := newEvents()
+
+	// First election.
+	a := runCandidate(t, store, "a", ev)
+	e := ev.nextElected(t, 5*time.Second)
+	if e.id != "a" || e.term.Token != 1 {
+		t.Fatalf("first election: %s with token %d, want a with 1", e.id, e.term.Token)
+	}
+
+	// A renewal applies but its answer is lost: a reads the record back,
+	// finds its nonce, and keeps leading through several renewals.
+	puts := make(chan struct{}, 64)
+	a.faults.SetHook(func(op, _ string) error {
+		if op == "put" {
+			puts <- struct{}{}
+		}
+		return nil
+	})
+	a.faults.LosePutResponses(1)
+	timeout := time.After(5 * time.Second)
+	for range 4 {
+		select {
+		case <-puts:
+		case <-timeout:
+			t.Fatal("a stopped renewing after a lost response")
+		}
+	}
+	a.faults.SetHook(nil)
+	select {
+	case d := <-ev.demoted:
+		t.Fatalf("a demoted (%v) after a lost renewal response", d.reason)
+	default:
+	}
+	if st := a.c.Status(); !st.Leading || st.Token != 1 {
+		t.Fatalf("a after a lost renewal response: %+v", st)
+	}
+
+	// a crashes: nothing it sends arrives any more, and it never releases.
+	b := runCandidate(t, store, "b", ev)
+	a.faults.FailAll()
+	crashed := time.Now()
+	if err := a.stop(t); !errors.Is(err, leasetest.ErrInjected) {
+		t.Fatalf("a's Run after the crash = %v, want the failed release", err)
+	}
+	if d := ev.nextDemoted(t, time.Second); d.id != "a" || d.reason != tenure.ReasonShutDown {
+		t.Fatalf("crash: %s demoted (%v)", d.id, d.reason)
+	}
+	e = ev.nextElected(t, e2eTakeover)
+	if e.id != "b" || e.term.Token != 2 {
+		t.Fatalf("failover: %s with token %d, want b with 2", e.id, e.term.Token)
+	}
+	t.Logf("failover after a crash: %v", e.at.Sub(crashed).Round(time.Millisecond))
+
+	// Graceful handoff to c, whose takeover response is lost: it learns from
+	// the read-back that it leads.
+	c := runCandidate(t, store, "c", ev)
+	c.faults.LosePutResponses(1)
+	ev.waitSeen(t, "c saw b", 5*time.Second)
+	released := time.Now()
+	if err := b.stop(t); err != nil {
+		t.Fatalf("b's release: %v", err)
+	}
+	if d := ev.nextDemoted(t, time.Second); d.id != "b" || d.reason != tenure.ReasonShutDown {
+		t.Fatalf("handoff: %s demoted (%v)", d.id, d.reason)
+	}
+	e = ev.nextElected(t, 5*time.Second)
+	if e.id != "c" || e.term.Token != 3 {
+		t.Fatalf("handoff: %s with token %d, want c with 3", e.id, e.term.Token)
+	}
+	if f := e.term.Fence(); f != (fencing.Fence{Lease: "e2e/leader", Token: 3}) {
+		t.Fatalf("fence = %+v", f)
+	}
+	t.Logf("handoff after a release: %v", e.at.Sub(released).Round(time.Millisecond))
+
+	// The store becomes unreachable for c: it steps down by its deadline,
+	// saying why, and its term's context ends no later than the demotion.
+	c.faults.FailAll()
+	cut := time.Now()
+	d := ev.nextDemoted(t, 3*time.Second)
+	if d.id != "c" || d.reason != tenure.ReasonStoreUnavailable {
+		t.Fatalf("unreachable store: %s demoted (%v)", d.id, d.reason)
+	}
+	if lag := d.at.Sub(cut); lag > 2*time.Second {
+		t.Fatalf("demoted %v after the store went away, beyond the 2s lease", lag)
+	}
+	select {
+	case <-e.ended:
+	default:
+		t.Fatal("OnDemoted before the term's context ended")
+	}
+	if st := c.c.Status(); st.Leading || !errors.Is(st.Err, leasetest.ErrInjected) {
+		t.Fatalf("c's status: %+v", st)
+	}
+}
