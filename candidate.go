@@ -106,7 +106,6 @@ type runner struct {
 	wake  time.Time
 	wakeC <-chan time.Time
 	done  bool
-	err   error // last store error seen while releasing
 }
 
 func (r *runner) run(ctx context.Context) error {

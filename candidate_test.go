@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/tenure-go/tenure"
+	"github.com/tenure-go/tenure/election"
 	"github.com/tenure-go/tenure/fencing"
 	"github.com/tenure-go/tenure/lease"
 	"github.com/tenure-go/tenure/lease/leasetest"
@@ -496,13 +497,17 @@ func TestConfigErrors(t *testing.T) {
 		{"margin", tenure.Config{Lease: "x", Store: store, Margin: 10 * time.Second}, "leaves no lead window"},
 		{"negative", tenure.Config{Lease: "x", Store: store, PollInterval: -time.Second}, "PollInterval -1s must be positive"},
 		{"payload", tenure.Config{Lease: "x", Store: store, Payload: make([]byte, 2000)}, "Payload is 2000 bytes"},
-		{"id", tenure.Config{Lease: "x", Store: store, ID: "bad\x00id"}, "ID"},
+		{"id", tenure.Config{Lease: "x", Store: store, ID: "bad\x00id"}, "ID \"bad\\x00id\" must be printable"},
 		{"lease too long", tenure.Config{Lease: "x", Store: store, LeaseDuration: 48 * time.Hour}, "LeaseDuration 48h0m0s must lie within"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := tenure.New(tc.cfg)
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("New = %v, want an error containing %q", err, tc.want)
+			}
+			var fe *election.FieldError
+			if !errors.As(err, &fe) || !strings.HasPrefix(err.Error(), "tenure: config: "+fe.Field) {
+				t.Fatalf("New = %v: no *election.FieldError naming the field", err)
 			}
 		})
 	}

@@ -4,7 +4,6 @@ import (
 	crand "crypto/rand"
 	"encoding/binary"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
@@ -86,7 +85,8 @@ type Config struct {
 
 // Validate fills in the defaults of the fields left zero and checks every
 // field and how they relate, e.g. that a renewal can be retried before the
-// deadline. It returns the first problem found.
+// deadline. It returns the first problem found; errors.As finds the
+// *election.FieldError that names the field.
 func (c *Config) Validate() error {
 	if err := c.validate(); err != nil {
 		return fmt.Errorf("tenure: config: %w", err)
@@ -96,10 +96,10 @@ func (c *Config) Validate() error {
 
 func (c *Config) validate() error {
 	if err := lease.ValidateName(c.Lease); err != nil {
-		return fmt.Errorf("Lease: %w", err)
+		return &election.FieldError{Field: "Lease", Err: err}
 	}
 	if c.Store == nil {
-		return errors.New("Store is nil")
+		return &election.FieldError{Field: "Store", Reason: "is nil"}
 	}
 	if c.LeaseDuration == 0 {
 		c.LeaseDuration = DefaultLeaseDuration
@@ -125,7 +125,7 @@ func (c *Config) validate() error {
 		c.MaxDrift = DefaultMaxDrift
 	}
 	if c.ReleaseTimeout < 0 {
-		return fmt.Errorf("ReleaseTimeout %v must not be negative", c.ReleaseTimeout)
+		return &election.FieldError{Field: "ReleaseTimeout", Reason: fmt.Sprintf("%v must not be negative", c.ReleaseTimeout)}
 	}
 	if c.ID == "" {
 		c.ID = defaultID()

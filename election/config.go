@@ -33,51 +33,72 @@ type Config struct {
 	Rand          *rand.Rand    // jitter and nonces; seed it for a deterministic Machine
 }
 
-// Validate checks each field and how they relate. Errors name the fields.
+// FieldError is a Config field whose value breaks a rule, alone or together
+// with other fields.
+type FieldError struct {
+	Field  string // as named in Config, e.g. "RenewInterval"
+	Reason string
+	Err    error // the cause, when another check found it
+}
+
+func (e *FieldError) Error() string {
+	if e.Err != nil {
+		return e.Field + ": " + e.Err.Error()
+	}
+	return e.Field + " " + e.Reason
+}
+
+func (e *FieldError) Unwrap() error { return e.Err }
+
+func fieldErr(field, format string, args ...any) error {
+	return &FieldError{Field: field, Reason: fmt.Sprintf(format, args...)}
+}
+
+// Validate checks each field and how they relate. Errors are *FieldError.
 func (c *Config) Validate() error {
 	if c.ID == "" {
-		return fmt.Errorf("ID is empty")
+		return fieldErr("ID", "is empty")
 	}
 	if len(c.ID) > lease.MaxHolderLen || !utf8.ValidString(c.ID) || !allPrint(c.ID) {
-		return fmt.Errorf("ID %q must be printable UTF-8 of at most %d bytes", c.ID, lease.MaxHolderLen)
+		return fieldErr("ID", "%q must be printable UTF-8 of at most %d bytes", c.ID, lease.MaxHolderLen)
 	}
 	if c.LeaseDuration < lease.MinDuration || c.LeaseDuration > lease.MaxDuration {
-		return fmt.Errorf("LeaseDuration %v must lie within [%v, %v]", c.LeaseDuration, lease.MinDuration, lease.MaxDuration)
+		return fieldErr("LeaseDuration", "%v must lie within [%v, %v]", c.LeaseDuration, lease.MinDuration, lease.MaxDuration)
 	}
 	if !(c.MaxDrift >= 0 && c.MaxDrift <= MaxMaxDrift) { // also rejects NaN
-		return fmt.Errorf("MaxDrift %v must lie within [0, %v]", c.MaxDrift, MaxMaxDrift)
+		return fieldErr("MaxDrift", "%v must lie within [0, %v]", c.MaxDrift, MaxMaxDrift)
 	}
 	for _, f := range []struct {
 		name string
 		d    time.Duration
 	}{{"RenewInterval", c.RenewInterval}, {"PollInterval", c.PollInterval}, {"OpTimeout", c.OpTimeout}, {"RetryMin", c.RetryMin}} {
 		if f.d <= 0 {
-			return fmt.Errorf("%s %v must be positive", f.name, f.d)
+			return fieldErr(f.name, "%v must be positive", f.d)
 		}
 	}
 	if c.Margin < 0 {
-		return fmt.Errorf("Margin %v must not be negative", c.Margin)
+		return fieldErr("Margin", "%v must not be negative", c.Margin)
 	}
 	if c.RetryMax < c.RetryMin {
-		return fmt.Errorf("RetryMax %v is below RetryMin %v", c.RetryMax, c.RetryMin)
+		return fieldErr("RetryMax", "%v is below RetryMin %v", c.RetryMax, c.RetryMin)
 	}
 	window := LeadWindow(c.LeaseDuration, c.MaxDrift, c.Margin)
 	if window <= 0 {
-		return fmt.Errorf("Margin %v leaves no lead window: LeaseDuration×(1-MaxDrift) is %v",
+		return fieldErr("Margin", "%v leaves no lead window: LeaseDuration×(1-MaxDrift) is %v",
 			c.Margin, c.LeaseDuration-Drift(c.LeaseDuration, c.MaxDrift))
 	}
 	// A renewal sent at RenewInterval may time out (OpTimeout), be read back
 	// (OpTimeout) and back off (RetryMax); one more attempt must still be
 	// possible before the deadline, or a single slow request demotes.
 	if need := c.RenewInterval + 2*c.OpTimeout + c.RetryMax; need > window {
-		return fmt.Errorf("RenewInterval %v + 2×OpTimeout %v + RetryMax %v = %v leaves no room to retry a renewal within the lead window %v (LeaseDuration×(1-MaxDrift)-Margin); shorten them or lengthen LeaseDuration",
+		return fieldErr("RenewInterval", "%v + 2×OpTimeout %v + RetryMax %v = %v leaves no room to retry a renewal within the lead window %v (LeaseDuration×(1-MaxDrift)-Margin); shorten them or lengthen LeaseDuration",
 			c.RenewInterval, c.OpTimeout, c.RetryMax, need, window)
 	}
 	if len(c.Payload) > lease.MaxPayloadLen {
-		return fmt.Errorf("Payload is %d bytes, limit %d", len(c.Payload), lease.MaxPayloadLen)
+		return fieldErr("Payload", "is %d bytes, limit %d", len(c.Payload), lease.MaxPayloadLen)
 	}
 	if c.Rand == nil {
-		return fmt.Errorf("Rand is nil")
+		return fieldErr("Rand", "is nil")
 	}
 	return nil
 }
