@@ -1,0 +1,217 @@
+// Package testservers hands tests SDK clients configured for the real servers that
+// scripts/testservers.sh starts: DynamoDB Local, versitygw and MinIO.
+//
+// The script exports the servers' addresses and keys in environment variables
+// (TENURE_DYNAMODB_ENDPOINT, TENURE_VERSITYGW_ENDPOINT, TENURE_VERSITYGW_ACCESS_KEY,
+// TENURE_VERSITYGW_SECRET_KEY, TENURE_MINIO_ENDPOINT, TENURE_MINIO_ACCESS_KEY,
+// TENURE_MINIO_SECRET_KEY). A test that needs a server the environment does not
+// name is skipped, or failed when Required reports true (in CI), so that a missing
+// server can never pass silently there.
+//
+// By convention every test function that talks to a real server has a name that
+// starts with TestIntegration, so `make integration` can select them.
+package testservers
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+)
+
+// Environment variables read by this package.
+const (
+	EnvDynamoDBEndpoint   = "TENURE_DYNAMODB_ENDPOINT"
+	EnvVersityGWEndpoint  = "TENURE_VERSITYGW_ENDPOINT"
+	EnvVersityGWAccessKey = "TENURE_VERSITYGW_ACCESS_KEY"
+	EnvVersityGWSecretKey = "TENURE_VERSITYGW_SECRET_KEY"
+	EnvMinIOEndpoint      = "TENURE_MINIO_ENDPOINT"
+	EnvMinIOAccessKey     = "TENURE_MINIO_ACCESS_KEY"
+	EnvMinIOSecretKey     = "TENURE_MINIO_SECRET_KEY"
+	EnvRequireServers     = "TENURE_REQUIRE_SERVERS"
+)
+
+// Region is the region every client is configured with.
+const Region = "us-east-1"
+
+// SetupTimeout bounds each setup or cleanup call this package makes on a server.
+const SetupTimeout = 30 * time.Second
+
+// hint tells a reader how to get the servers.
+const hint = "run the tests under the servers: make test, make integration, or scripts/testservers.sh run -- go test ./..."
+
+// Required reports whether a missing server must fail the test instead of skipping
+// it: true when CI=true or TENURE_REQUIRE_SERVERS=1.
+func Required() bool {
+	return os.Getenv("CI") == "true" || os.Getenv(EnvRequireServers) == "1"
+}
+
+// missing skips t, or fails it when Required.
+func missing(t testing.TB, format string, args ...any) {
+	t.Helper()
+	msg := fmt.Sprintf(format, args...) + "; " + hint
+	if Required() {
+		t.Fatalf("%s (servers are required: CI=true or %s=1)", msg, EnvRequireServers)
+	}
+	t.Skip(msg)
+}
+
+// DynamoDB returns a client for DynamoDB Local at $TENURE_DYNAMODB_ENDPOINT:
+// static dummy credentials, region us-east-1, response CRC32 validation off (DynamoDB
+// Local's error responses carry no CRC, which would make the SDK warn), retries left
+// at the SDK default. Without the environment variable it skips the test, or fails
+// it when Required.
+func DynamoDB(t testing.TB) *dynamodb.Client {
+	t.Helper()
+	endpoint := os.Getenv(EnvDynamoDBEndpoint)
+	if endpoint == "" {
+		missing(t, "DynamoDB Local is not configured: %s is not set", EnvDynamoDBEndpoint)
+	}
+	cfg := aws.Config{
+		Region:      Region,
+		Credentials: credentials.NewStaticCredentialsProvider("tenure", "tenure", ""),
+	}
+	return dynamodb.NewFromConfig(cfg, func(o *dynamodb.Options) {
+		o.BaseEndpoint = aws.String(endpoint)
+		o.DisableValidateResponseChecksum = true
+	})
+}
+
+// S3Server is one S3-compatible server under test.
+type S3Server struct {
+	Name      string // "versitygw" or "minio"
+	Endpoint  string // e.g. http://127.0.0.1:43123
+	AccessKey string
+	SecretKey string
+}
+
+// s3Env names the environment variables of one S3 server.
+type s3Env struct{ name, endpoint, accessKey, secretKey string }
+
+var s3Envs = []s3Env{
+	{"versitygw", EnvVersityGWEndpoint, EnvVersityGWAccessKey, EnvVersityGWSecretKey},
+	{"minio", EnvMinIOEndpoint, EnvMinIOAccessKey, EnvMinIOSecretKey},
+}
+
+// S3Servers returns the configured S3 servers, in the order versitygw, minio. A
+// server is configured when its endpoint variable is set; its key variables must
+// then be set too, or the test fails. When none is configured the test is skipped
+// (failed when Required). When only some are configured, the missing ones fail the
+// test when Required and are logged otherwise.
+func S3Servers(t testing.TB) []S3Server {
+	t.Helper()
+	var servers []S3Server
+	var absent []string
+	for _, e := range s3Envs {
+		endpoint := os.Getenv(e.endpoint)
+		if endpoint == "" {
+			absent = append(absent, fmt.Sprintf("%s (%s)", e.name, e.endpoint))
+			continue
+		}
+		s := S3Server{
+			Name:      e.name,
+			Endpoint:  endpoint,
+			AccessKey: os.Getenv(e.accessKey),
+			SecretKey: os.Getenv(e.secretKey),
+		}
+		if s.AccessKey == "" || s.SecretKey == "" {
+			t.Fatalf("%s is set but %s or %s is empty", e.endpoint, e.accessKey, e.secretKey)
+		}
+		servers = append(servers, s)
+	}
+	switch {
+	case len(servers) == 0:
+		missing(t, "no S3 server is configured: %s not set", strings.Join(absent, ", "))
+	case len(absent) > 0 && Required():
+		t.Fatalf("S3 servers not configured: %s (servers are required: CI=true or %s=1); %s",
+			strings.Join(absent, ", "), EnvRequireServers, hint)
+	case len(absent) > 0:
+		t.Logf("S3 servers not configured, not tested: %s", strings.Join(absent, ", "))
+	}
+	return servers
+}
+
+// Client returns an S3 client for the server: path-style addressing, region
+// us-east-1, static credentials, and request checksums computed and response
+// checksums validated only when an operation requires it, which S3-compatible
+// servers accept.
+func (s S3Server) Client() *s3.Client {
+	cfg := aws.Config{
+		Region:      Region,
+		Credentials: credentials.NewStaticCredentialsProvider(s.AccessKey, s.SecretKey, ""),
+	}
+	return s3.NewFromConfig(cfg, func(o *s3.Options) {
+		o.BaseEndpoint = aws.String(s.Endpoint)
+		o.UsePathStyle = true
+		o.RequestChecksumCalculation = aws.RequestChecksumCalculationWhenRequired
+		o.ResponseChecksumValidation = aws.ResponseChecksumValidationWhenRequired
+	})
+}
+
+// NewBucket creates a bucket with a unique valid name on c and returns the name. At
+// test cleanup it deletes every object in the bucket and the bucket itself, best
+// effort: errors are logged, not fatal.
+func NewBucket(t testing.TB, c *s3.Client) string {
+	t.Helper()
+	name := "tenure-test-" + randomHex(8) // 28 characters: lowercase letters, digits, hyphens
+	ctx, cancel := context.WithTimeout(context.Background(), SetupTimeout)
+	defer cancel()
+	if _, err := c.CreateBucket(ctx, &s3.CreateBucketInput{Bucket: aws.String(name)}); err != nil {
+		t.Fatalf("create bucket %s: %v", name, err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), SetupTimeout)
+		defer cancel()
+		if err := deleteBucket(ctx, c, name); err != nil {
+			t.Logf("cleanup: %v", err)
+		}
+	})
+	return name
+}
+
+// deleteBucket deletes every object in the bucket, one at a time (DeleteObjects needs
+// a Content-MD5 or checksum header that not every server takes the same way), then
+// the bucket.
+func deleteBucket(ctx context.Context, c *s3.Client, bucket string) error {
+	var errs []error
+	p := s3.NewListObjectsV2Paginator(c, &s3.ListObjectsV2Input{Bucket: aws.String(bucket)})
+	for p.HasMorePages() {
+		page, err := p.NextPage(ctx)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("list objects in bucket %s: %w", bucket, err))
+			break
+		}
+		for _, o := range page.Contents {
+			if _, err := c.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: aws.String(bucket), Key: o.Key}); err != nil {
+				errs = append(errs, fmt.Errorf("delete object %s/%s: %w", bucket, aws.ToString(o.Key), err))
+			}
+		}
+	}
+	if _, err := c.DeleteBucket(ctx, &s3.DeleteBucketInput{Bucket: aws.String(bucket)}); err != nil {
+		errs = append(errs, fmt.Errorf("delete bucket %s: %w", bucket, err))
+	}
+	return errors.Join(errs...)
+}
+
+// UniqueName returns prefix + "-" + 8 random lowercase hex digits: unique, and valid
+// as a DynamoDB table name and as part of an S3 key when prefix is.
+func UniqueName(prefix string) string {
+	return prefix + "-" + randomHex(4)
+}
+
+// randomHex returns 2n random lowercase hex digits.
+func randomHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b) // crypto/rand.Read never returns an error
+	return hex.EncodeToString(b)
+}
