@@ -282,7 +282,11 @@ func (m *Machine) start(now time.Time) {
 	case doPoll, doReadBack:
 		m.send(now, &flight{do: do})
 	case doAcquire:
-		if m.stopping || m.state == leading {
+		if m.stopping {
+			return
+		}
+		if m.state == leading { // obsolete: keep renewing instead
+			m.schedule(m.sent.Add(m.cfg.RenewInterval), doRenew)
 			return
 		}
 		token, expect := uint64(1), lease.NoVersion
@@ -300,7 +304,13 @@ func (m *Machine) start(now time.Time) {
 		rec := lease.Record{Holder: m.cfg.ID, Token: token, Duration: m.cfg.LeaseDuration, Payload: m.cfg.Payload}
 		m.write(now, doAcquire, rec, expect)
 	case doRenew:
-		if m.stopping || m.state != leading {
+		if m.stopping {
+			return
+		}
+		if m.state != leading {
+			// The term ended while a retry of its renewal was pending (a
+			// read-back outlived the deadline): carry on as a follower.
+			m.follow(now)
 			return
 		}
 		m.write(now, doRenew, m.ownRec, m.ownVer)

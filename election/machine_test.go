@@ -567,3 +567,42 @@ func TestConfigValidate(t *testing.T) {
 		})
 	}
 }
+
+// TestNoIdleAfterDemotionDuringReadBack: a renewal fails, its read-back is
+// in flight when the deadline demotes the leader, and the read-back fails
+// too. The retry it would schedule is a renewal, which no longer applies: the
+// machine must go on as a follower, not fall idle (found by TestRandomFaults).
+func TestNoIdleAfterDemotionDuringReadBack(t *testing.T) {
+	for _, readBack := range []struct {
+		name string
+		rec  lease.Record
+		ver  lease.Version
+		err  error
+	}{
+		{"read-back fails", lease.Record{}, "", errors.New("EOF")},
+		{"read-back shows no change", lease.Record{Holder: "a", Token: 1, Duration: 10 * time.Second, Nonce: "n1"}, "v1", nil},
+	} {
+		t.Run(readBack.name, func(t *testing.T) {
+			x := newH(t, testConfig("a"))
+			x.elect(at(0), at(time.Millisecond))
+			x.tick(at(8 * time.Second)) // late renewal
+			x.reply(at(8100*time.Millisecond), x.wantOp(OpPut), lease.Record{}, "", errors.New("EOF"))
+			get := x.wantOp(OpGet)
+			x.tick(at(8990 * time.Millisecond))
+			x.wantEvents("demoted(store unavailable)")
+			x.reply(at(9*time.Second), get, readBack.rec, readBack.ver, readBack.err)
+			for i := 0; i < 5 && x.out.Op == nil; i++ {
+				if x.out.Wake.IsZero() {
+					t.Fatalf("idle at %v: no op and nothing scheduled", x.now.Sub(t0))
+				}
+				x.tick(x.out.Wake)
+			}
+			// As a follower it waits out its own record like anyone's: seen
+			// at 1ms, taken with the next token at 1ms + 10.01s.
+			put := x.wantOp(OpPut)
+			if !x.now.Equal(at(10011*time.Millisecond)) || put.Record.Token != 2 || put.Expect != "v1" {
+				t.Fatalf("at %v: %+v, want CAS(v1, token 2) at 10.011s", x.now.Sub(t0), put)
+			}
+		})
+	}
+}
