@@ -166,13 +166,18 @@ func (w *world) start(id string, work func(ctx context.Context), edit ...func(*t
 	ctx, cancel := context.WithCancel(context.Background())
 	n := &node{c: c, faults: f, cancel: cancel, done: make(chan error, 1)}
 	go func() { n.done <- c.Run(ctx) }()
+	// Should the test fail early, stop n anyway: a bubble must end with no
+	// goroutine left.
+	w.t.Cleanup(func() { n.faults.Heal(); n.stop() })
 	return n
 }
 
-// stop cancels n's Run and returns its result.
+// stop cancels n's Run and returns its result. It may be called again.
 func (n *node) stop() error {
 	n.cancel()
-	return <-n.done
+	err := <-n.done
+	n.done <- err
+	return err
 }
 
 func (w *world) snapshot() []term {
