@@ -1,24 +1,62 @@
 package fencing
 
-import "context"
+import (
+	"context"
+	"errors"
+	"fmt"
+)
+
+// ErrNoFence reports that a context carries no Fence where a write needed one.
+var ErrNoFence = errors.New("fencing: no fence in context (pass the context of OnElected, or NewContext)")
+
+// MaxLeaseLen is the longest lease name a Fence may carry, in bytes: the
+// longest lease name tenure accepts.
+const MaxLeaseLen = 200
 
 // Fence is what a writer presents to a fenced resource: the lease it leads
-// and the token of its term.
+// and the token of its term. The zero Fence is no fence.
 type Fence struct {
 	Lease string
 	Token Token
+}
+
+// String returns a form for logs: lease "jobs/cron" token 7.
+func (f Fence) String() string { return fmt.Sprintf("lease %q token %d", f.Lease, f.Token) }
+
+// Validate reports whether f can be presented: a token of at least 1 and a
+// lease name of 1 to MaxLeaseLen bytes of printable ASCII without spaces, so
+// that it travels unchanged in HTTP headers, S3 metadata and database
+// columns. Every name lease.ValidateName accepts is valid here.
+func (f Fence) Validate() error {
+	if f.Token == 0 {
+		return fmt.Errorf("fencing: %v: zero token (tokens start at 1)", f)
+	}
+	if f.Lease == "" || len(f.Lease) > MaxLeaseLen {
+		return fmt.Errorf("fencing: %v: lease name is %d bytes, want 1 to %d", f, len(f.Lease), MaxLeaseLen)
+	}
+	for i := 0; i < len(f.Lease); i++ {
+		if c := f.Lease[i]; c <= ' ' || c > '~' {
+			return fmt.Errorf("fencing: %v: byte %d (0x%02x) of the lease name is not printable ASCII", f, i, c)
+		}
+	}
+	return nil
 }
 
 type contextKey struct{}
 
 // NewContext returns a copy of ctx that carries f. tenure puts the term's
 // Fence into the context it passes to OnElected, so code far below can fence
-// its writes without the term being threaded through every call.
+// its writes without the term being threaded through every call; use
+// NewContext where a fence arrives another way (fencehttp's middleware puts
+// the fence a request presented into the request's context).
 func NewContext(ctx context.Context, f Fence) context.Context {
 	return context.WithValue(ctx, contextKey{}, f)
 }
 
-// FromContext returns the Fence carried by ctx, if any.
+// FromContext returns the Fence carried by ctx, if any. A context derived from
+// the one OnElected received carries the term's fence; it stays there after
+// the term's context is cancelled, because a write already under way must
+// still present it.
 func FromContext(ctx context.Context) (Fence, bool) {
 	f, ok := ctx.Value(contextKey{}).(Fence)
 	return f, ok

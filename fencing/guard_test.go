@@ -1,12 +1,15 @@
 package fencing_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"runtime"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
+	"testing/synctest"
 
 	"github.com/tenure-go/tenure/fencing"
 )
@@ -221,4 +224,254 @@ func TestGuardConcurrent(t *testing.T) {
 			t.Errorf("lease %s: highest presented %d, Highest %d, last action %v", l, highest[l], g.Highest(l), log[max(len(log)-1, 0):])
 		}
 	}
+}
+
+// Actions of the current term run together under DoShared: each of these
+// waits until all are inside, which would never happen if they ran one at a
+// time (synctest reports that as a deadlock).
+func TestGuardDoSharedRunsCurrentTermConcurrently(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var g fencing.Guard
+		if err := g.Do("a", 3, func() error { return nil }); err != nil {
+			t.Fatal(err)
+		}
+		const n = 4
+		var inside sync.WaitGroup
+		inside.Add(n)
+		var wg sync.WaitGroup
+		for range n {
+			wg.Go(func() {
+				err := g.DoShared("a", 3, func() error {
+					inside.Done()
+					inside.Wait()
+					return nil
+				})
+				if err != nil {
+					t.Errorf("DoShared(a, 3): %v", err)
+				}
+			})
+		}
+		wg.Wait()
+	})
+}
+
+// The first action of a newer term waits for the running actions of the older
+// one, runs alone, and from then on the older term is refused, including the
+// actions that arrived while it waited.
+func TestGuardDoSharedNewTermWaitsForOldOne(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var g fencing.Guard
+		var mu sync.Mutex // guards log
+		var log []string
+		record := func(s string) {
+			mu.Lock()
+			log = append(log, s)
+			mu.Unlock()
+		}
+
+		release := make(chan struct{})
+		var wg sync.WaitGroup
+		wg.Go(func() {
+			_ = g.DoShared("a", 1, func() error {
+				record("old starts")
+				<-release
+				record("old ends")
+				return nil
+			})
+		})
+		synctest.Wait()
+		var newErr, lateErr error
+		wg.Go(func() {
+			newErr = g.DoShared("a", 2, func() error { record("new"); return nil })
+		})
+		synctest.Wait()
+		wg.Go(func() {
+			lateErr = g.DoShared("a", 1, func() error { record("late old"); return nil })
+		})
+		synctest.Wait()
+		if h := g.Highest("a"); h != 1 {
+			t.Errorf("Highest = %d while the old term's action runs, want 1", h)
+		}
+		close(release)
+		wg.Wait()
+
+		if want := []string{"old starts", "old ends", "new"}; !slices.Equal(log, want) {
+			t.Errorf("actions ran as %q, want %q", log, want)
+		}
+		if newErr != nil {
+			t.Errorf("DoShared(a, 2): %v", newErr)
+		}
+		var se *fencing.StaleTokenError
+		if !errors.As(lateErr, &se) || se.Presented != 1 || se.Current != 2 {
+			t.Errorf("DoShared(a, 1) queued behind token 2: %v, want a StaleTokenError 1 < 2", lateErr)
+		}
+	})
+}
+
+// Do excludes DoShared's actions, and a panic in either leaves the Guard
+// usable.
+func TestGuardDoExcludesDoShared(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var g fencing.Guard
+		release := make(chan struct{})
+		var running atomic.Int32
+		var wg sync.WaitGroup
+		wg.Go(func() {
+			_ = g.Do("a", 1, func() error {
+				running.Add(1)
+				<-release
+				running.Add(-1)
+				return nil
+			})
+		})
+		synctest.Wait()
+		wg.Go(func() {
+			_ = g.DoShared("b", 1, func() error {
+				if running.Load() != 0 {
+					t.Error("DoShared's action ran while Do's was running")
+				}
+				return nil
+			})
+		})
+		synctest.Wait()
+		close(release)
+		wg.Wait()
+
+		func() {
+			defer func() { _ = recover() }()
+			_ = g.DoShared("b", 1, func() error { panic("boom") })
+		}()
+		if err := g.Do("b", 1, func() error { return nil }); err != nil {
+			t.Fatalf("Do after a panicking DoShared: %v", err)
+		}
+	})
+}
+
+// Writers race with DoShared and Do and interleaved tokens on a few leases.
+// Per lease, every action must start with a token no lower than any action
+// that started before it, and never while an action of another token runs.
+func TestGuardDoSharedConcurrent(t *testing.T) {
+	var g fencing.Guard
+	leases := []string{"a", "b"}
+	const writers, calls = 24, 60
+
+	type state struct {
+		mu      sync.Mutex
+		started fencing.Token         // highest token that started an action
+		running map[fencing.Token]int // actions running, by token
+	}
+	states := map[string]*state{}
+	for _, l := range leases {
+		states[l] = &state{running: map[fencing.Token]int{}}
+	}
+	var accepted, stale atomic.Int64
+	var wg sync.WaitGroup
+	for w := range writers {
+		wg.Go(func() {
+			for i := range calls {
+				l := leases[(w+i)%len(leases)]
+				tok := fencing.Token(i/3 + (w*5)%11 + 1)
+				s := states[l]
+				action := func() error {
+					s.mu.Lock()
+					if tok < s.started {
+						t.Errorf("lease %s: token %d started after token %d", l, tok, s.started)
+					}
+					for other, n := range s.running {
+						if n > 0 && other != tok {
+							t.Errorf("lease %s: token %d started while %d actions of token %d run", l, tok, n, other)
+						}
+					}
+					s.started = max(s.started, tok)
+					s.running[tok]++
+					s.mu.Unlock()
+					runtime.Gosched()
+					s.mu.Lock()
+					s.running[tok]--
+					s.mu.Unlock()
+					return nil
+				}
+				do := g.DoShared
+				if i%7 == 0 {
+					do = g.Do
+				}
+				switch err := do(l, tok, action); {
+				case err == nil:
+					accepted.Add(1)
+				case errors.Is(err, fencing.ErrStaleToken):
+					stale.Add(1)
+				default:
+					t.Errorf("Do(%s, %d): %v", l, tok, err)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if stale.Load() == 0 || accepted.Load() == 0 {
+		t.Errorf("%d accepted, %d stale: the test did not exercise both outcomes", accepted.Load(), stale.Load())
+	}
+}
+
+func TestGuardDoContext(t *testing.T) {
+	var g fencing.Guard
+	ran := 0
+	action := func() error { ran++; return nil }
+
+	if err := g.DoContext(context.Background(), action); !errors.Is(err, fencing.ErrNoFence) {
+		t.Errorf("DoContext without a fence: %v, want ErrNoFence", err)
+	}
+	ctx := fencing.NewContext(context.Background(), fencing.Fence{Lease: "a", Token: 2})
+	if err := g.DoContext(ctx, action); err != nil || ran != 1 || g.Highest("a") != 2 {
+		t.Fatalf("DoContext(token 2) = %v, ran %d times, Highest %d", err, ran, g.Highest("a"))
+	}
+
+	// A term that ended while its writer waited does not act, and its
+	// token is not recorded.
+	ended, cancel := context.WithCancel(fencing.NewContext(context.Background(), fencing.Fence{Lease: "a", Token: 3}))
+	cancel()
+	if err := g.DoContext(ended, action); !errors.Is(err, context.Canceled) || ran != 1 || g.Highest("a") != 2 {
+		t.Errorf("DoContext with a done context = %v, ran %d times, Highest %d; want context.Canceled, 1, 2", err, ran, g.Highest("a"))
+	}
+
+	old := fencing.NewContext(context.Background(), fencing.Fence{Lease: "a", Token: 1})
+	if err := g.DoContext(old, action); !errors.Is(err, fencing.ErrStaleToken) || ran != 1 {
+		t.Errorf("DoContext(token 1) after 2 = %v, ran %d times; want ErrStaleToken, 1", err, ran)
+	}
+	zero := fencing.NewContext(context.Background(), fencing.Fence{Lease: "a"})
+	if err := g.DoContext(zero, action); err == nil || ran != 1 {
+		t.Errorf("DoContext(token 0) = %v, ran %d times; want an error", err, ran)
+	}
+}
+
+// Highest may be read from inside an action, which sees its own token.
+func TestGuardHighestFromAction(t *testing.T) {
+	var g fencing.Guard
+	var seen fencing.Token
+	if err := g.Do("a", 4, func() error { seen = g.Highest("a"); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if seen != 4 {
+		t.Errorf("Highest inside the action = %d, want 4", seen)
+	}
+}
+
+func BenchmarkGuardDo(b *testing.B) {
+	var g fencing.Guard
+	noop := func() error { return nil }
+	b.ReportAllocs()
+	for b.Loop() {
+		_ = g.Do("bench", 7, noop)
+	}
+}
+
+func BenchmarkGuardDoSharedParallel(b *testing.B) {
+	var g fencing.Guard
+	noop := func() error { return nil }
+	_ = g.Do("bench", 7, noop)
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			_ = g.DoShared("bench", 7, noop)
+		}
+	})
 }

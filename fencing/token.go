@@ -1,12 +1,3 @@
-// Package fencing orders the writes of successive leaders.
-//
-// Every leadership term carries a Token minted by the lease store as the
-// previous term's token + 1, so tokens strictly increase from term to term. A
-// lease only protects what nodes believe: a leader paused past its lease (GC,
-// VM suspend, a stalled disk) still sends its writes when it wakes. A resource
-// that must never accept such a late write remembers the highest token it has
-// accepted and refuses lower ones; Guard does exactly that for a resource
-// inside one process.
 package fencing
 
 import (
