@@ -1,0 +1,264 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"runtime"
+	"strings"
+	"sync"
+	"text/tabwriter"
+	"time"
+
+	"github.com/tenure-go/tenure/sim"
+)
+
+const simUsage = `usage: tenure sim [flags]
+
+Runs the fast tier of the deterministic simulator (election.Machine driven
+by a model of the Candidate's loop) over named fault scenarios and checks
+invariants I1 to I6 at every event. The same seed always replays the same
+run. The real tier (tenure.Candidate under testing/synctest) runs under
+go test ./sim.
+
+flags:
+`
+
+// simCommand implements "tenure sim".
+func simCommand(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("tenure sim", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprint(stderr, simUsage)
+		fs.PrintDefaults()
+		fmt.Fprintln(stderr, "\nscenarios:")
+		for _, sc := range sim.Scenarios() {
+			fmt.Fprintf(stderr, "  %-24s %s\n", sc.Name, sc.Summary)
+		}
+	}
+	var (
+		scenario = fs.String("scenario", "all", "scenario to run, or all")
+		seeds    = fs.Int("seeds", 1, "number of seeds per scenario")
+		seed     = fs.Uint64("seed", 1, "first seed: -seed S -seeds N runs seeds S to S+N-1")
+		strategy = fs.String("strategy", "tenure", "election logic: tenure, or naive (expiry judged by wall-clock timestamps in the record)")
+		resource = fs.String("resource", "fenced", "the leaders' resource: fenced (fencing.Guard) or unfenced")
+		trace    = fs.Bool("trace", false, "print the event trace of every run (the summary then goes to stderr)")
+		svg      = fs.String("svg", "", "write a timeline of the run to this SVG file (one run only)")
+		workers  = fs.Int("workers", runtime.GOMAXPROCS(0), "runs in parallel")
+	)
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "tenure sim: unexpected argument %q\n", fs.Arg(0))
+		return 2
+	}
+	var opt sim.Options
+	switch *strategy {
+	case "tenure":
+	case "naive":
+		opt.Strategy = sim.Naive
+	default:
+		fmt.Fprintf(stderr, "tenure sim: -strategy %q: want tenure or naive\n", *strategy)
+		return 2
+	}
+	switch *resource {
+	case "fenced":
+	case "unfenced":
+		opt.Resource = sim.Unfenced
+	default:
+		fmt.Fprintf(stderr, "tenure sim: -resource %q: want fenced or unfenced\n", *resource)
+		return 2
+	}
+	var scs []*sim.Scenario
+	if *scenario == "all" {
+		scs = sim.Scenarios()
+	} else if sc := sim.Lookup(*scenario); sc != nil {
+		scs = []*sim.Scenario{sc}
+	} else {
+		fmt.Fprintf(stderr, "tenure sim: no scenario %q (tenure sim -h lists them)\n", *scenario)
+		return 2
+	}
+	if *seeds < 1 || *workers < 1 {
+		fmt.Fprintln(stderr, "tenure sim: -seeds and -workers must be at least 1")
+		return 2
+	}
+	if *svg != "" && (len(scs) != 1 || *seeds != 1) {
+		fmt.Fprintln(stderr, "tenure sim: -svg draws one run: give -scenario NAME and one seed")
+		return 2
+	}
+	opt.Timeline = *svg != ""
+
+	// Run every (scenario, seed) on a pool of workers; report in order.
+	type job struct {
+		sc    *sim.Scenario
+		seed  uint64
+		res   *sim.Result
+		trace bytes.Buffer
+	}
+	var jobs []*job
+	for _, sc := range scs {
+		for i := range *seeds {
+			jobs = append(jobs, &job{sc: sc, seed: *seed + uint64(i)})
+		}
+	}
+	start := time.Now()
+	next := make(chan *job)
+	var wg sync.WaitGroup
+	for range min(*workers, len(jobs)) {
+		wg.Go(func() {
+			for j := range next {
+				o := opt
+				if *trace {
+					o.Trace = &j.trace
+				}
+				j.res = sim.Run(j.sc, j.seed, o)
+			}
+		})
+	}
+	for _, j := range jobs {
+		next <- j
+	}
+	close(next)
+	wg.Wait()
+	elapsed := time.Since(start)
+
+	if *trace {
+		for _, j := range jobs {
+			if len(jobs) > 1 {
+				fmt.Fprintf(stdout, "== %s seed %d\n", j.sc.Name, j.seed)
+			}
+			_, _ = stdout.Write(j.trace.Bytes())
+		}
+		// The trace alone on stdout replays byte for byte; the summary,
+		// with its wall times, goes aside.
+		stdout = stderr
+	}
+	if *svg != "" {
+		if err := writeSVG(*svg, jobs[0].res); err != nil {
+			fmt.Fprintf(stderr, "tenure sim: %v\n", err)
+			return 1
+		}
+	}
+
+	// The summary: per scenario, runs that broke each invariant.
+	type row struct {
+		runs          int
+		broke, unprom [7]int
+		simTime, wall time.Duration
+	}
+	rows := map[string]*row{}
+	var failed []*job
+	var total row
+	for _, j := range jobs {
+		r := rows[j.sc.Name]
+		if r == nil {
+			r = &row{}
+			rows[j.sc.Name] = r
+		}
+		for _, x := range []*row{r, &total} {
+			x.runs++
+			x.simTime += j.res.SimTime
+			x.wall += j.res.Wall
+			for i := sim.OneLeader; i <= sim.Goroutines; i++ {
+				if j.res.Counts[i] == 0 {
+					continue
+				}
+				if j.res.Requires.Has(i) {
+					x.broke[i]++
+				} else {
+					x.unprom[i]++
+				}
+			}
+		}
+		if j.res.Failed() {
+			failed = append(failed, j)
+		}
+	}
+	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "scenario\truns\tI1\tI2\tI3\tI4\tI5\tI6\tsimulated\twall\t")
+	line := func(name string, r *row) {
+		fmt.Fprintf(tw, "%s\t%d\t", name, r.runs)
+		for i := sim.OneLeader; i <= sim.Goroutines; i++ {
+			fmt.Fprintf(tw, "%s\t", cell(r.broke[i], r.unprom[i]))
+		}
+		fmt.Fprintf(tw, "%s\t%s\t\n", fmtSim(r.simTime), r.wall.Round(time.Millisecond))
+	}
+	for _, sc := range scs {
+		line(sc.Name, rows[sc.Name])
+	}
+	if len(scs) > 1 {
+		line("total", &total)
+	}
+	_ = tw.Flush()
+	fmt.Fprintf(stdout, "\n%v, %v resource: %d runs, %s simulated in %v (%.0f simulated seconds per second on %d workers)\n",
+		opt.Strategy, opt.Resource, total.runs, fmtSim(total.simTime), elapsed.Round(time.Millisecond),
+		total.simTime.Seconds()/elapsed.Seconds(), min(*workers, len(jobs)))
+	fmt.Fprintln(stdout, "Columns count runs that broke an invariant the scenario promises; (n) counts runs that broke one it")
+	fmt.Fprintln(stdout, "does not promise (I1 under process pauses, for one), shown to prove the checker sees them.")
+	if len(failed) == 0 {
+		return 0
+	}
+	var names []string
+	for _, j := range failed {
+		if len(names) == 0 || names[len(names)-1] != j.sc.Name {
+			names = append(names, j.sc.Name)
+		}
+	}
+	fmt.Fprintf(stdout, "\nFAIL: %d runs broke promised invariants, in %s\n", len(failed), strings.Join(names, ", "))
+	for _, j := range failed {
+		v := j.res.Failures()[0]
+		fmt.Fprintf(stdout, "%s seed %d: %v\n    replay: %s\n", j.sc.Name, j.seed, v, replay(j.sc.Name, j.seed, opt))
+	}
+	return 1
+}
+
+func cell(broke, unpromised int) string {
+	switch {
+	case unpromised == 0:
+		return fmt.Sprint(broke)
+	case broke == 0:
+		return fmt.Sprintf("(%d)", unpromised)
+	}
+	return fmt.Sprintf("%d (%d)", broke, unpromised)
+}
+
+// fmtSim formats simulated time in hours and minutes: runs add up to days.
+func fmtSim(d time.Duration) string {
+	h := int64(d / time.Hour)
+	m := int64(d % time.Hour / time.Minute)
+	s := int64(d % time.Minute / time.Second)
+	if h > 0 {
+		return fmt.Sprintf("%dh%02dm%02ds", h, m, s)
+	}
+	return fmt.Sprintf("%dm%02ds", m, s)
+}
+
+func replay(name string, seed uint64, opt sim.Options) string {
+	cmd := fmt.Sprintf("go run ./cmd/tenure sim -scenario %s -seed %d", name, seed)
+	if opt.Strategy != sim.Tenure {
+		cmd += " -strategy " + opt.Strategy.String()
+	}
+	if opt.Resource != sim.Fenced {
+		cmd += " -resource " + opt.Resource.String()
+	}
+	return cmd + " -trace"
+}
+
+func writeSVG(path string, r *sim.Result) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if err := r.WriteSVG(f); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}

@@ -1,0 +1,292 @@
+package sim
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/tenure-go/tenure/fencing"
+)
+
+// maxKept bounds the violations a Result keeps verbatim; all are counted.
+const maxKept = 20
+
+// Stats count what happened in a run, for tests that a scenario did what
+// it claims and for the summary.
+type Stats struct {
+	Terms         int // terms begun
+	Pauses        int // process pauses and VM suspends
+	Crashes       int
+	Requests      int // store calls sent
+	Dropped       int // requests lost in a partition
+	Errors        int // requests refused by the store
+	Lost          int // writes applied whose answer was lost
+	Delayed       int // writes that landed after their writer gave up
+	Conflicts     int
+	Releases      int           // released records written
+	Accepted      int           // writes the resource accepted
+	Refused       int           // writes the fenced resource refused
+	StaleAccepted int           // writes accepted with a stale token (I3 violations)
+	MaxFailover   time.Duration // longest wait for a new leader in an I5 check
+}
+
+// term is one leadership term as the checker saw it, in true time.
+type term struct {
+	in         *instance
+	tok        uint64
+	start, end time.Duration // end is -1 while the term is open
+}
+
+// cbState follows an instance's callbacks for I4.
+type cbState struct {
+	open     bool // OnElected called, OnDemoted not yet
+	returned bool // that OnElected returned
+	tok      uint64
+}
+
+type checker struct {
+	w      *world
+	req    Set
+	viol   []Violation
+	counts [numInvariants + 1]int
+	open   map[*instance]*term
+	terms  []*term
+	maxTok uint64
+	holder map[uint64]string // token → instance label of its term
+	stats  Stats
+
+	convAt      time.Duration // -1 until converged
+	convTo      *term
+	convPending bool // a convergence check is due
+}
+
+func newChecker(w *world, req Set) *checker {
+	return &checker{w: w, req: req, open: make(map[*instance]*term), holder: make(map[uint64]string), convAt: -1}
+}
+
+func (c *checker) violate(inv Invariant, in *instance, msg string) {
+	c.counts[inv]++
+	if len(c.viol) < maxKept {
+		c.viol = append(c.viol, Violation{Inv: inv, At: c.w.now, Msg: msg})
+	}
+	c.w.trace(in, line{what: mViolation, a: int64(inv), s: msg})
+	if tl := c.w.tl; tl != nil {
+		tl.violation(c.w.now, inv)
+	}
+}
+
+// elected: in's loop began a term with token tok. I1, I2.
+func (c *checker) elected(in *instance, tok uint64) {
+	w := c.w
+	w.trace(in, line{what: mElected, a: int64(tok)})
+	if t := c.open[in]; t != nil {
+		c.violate(Callbacks, in, fmt.Sprintf("%s elected with token %d while its term %d is open", in.label, tok, t.tok))
+	}
+	for _, other := range w.insts {
+		if o := c.open[other]; o != nil && other != in {
+			c.violate(OneLeader, in, fmt.Sprintf("%s elected with token %d while %s (token %d, since %s) acts as leader",
+				in.label, tok, other.label, o.tok, fmtTime(o.start)))
+		}
+	}
+	if h, ok := c.holder[tok]; ok {
+		c.violate(Tokens, in, fmt.Sprintf("token %d begins a second term (%s, after %s)", tok, in.label, h))
+	} else if tok <= c.maxTok {
+		c.violate(Tokens, in, fmt.Sprintf("token %d of %s is not above token %d of an earlier term", tok, in.label, c.maxTok))
+	}
+	c.holder[tok] = in.label
+	c.maxTok = max(c.maxTok, tok)
+	t := &term{in: in, tok: tok, start: w.now, end: -1}
+	c.open[in] = t
+	c.terms = append(c.terms, t)
+	c.stats.Terms++
+	in.deadline = time.Time{}
+	c.changed(in)
+}
+
+// demoted: in's loop ended its term and cancelled the term's context.
+func (c *checker) demoted(in *instance, tok uint64, reason string) {
+	w := c.w
+	w.trace(in, line{what: mDemoted, a: int64(tok), s: reason})
+	t := c.open[in]
+	if t == nil || t.tok != tok {
+		c.violate(Callbacks, in, fmt.Sprintf("%s demoted from token %d without such a term", in.label, tok))
+		return
+	}
+	c.end(t)
+	// Late only if the clock had reached the deadline at an earlier instant:
+	// a clock running fast skips readings, so the first one at or past the
+	// deadline may lie past it. A process that was paused acts on resuming.
+	if !in.deadline.IsZero() && in.resumedAt != w.now && !in.prevLocal().Before(in.deadline) {
+		c.violate(Callbacks, in, fmt.Sprintf("%s: term %d's context cancelled at local %s, after its deadline %s",
+			in.label, tok, in.local().Format(time.TimeOnly+".000000000"), in.deadline.Format(time.TimeOnly+".000000000")))
+	}
+	c.changed(in)
+}
+
+func (c *checker) end(t *term) {
+	t.end = c.w.now
+	delete(c.open, t.in)
+	if tl := c.w.tl; tl != nil {
+		tl.term(t)
+	}
+}
+
+// crashed: a dead process acts no more.
+func (c *checker) crashed(in *instance) {
+	c.stats.Crashes++
+	if t := c.open[in]; t != nil {
+		c.end(t)
+		c.changed(in)
+	}
+}
+
+func (c *checker) cbElected(in *instance, tok uint64) {
+	c.w.trace(in, line{what: mOnElected, a: int64(tok)})
+	if in.cb.open {
+		c.violate(Callbacks, in, fmt.Sprintf("%s: OnElected(%d) before OnDemoted(%d)", in.label, tok, in.cb.tok))
+	}
+	in.cb = cbState{open: true, tok: tok}
+}
+
+func (c *checker) cbReturned(in *instance) {
+	c.w.trace(in, line{what: mReturned})
+	if !in.cb.open || in.cb.returned {
+		c.violate(Callbacks, in, fmt.Sprintf("%s: OnElected returned twice or out of turn", in.label))
+	}
+	in.cb.returned = true
+}
+
+func (c *checker) cbDemoted(in *instance, tok uint64, reason string, ctxDone bool) {
+	c.w.trace(in, line{what: mOnDemoted, a: int64(tok), s: reason})
+	switch {
+	case !in.cb.open:
+		c.violate(Callbacks, in, fmt.Sprintf("%s: OnDemoted(%d) without OnElected", in.label, tok))
+	case !in.cb.returned:
+		c.violate(Callbacks, in, fmt.Sprintf("%s: OnDemoted(%d) before OnElected returned", in.label, tok))
+	case in.cb.tok != tok:
+		c.violate(Callbacks, in, fmt.Sprintf("%s: OnDemoted(%d) after OnElected(%d)", in.label, tok, in.cb.tok))
+	}
+	if !ctxDone {
+		c.violate(Callbacks, in, fmt.Sprintf("%s: OnDemoted(%d) before the term's context was cancelled", in.label, tok))
+	}
+	in.cb = cbState{}
+}
+
+// leaderSince is an I5 check: a term must have begun in [from, from+d].
+func (c *checker) leaderSince(from, d time.Duration, why string) {
+	for _, t := range c.terms {
+		if t.start >= from && t.start <= from+d {
+			c.stats.MaxFailover = max(c.stats.MaxFailover, t.start-from)
+			return
+		}
+	}
+	c.violate(Liveness, nil, fmt.Sprintf("no leader within %v of %s (%s)", d, fmtTime(from), why))
+}
+
+// converged is I5's check after heal: exactly one leader now, kept until
+// the shutdown (changed and beforeShutdown).
+func (c *checker) converged() {
+	if !c.convPending {
+		return
+	}
+	c.convPending = false
+	var leaders []*term
+	for _, in := range c.w.insts {
+		if t := c.open[in]; t != nil && in.live() {
+			leaders = append(leaders, t)
+		}
+	}
+	if len(leaders) != 1 {
+		c.violate(Liveness, nil, fmt.Sprintf("%d leaders after the faults healed", len(leaders)))
+		return
+	}
+	c.convAt, c.convTo = c.w.now, leaders[0]
+}
+
+// changed: a term began or ended; after convergence that breaks I5.
+func (c *checker) changed(in *instance) {
+	if c.convAt >= 0 && !c.w.ending {
+		c.violate(Liveness, in, fmt.Sprintf("leadership changed (%s) after it converged at %s", in.label, fmtTime(c.convAt)))
+		c.convAt = -1
+	}
+}
+
+func (c *checker) beforeShutdown() {
+	if c.convPending {
+		c.violate(Liveness, nil, "the run ends before the convergence check: the scenario heals too late")
+		c.convPending = false
+	}
+	if c.convAt < 0 {
+		return
+	}
+	want := c.convTo
+	for _, in := range c.w.liveInstances() {
+		if l := in.rt.observed(); l.Holder != want.in.ID || l.Token != want.tok {
+			c.violate(Liveness, in, fmt.Sprintf("%s sees leader %q (token %d), not %s (token %d)", in.label, l.Holder, l.Token, want.in.ID, want.tok))
+		}
+	}
+}
+
+// finish runs the end-of-run checks.
+func (c *checker) finish() {
+	for _, in := range c.w.insts {
+		if in.crashed {
+			continue
+		}
+		if t := c.open[in]; t != nil {
+			c.violate(Callbacks, in, fmt.Sprintf("%s: Run returned with term %d open", in.label, t.tok))
+			c.end(t)
+		}
+		if in.cb.open {
+			c.violate(Callbacks, in, fmt.Sprintf("%s: OnElected(%d) never followed by OnDemoted", in.label, in.cb.tok))
+		}
+	}
+	for _, t := range c.terms {
+		if t.end < 0 {
+			c.end(t)
+		}
+	}
+}
+
+// resource is what the leaders write to: a fencing.Guard in front of it, or
+// nothing (Unfenced), in which case the checker flags what the guard would
+// have refused.
+type resource struct {
+	w       *world
+	fenced  bool
+	guard   fencing.Guard
+	highest uint64 // highest token accepted
+}
+
+func (r *resource) write(in *instance, tok uint64) {
+	w := r.w
+	prev := r.highest
+	fate := wAccepted
+	if r.fenced {
+		err := r.guard.Do(leaseName, fencing.Token(tok), func() error { return nil })
+		switch {
+		case errors.Is(err, fencing.ErrStaleToken):
+			fate = wRefused
+		case err != nil:
+			w.chk.violate(Fencing, in, fmt.Sprintf("%s: guard: %v", in.label, err))
+			return
+		}
+	}
+	if fate == wAccepted && tok < prev {
+		fate = wStale
+	}
+	w.trace(in, line{what: mWrite, a: int64(tok), b: int64(fate), c: int64(prev)})
+	if w.tl != nil {
+		w.tl.write(in.node, w.now, fate)
+	}
+	switch fate {
+	case wRefused:
+		w.chk.stats.Refused++
+	case wStale:
+		w.chk.stats.StaleAccepted++
+		w.chk.violate(Fencing, in, fmt.Sprintf("%s's write with token %d accepted after token %d", in.label, tok, prev))
+	default:
+		w.chk.stats.Accepted++
+		r.highest = tok
+	}
+}

@@ -1,0 +1,113 @@
+package sim
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+// testWorld returns a world with two idle instances, a and b, for feeding the
+// checker by hand.
+func testWorld(t *testing.T) (*world, *instance, *instance) {
+	t.Helper()
+	w := newWorld(Lookup("steady-state"), 1, Options{}, false)
+	mk := func(n *node) *instance {
+		n.clk.ppb = 0 // readings advance with true time
+		in := &instance{w: w, node: n, num: len(w.insts), ID: n.Name, label: n.Name, cfg: n.spec.config(n.Name), resumedAt: -1}
+		w.insts = append(w.insts, in)
+		return in
+	}
+	return w, mk(w.nodes[0]), mk(w.nodes[1])
+}
+
+func messages(w *world) string {
+	var b strings.Builder
+	for _, v := range w.chk.viol {
+		b.WriteString(v.Inv.String() + ": " + v.Msg + "\n")
+	}
+	return b.String()
+}
+
+func TestCheckerSeesOverlapAndTokens(t *testing.T) {
+	w, a, b := testWorld(t)
+	w.chk.elected(a, 1)
+	w.now = time.Second
+	w.chk.elected(b, 1) // while a leads, and with a's token
+	if w.chk.counts[OneLeader] != 1 || w.chk.counts[Tokens] != 1 {
+		t.Fatalf("counts %v:\n%s", w.chk.counts, messages(w))
+	}
+	w.chk.demoted(b, 1, "x")
+	w.chk.demoted(a, 1, "x")
+	w.chk.elected(b, 3)
+	w.chk.demoted(b, 3, "x")
+	w.chk.elected(a, 2) // lower than an earlier term's
+	if w.chk.counts[Tokens] != 2 || w.chk.counts[OneLeader] != 1 {
+		t.Fatalf("counts %v:\n%s", w.chk.counts, messages(w))
+	}
+}
+
+func TestCheckerSeesLateCancellation(t *testing.T) {
+	w, a, _ := testWorld(t)
+	w.chk.elected(a, 1)
+	a.deadline = a.local().Add(time.Second)
+	w.now += time.Second // exactly at the deadline: in time
+	w.chk.demoted(a, 1, "x")
+	w.chk.elected(a, 2)
+	a.deadline = a.local().Add(time.Second)
+	w.now += 2 * time.Second
+	w.chk.demoted(a, 2, "x")
+	if w.chk.counts[Callbacks] != 1 || !strings.Contains(messages(w), "after its deadline") {
+		t.Fatalf("counts %v:\n%s", w.chk.counts, messages(w))
+	}
+	// Unless the process was paused through its deadline and acts now.
+	w.chk.elected(a, 3)
+	a.deadline = a.local().Add(time.Second)
+	w.now += 2 * time.Second
+	a.resumedAt = w.now
+	w.chk.demoted(a, 3, "x")
+	if w.chk.counts[Callbacks] != 1 {
+		t.Fatalf("counts %v:\n%s", w.chk.counts, messages(w))
+	}
+}
+
+func TestCheckerSeesCallbackOrder(t *testing.T) {
+	w, a, _ := testWorld(t)
+	w.chk.cbDemoted(a, 1, "x", true) // without OnElected
+	w.chk.cbElected(a, 1)
+	w.chk.cbDemoted(a, 1, "x", true) // before OnElected returned
+	w.chk.cbElected(a, 2)
+	w.chk.cbReturned(a)
+	w.chk.cbDemoted(a, 2, "x", false) // context still alive
+	w.chk.cbElected(a, 3)
+	w.chk.cbElected(a, 4) // twice
+	if got := w.chk.counts[Callbacks]; got != 4 {
+		t.Fatalf("%d I4 violations, want 4:\n%s", got, messages(w))
+	}
+}
+
+func TestCheckerSeesStaleWrites(t *testing.T) {
+	for _, fenced := range []bool{true, false} {
+		w, a, b := testWorld(t)
+		w.res.fenced = fenced
+		w.res.write(b, 2)
+		w.res.write(a, 1)
+		w.res.write(b, 2)
+		if fenced {
+			if w.chk.counts[Fencing] != 0 || w.chk.stats.Refused != 1 || w.chk.stats.Accepted != 2 {
+				t.Fatalf("fenced: counts %v stats %+v", w.chk.counts, w.chk.stats)
+			}
+		} else if w.chk.counts[Fencing] != 1 || w.chk.stats.StaleAccepted != 1 {
+			t.Fatalf("unfenced: counts %v stats %+v", w.chk.counts, w.chk.stats)
+		}
+	}
+}
+
+func TestCheckerSeesNoFailover(t *testing.T) {
+	w, a, _ := testWorld(t)
+	w.chk.leaderSince(0, time.Second, "crash")
+	w.chk.elected(a, 1)
+	w.chk.leaderSince(0, time.Second, "crash")
+	if w.chk.counts[Liveness] != 1 {
+		t.Fatalf("counts %v:\n%s", w.chk.counts, messages(w))
+	}
+}

@@ -1,0 +1,128 @@
+// Package sim is tenure's deterministic simulator. It runs candidates under
+// the faults that break leader election in production (clock skew, drift
+// and steps, process pauses, partitions, slow and lost store responses,
+// writes that land late, crashes and restarts), checks invariants at every
+// event, and replays any run exactly from its seed.
+//
+// # Two tiers
+//
+// The fast tier (Run) drives election.Machine single-threaded, inside a
+// model of tenure.Candidate's loop (candidate.go) and callback dispatcher
+// (callbacks.go): op timeouts through Output.Wake and Output.Abandon, the
+// term cancelled at EventDemoted, Release after Stop once the callbacks have
+// returned. It simulates hours per second of wall time.
+//
+// The real tier (RunReal, from a test) runs tenure.Candidate itself, its
+// goroutines and callbacks, inside a testing/synctest bubble, with a clock,
+// a store and a logger supplied by the simulator. After each event the
+// scheduler calls synctest.Wait, which returns once every goroutine is
+// blocked on something only the scheduler can provide, then fires the next
+// event. It fires one event at a time in (true time, sequence) order: the
+// Candidates' timers are the simulator's, so the runtime's order for timers
+// at equal instants never decides anything.
+//
+// Both tiers leave the same trace for the same seed, line for line: the
+// fast tier is a faithful model of the Candidate (TestRealTier checks it
+// for every scenario), so its millions of events speak for the real code.
+//
+// # Determinism
+//
+// Every random draw comes from a seeded generator, in event order, using
+// integer arithmetic only. Goroutines of the real tier never touch shared
+// state directly: they stage what they do (a timer, a store call, a
+// callback, a write) and the scheduler processes the items of one event in
+// a canonical order, by instance, then by source (the Candidate's loop, its
+// store calls, its callback goroutine, the goroutine that called Run), then
+// by order within the source. Within one event each source is a single
+// goroutine, so that order does not depend on how the runtime interleaved
+// them. Only one instance is woken per event, and only the scheduler
+// touches the store and the resource.
+//
+// # Time
+//
+// True time is the simulator's; nodes never see it. Each node's clock has
+// a monotonic reading (an offset, and a rate error in parts per billion
+// that scenarios may change at any time, or stop altogether during a VM
+// suspend) and a wall reading (the monotonic one plus an offset that a
+// clock step changes). The tenure.Clock a Candidate gets returns the
+// monotonic reading from Now, as time.Now's monotonic part does, so tenure,
+// which only subtracts readings of its own clock, is immune to wall-clock
+// steps, exactly as it is on a real host; Record.WrittenAt carries that
+// reading for humans. Only the naive strategy reads the wall clock.
+//
+// # The store
+//
+// One linearizable compare-and-swap register, reached over links with
+// seeded latency (a uniform body and a long tail in which every doubling of
+// the delay is as likely as the previous one). A request takes effect at the
+// instant it arrives. Faults: requests refused before they are applied;
+// nodes cut off from the store (requests and answers dropped); answers lost
+// after the write applied (silently, or as a connection reset); writes held
+// on the wire past their writer's OpTimeout, so that they land after the
+// writer gave up; brownouts (slow and failing for a while); and conflicts
+// reported with or without the current record.
+//
+// # Processes
+//
+// A pause freezes an instance: nothing it waits for (timers, answers,
+// signals) reaches it until it resumes, and then it processes what is
+// overdue, its clock having jumped. Pausing a leader between its check of
+// the term and its write makes a zombie that writes with its old token. A
+// crash ends an instance at once (no release; requests already on the wire
+// still land); a restart starts a new instance on the node with the same ID
+// or a new one. In the real tier a crashed Candidate's goroutines wind down
+// cut off from the world, so that the run can still check I6.
+//
+// # The program under test
+//
+// Each instance runs the same callbacks in both tiers: OnElected loops,
+// every Plan.Work, checking its term's context and then, Plan.Act later,
+// writing its token to the resource; any callback may be slow (Plan.Slow).
+// The resource is a fencing.Guard (Fenced) or accepts everything
+// (Unfenced), in which case the checker flags what the guard would refuse.
+//
+// # Invariants
+//
+// The checker verifies at every event (see Invariant):
+//
+//   - I1: at most one instance acts as leader at any true instant; acting
+//     lasts from the moment its loop decides it was elected (EventElected,
+//     or the Candidate's "elected" log record) to the cancellation of the
+//     term's context (EventDemoted, "demoted").
+//   - I2: each token begins one term, tokens rise from term to term, and the
+//     store only ever mints the previous token + 1 or keeps holder and token.
+//   - I3: the resource never accepts a write whose token is lower than one it
+//     accepted before. With a fenced resource this must hold everywhere,
+//     pauses and clocks beyond their bound included.
+//   - I4: OnElected and OnDemoted alternate per instance, OnDemoted comes
+//     after OnElected returned and after the term's context was cancelled,
+//     and the context is cancelled by the first reading of the local clock
+//     at or past the term's deadline (for a paused process: when it resumes).
+//   - I5: after a leader crashes, another one is elected within
+//     ttl×(1+ρ)/(1-ρ) + poll/(1-ρ) + 4 store round trips (in scenarios
+//     whose latency is bounded; docs/sim.md derives the bound); after a
+//     graceful release, within poll/(1-ρ) + 4 round trips; after every
+//     fault heals, one leader emerges, keeps its term and is seen by all.
+//   - I6: every Run returns, and in the real tier no goroutine outlives the
+//     run.
+//
+// Each scenario declares which invariants it promises (Plan.Requires): I1
+// cannot hold for a process that pauses past its lease (that is what
+// fencing is for), nor I1 and I2 for a clock that stops or runs beyond ρ.
+// The checker reports violations of the others too, so a run shows what
+// fencing saved.
+//
+// # Baselines
+//
+// Options.Strategy Naive runs a lock that stores an expiry in wall-clock
+// time and compares it with the reader's own wall clock; it breaks I1 under
+// constant skew and clock steps. Options.Resource Unfenced shows the
+// zombie's stale write accepted after a pause. They prove the checker sees
+// what it claims to.
+//
+// # Replaying
+//
+//	go run ./cmd/tenure sim -scenario gc-pause -seed 7 -trace
+//
+// prints the trace of one run; -svg draws its timeline. See docs/sim.md.
+package sim

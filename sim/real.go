@@ -1,0 +1,387 @@
+package sim
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/tenure-go/tenure"
+	"github.com/tenure-go/tenure/election"
+	"github.com/tenure-go/tenure/fencing"
+	"github.com/tenure-go/tenure/lease"
+)
+
+// RunReal runs scenario sc with seed on the real tier: every instance is a
+// tenure.Candidate with its goroutines and callbacks, given a clock, a store
+// and a logger by the simulator. It must be called from a test, outside any
+// synctest bubble: the run happens inside one, where synctest.Wait tells the
+// scheduler that every goroutine has settled before it fires the next event.
+// The scheduler never lets the runtime's timers decide anything: every
+// clock the Candidates hold is the simulator's, and it fires one event at a
+// time in (true time, sequence) order.
+func RunReal(t *testing.T, sc *Scenario, seed uint64, opt Options) *Result {
+	t.Helper()
+	if opt.Strategy != Tenure {
+		t.Fatalf("sim: the real tier runs tenure.Candidate; the %v strategy exists in the fast tier only", opt.Strategy)
+	}
+	start := time.Now()
+	var r *Result
+	synctest.Test(t, func(t *testing.T) {
+		w := newWorld(sc, seed, opt, true)
+		w.settle = w.settleReal
+		before := bubble()
+		w.run()
+		synctest.Wait()
+		for _, g := range bubble().since(before) {
+			w.chk.violate(Goroutines, nil, "a goroutine outlives the run:\n"+g)
+		}
+		w.finish()
+		r = w.result("real")
+	})
+	r.Wall = time.Since(start)
+	return r
+}
+
+// settleReal waits until every goroutine of the bubble is blocked on
+// something only the scheduler can provide, processes what they staged,
+// and reads the Status of the instances involved.
+func (w *world) settleReal(in *instance) {
+	synctest.Wait()
+	w.flush()
+	if in != nil {
+		in.rt.poll()
+		return
+	}
+	for _, o := range w.insts {
+		o.rt.poll()
+	}
+}
+
+// realRun is an instance of the real tier: a tenure.Candidate.
+type realRun struct {
+	in     *instance
+	c      *tenure.Candidate
+	cancel context.CancelFunc
+	inCb   atomic.Int32 // callbacks running: more than one breaks I4
+
+	// The context of the latest OnElected (guarded by world.mu).
+	ctx    context.Context
+	ctxTok uint64
+}
+
+func newRealRun(in *instance) *realRun { return &realRun{in: in} }
+
+func (r *realRun) start() {
+	in := r.in
+	w := in.w
+	cfg := in.cfg
+	cfg.Store = realStore{in}
+	cfg.Clock = realClock{in, srcRunner}
+	cfg.Logger = slog.New(termLog{in})
+	cfg.Rand = w.machineRand(in)
+	cfg.Callbacks = r.callbacks()
+	c, err := tenure.New(cfg)
+	if err != nil {
+		panic(fmt.Sprintf("sim: %s: %v", in.label, err)) // the config passed Validate before
+	}
+	r.c = c
+	ctx, cancel := context.WithCancel(context.Background())
+	r.cancel = cancel
+	// Owned by the world: it waits for every instance's itRunDone.
+	go func() {
+		s := ""
+		if err := c.Run(ctx); err != nil {
+			s = err.Error()
+			if strings.Contains(s, "release lease") {
+				s = "release not confirmed"
+			}
+		}
+		w.stage(item{in: in, src: srcRun, kind: itRunDone, s: s})
+	}()
+}
+
+func (r *realRun) stop()  { r.cancel() }
+func (r *realRun) crash() { r.cancel() } // its goroutines wind down cut off from the world
+
+func (r *realRun) fire(tm *timer) {
+	select {
+	case tm.ch <- r.in.local():
+	default:
+	}
+}
+
+func (r *realRun) deliver(req *request) {
+	select {
+	case req.ch <- req.res:
+	default:
+	}
+}
+
+func (r *realRun) observed() election.Leader {
+	st := r.c.Status()
+	return election.Leader{Holder: st.Leader.ID, Token: uint64(st.Leader.Token)}
+}
+
+// poll reads the deadline the checker holds the term to (I4), and checks
+// that a term the loop ended has its context cancelled.
+func (r *realRun) poll() {
+	in := r.in
+	if !in.live() || r.c == nil {
+		return
+	}
+	w := in.w
+	if st := r.c.Status(); st.Leading {
+		in.deadline = st.Deadline
+		if t := w.chk.open[in]; t == nil || t.tok != uint64(st.Token) {
+			// The terms come from the Candidate's "elected" log record.
+			w.chk.violate(Callbacks, in, fmt.Sprintf("%s: Status leads with token %d, but no term began: the simulator's log hook missed it", in.label, st.Token))
+		}
+	}
+	w.mu.Lock()
+	ctx, tok := r.ctx, r.ctxTok
+	w.mu.Unlock()
+	if ctx == nil || ctx.Err() != nil {
+		return
+	}
+	if t := w.chk.open[in]; t == nil || t.tok != tok {
+		w.chk.violate(Callbacks, in, fmt.Sprintf("%s: term %d ended but its context is alive", in.label, tok))
+		w.mu.Lock()
+		r.ctx = nil
+		w.mu.Unlock()
+	}
+}
+
+func (r *realRun) enter() {
+	if r.inCb.Add(1) != 1 {
+		r.in.w.stage(item{in: r.in, src: srcCallbacks, kind: itViolation, inv: Callbacks, s: r.in.label + ": callbacks overlap"})
+	}
+}
+
+func (r *realRun) leave() { r.inCb.Add(-1) }
+
+// callbacks are the sim's program: the leader checks its term's context,
+// then acts (a write to the resource) a moment later, in a loop; every
+// callback may be slow (Plan.Slow). fastRun's dispatcher models exactly this.
+func (r *realRun) callbacks() tenure.Callbacks {
+	in := r.in
+	w := in.w
+	clk := realClock{in, srcCallbacks}
+	note := func(it item) {
+		it.in, it.src = in, srcCallbacks
+		w.stage(it)
+	}
+	return tenure.Callbacks{
+		OnElected: func(ctx context.Context, term tenure.Term) {
+			r.enter()
+			defer r.leave()
+			tok := uint64(term.Token)
+			w.mu.Lock()
+			r.ctx, r.ctxTok = ctx, tok
+			w.mu.Unlock()
+			note(item{kind: itCbElected, tok: tok})
+			for {
+				select {
+				case <-ctx.Done():
+				case <-clk.After(w.plan.Work):
+				}
+				if ctx.Err() != nil {
+					break
+				}
+				note(item{kind: itCheck, tok: tok})
+				<-clk.After(w.plan.Act) // a pause here makes a zombie write
+				note(item{kind: itWrite, tok: tok})
+			}
+			if d := in.slow(slowCleanup); d > 0 {
+				<-clk.After(d)
+			}
+			note(item{kind: itCbReturn})
+		},
+		OnDemoted: func(term tenure.Term, reason tenure.DemotionReason) {
+			r.enter()
+			defer r.leave()
+			w.mu.Lock()
+			ctx := r.ctx
+			w.mu.Unlock()
+			note(item{kind: itCbDemoted, tok: uint64(term.Token), s: reason.String(), flag: ctx != nil && ctx.Err() != nil})
+			if d := in.slow(slowDemoted); d > 0 {
+				<-clk.After(d)
+			}
+		},
+		OnLeaderChange: func(l tenure.Leader) {
+			r.enter()
+			defer r.leave()
+			note(item{kind: itCbLeader, tok: uint64(l.Token), s: l.ID})
+			if d := in.slow(slowLeader); d > 0 {
+				<-clk.After(d)
+			}
+		},
+	}
+}
+
+// realClock is the tenure.Clock of an instance: Now is the node's
+// monotonic reading (drifting, offset; wall-clock steps do not touch it,
+// just as they do not touch the monotonic part of time.Now), and After
+// stages a timer that the scheduler fires by that reading.
+type realClock struct {
+	in  *instance
+	src source
+}
+
+func (c realClock) Now() time.Time {
+	w := c.in.w
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return c.in.local()
+}
+
+func (c realClock) After(d time.Duration) <-chan time.Time {
+	w := c.in.w
+	ch := make(chan time.Time, 1)
+	w.mu.Lock()
+	tm := &timer{in: c.in, target: c.in.node.clk.mono(w.now) + max(d, 0), ch: ch}
+	w.mu.Unlock()
+	w.stage(item{in: c.in, src: c.src, kind: itTimer, tm: tm})
+	return ch
+}
+
+// realStore is the lease.Store of an instance: a call is staged for the
+// scheduler, which sends it over the simulated link; the call returns when
+// the answer arrives, or when its context is done (the request may still
+// land: that is a delayed write).
+type realStore struct{ in *instance }
+
+var _ lease.Store = realStore{}
+
+func (s realStore) Get(ctx context.Context, name string) (lease.Record, lease.Version, error) {
+	rep := s.call(ctx, election.OpGet, lease.Record{}, lease.NoVersion)
+	return rep.rec, rep.ver, rep.err
+}
+
+func (s realStore) Put(ctx context.Context, name string, rec lease.Record, expect lease.Version) (lease.Version, error) {
+	rep := s.call(ctx, election.OpPut, rec, expect)
+	return rep.ver, rep.err
+}
+
+func (s realStore) call(ctx context.Context, kind election.OpKind, rec lease.Record, expect lease.Version) reply {
+	if err := ctx.Err(); err != nil {
+		return reply{err: fmt.Errorf("%v lease %q: %w", kind, leaseName, err)}
+	}
+	w := s.in.w
+	req := &request{in: s.in, kind: kind, rec: rec.Clone(), expect: expect, ch: make(chan reply, 1)}
+	w.stage(item{in: s.in, src: srcStore, kind: itRequest, req: req})
+	select {
+	case rep := <-req.ch:
+		return rep
+	case <-ctx.Done():
+		w.mu.Lock()
+		req.abandoned = true
+		w.mu.Unlock()
+		return reply{err: fmt.Errorf("%v lease %q: %w", kind, leaseName, ctx.Err())}
+	}
+}
+
+// termLog receives the Candidate's log: its "elected" and "demoted" records
+// mark the exact moments a term begins and its context is cancelled (the
+// runner logs them as it does so), which I1 measures.
+type termLog struct{ in *instance }
+
+func (h termLog) Enabled(_ context.Context, l slog.Level) bool { return l == slog.LevelInfo }
+func (h termLog) WithAttrs([]slog.Attr) slog.Handler           { return h }
+func (h termLog) WithGroup(string) slog.Handler                { return h }
+
+func (h termLog) Handle(_ context.Context, rec slog.Record) error {
+	it := item{in: h.in, src: srcRunner}
+	switch rec.Message {
+	case "elected":
+		it.kind = itElected
+	case "demoted":
+		it.kind = itDemoted
+	default:
+		return nil
+	}
+	rec.Attrs(func(a slog.Attr) bool {
+		switch a.Key {
+		case "token":
+			switch v := a.Value.Any().(type) {
+			case fencing.Token:
+				it.tok = uint64(v)
+			case uint64:
+				it.tok = v
+			case int64:
+				it.tok = uint64(v)
+			}
+		case "reason":
+			it.s = a.Value.String()
+		}
+		return true
+	})
+	h.in.w.stage(it)
+	return nil
+}
+
+// goroutines maps the IDs of a synctest bubble's goroutines to their stacks.
+type goroutines map[int]string
+
+// bubble lists the goroutines in the caller's synctest bubble, but the caller.
+func bubble() goroutines {
+	buf := make([]byte, 64<<10)
+	for {
+		n := runtime.Stack(buf, true)
+		if n < len(buf) {
+			buf = buf[:n]
+			break
+		}
+		buf = make([]byte, 2*len(buf))
+	}
+	blocks := strings.Split(string(buf), "\n\n")
+	mine := bubbleOf(blocks[0]) // the first is the caller
+	out := goroutines{}
+	for _, b := range blocks[1:] {
+		if id, ok := goroutineID(b); ok && mine != "" && bubbleOf(b) == mine {
+			out[id] = b
+		}
+	}
+	return out
+}
+
+func (g goroutines) since(before goroutines) []string {
+	var ids []int
+	for id := range g {
+		if _, ok := before[id]; !ok {
+			ids = append(ids, id)
+		}
+	}
+	slices.Sort(ids)
+	var out []string
+	for _, id := range ids {
+		out = append(out, g[id])
+	}
+	return out
+}
+
+func bubbleOf(block string) string {
+	header, _, _ := strings.Cut(block, "\n")
+	_, after, ok := strings.Cut(header, "synctest bubble ")
+	if !ok {
+		return ""
+	}
+	return strings.TrimRightFunc(after, func(r rune) bool { return r < '0' || r > '9' })
+}
+
+func goroutineID(block string) (int, bool) {
+	rest, ok := strings.CutPrefix(block, "goroutine ")
+	if !ok {
+		return 0, false
+	}
+	num, _, _ := strings.Cut(rest, " ")
+	id, err := strconv.Atoi(num)
+	return id, err == nil
+}

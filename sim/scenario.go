@@ -1,0 +1,162 @@
+package sim
+
+import (
+	"hash/fnv"
+	"math/rand/v2"
+	"time"
+)
+
+// Scenario is a named fault schedule. Its plan is drawn from a seed: the
+// same seed gives the same plan, and the same run.
+type Scenario struct {
+	Name    string
+	Summary string
+	build   func(p *Plan, r *rand.Rand)
+}
+
+// Plan is what a Scenario draws for one seed: the nodes, the store, the
+// actions over time, and the invariants the run must keep.
+type Plan struct {
+	Nodes    []*NodeSpec
+	Duration time.Duration // when the shutdown of every instance begins
+	Latency  Latency       // the store's latency while healthy
+	Faults   Faults        // the store's standing faults
+	Work     time.Duration // the leader acts this often
+	Act      time.Duration // from its check of the term to its write
+	Slow     *Slow         // slow callbacks; nil: every callback is quick
+	Requires Set           // invariants the run must keep
+	// Failover: crashes expect a new leader within the failover bound. Off
+	// where answers may be lost or writes delayed: the bound assumes
+	// latency bounded by Latency.Bound().
+	Failover bool
+
+	actions []action
+}
+
+type action struct {
+	at time.Duration
+	f  func(w *world)
+}
+
+// NodeSpec describes a host and the Candidates that run on it.
+type NodeSpec struct {
+	Name       string
+	Start      time.Duration // when its first process starts; negative: not by itself
+	MonoOffset time.Duration // monotonic reading at true time zero
+	WallOffset time.Duration // wall reading minus monotonic reading
+	PPB        int64         // clock rate error, parts per billion
+	Timing     Timing        // zero fields take tenure's defaults
+}
+
+// Timing holds the tenure.Config timings of a node.
+type Timing struct {
+	LeaseDuration, RenewInterval, PollInterval, OpTimeout time.Duration
+	RetryMin, RetryMax, Margin, ReleaseTimeout            time.Duration
+	MaxDrift                                              float64
+}
+
+// Slow makes callbacks slow: one call in OneIn takes up to the given time.
+type Slow struct {
+	OneIn   int
+	Cleanup time.Duration // OnElected, after its context is done
+	Demoted time.Duration // OnDemoted
+	Leader  time.Duration // OnLeaderChange
+}
+
+type slowKind int
+
+const (
+	slowCleanup slowKind = iota + 1
+	slowDemoted
+	slowLeader
+)
+
+// slow draws how long a callback takes. Both tiers call it from the
+// callback goroutine, in the same order, so the draws agree.
+func (in *instance) slow(k slowKind) time.Duration {
+	s := in.w.plan.Slow
+	if s == nil {
+		return 0
+	}
+	var most time.Duration
+	switch k {
+	case slowCleanup:
+		most = s.Cleanup
+	case slowDemoted:
+		most = s.Demoted
+	case slowLeader:
+		most = s.Leader
+	}
+	if most <= 0 || in.cbRand.IntN(max(s.OneIn, 1)) != 0 {
+		return 0
+	}
+	return uniform(in.cbRand, time.Millisecond, most)
+}
+
+func (p *Plan) at(t time.Duration, f func(w *world)) {
+	p.actions = append(p.actions, action{at: t, f: f})
+}
+
+func (s *Scenario) plan(seed uint64) *Plan {
+	h := fnv.New64a()
+	h.Write([]byte(s.Name))
+	r := rand.New(rand.NewPCG(seed, h.Sum64()))
+	p := defaultPlan(r, 5)
+	s.build(p, r)
+	return p
+}
+
+// Defaults every scenario starts from: five nodes at tenure's default
+// timings (10s lease, renewals and polls every 2s), clocks that drift
+// within ρ and boot at different times but agree on the time of day
+// within 50ms, and a healthy store whose answers take 0.5 to 10ms, with
+// one in 50 up to 200ms.
+var (
+	healthyLatency = Latency{Min: 500 * time.Microsecond, Max: 10 * time.Millisecond, TailOneIn: 50, TailMax: 200 * time.Millisecond}
+	rhoPPB         = ppbOf(0.001) // tenure.DefaultMaxDrift
+)
+
+func defaultPlan(r *rand.Rand, nodes int) *Plan {
+	p := &Plan{
+		Duration: 5 * time.Minute,
+		Latency:  healthyLatency,
+		Work:     time.Second,
+		Act:      time.Millisecond,
+		Requires: All,
+		Failover: true,
+	}
+	for i := range nodes {
+		p.Nodes = append(p.Nodes, newNodeSpec(r, string(rune('a'+i))))
+	}
+	return p
+}
+
+func newNodeSpec(r *rand.Rand, name string) *NodeSpec {
+	boot := uniform(r, -time.Hour, time.Hour)
+	return &NodeSpec{
+		Name:       name,
+		Start:      uniform(r, 0, 2*time.Second),
+		MonoOffset: boot,
+		WallOffset: uniform(r, -50*time.Millisecond, 50*time.Millisecond) - boot,
+		PPB:        int64(uniform(r, -time.Duration(rhoPPB), time.Duration(rhoPPB))),
+	}
+}
+
+// skew sets n's wall clock to run s ahead of true time (behind if s < 0).
+func (n *NodeSpec) skew(s time.Duration) {
+	n.WallOffset = s - n.MonoOffset
+}
+
+// Scenarios returns every scenario, in the order of the issue that defined
+// them.
+func Scenarios() []*Scenario { return scenarios }
+
+// Lookup returns the scenario called name, or nil.
+func Lookup(name string) *Scenario {
+	for _, s := range scenarios {
+		if s.Name == name {
+			return s
+		}
+	}
+	return nil
+}

@@ -1,0 +1,227 @@
+package sim
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/tenure-go/tenure/election"
+	"github.com/tenure-go/tenure/lease"
+)
+
+var (
+	// ErrUnavailable is wrapped by the error of a request the store refused
+	// before applying it (throttled, overloaded, a 5xx).
+	ErrUnavailable = errors.New("sim: store unavailable")
+	// ErrReset is wrapped by the error of a write whose connection broke
+	// after it was sent: it may or may not have been applied.
+	ErrReset = errors.New("sim: connection reset after the request was sent")
+)
+
+// Faults are the store's standing faults; probabilities are in parts per
+// million of requests.
+type Faults struct {
+	ErrorPPM         int           // requests refused before they are applied
+	LostRenewPPM     int           // renewals applied whose answer is lost
+	LostTakeoverPPM  int           // takeovers applied whose answer is lost
+	LostAsErrorPPM   int           // of the lost answers, those that come back as ErrReset instead of never
+	DelayPutPPM      int           // writes that land only after the writer's OpTimeout
+	DelayMax         time.Duration // how much later than that, at most
+	PlainConflictPPM int           // conflicts reported without the current record (as S3's 412 does)
+}
+
+// request is one store call on its way: sent by an instance, applied when it
+// reaches the store, answered when the answer reaches the instance.
+type request struct {
+	id     int64
+	in     *instance
+	kind   election.OpKind
+	opID   uint64 // fast tier: the Machine's op
+	rec    lease.Record
+	expect lease.Version
+	down   time.Duration // delay of the answer
+	res    reply
+	// renewal and released describe an applied write, for hooks and stats.
+	renewal bool
+	// abandoned: the caller stopped waiting (its context is done). Guarded
+	// by world.mu, since real-tier goroutines set it.
+	abandoned bool
+	ch        chan reply // real tier: the caller waits here
+}
+
+type reply struct {
+	rec lease.Record
+	ver lease.Version
+	err error
+}
+
+// store is a linearizable compare-and-swap register, reached over links
+// with latency and faults: every request takes effect at the one true
+// instant it arrives.
+type store struct {
+	w           *world
+	lat         Latency
+	f           Faults
+	exists      bool
+	rec         lease.Record
+	ver         lease.Version
+	verN        int
+	lastArrival time.Duration // latest arrival of any request sent so far
+}
+
+func newStore(w *world, lat Latency, f Faults) *store {
+	return &store{w: w, lat: lat, f: f}
+}
+
+func (s *store) send(r *request) {
+	w := s.w
+	in := r.in
+	w.reqID++
+	r.id = w.reqID
+	w.chk.stats.Requests++
+	if r.kind == election.OpPut {
+		flags := ""
+		if r.rec.Released {
+			flags = "released"
+		}
+		w.trace(in, line{what: mSend, a: r.id, b: int64(r.kind), c: int64(r.rec.Token), s: string(r.expect), t: flags})
+		if s.exists && r.rec.Token == s.rec.Token && r.rec.Holder == s.rec.Holder && !r.rec.Released {
+			w.hook(hookRenewalSent, in)
+		}
+	} else {
+		w.trace(in, line{what: mSend, a: r.id, b: int64(r.kind)})
+	}
+	if in.node.cut {
+		w.chk.stats.Dropped++
+		w.trace(in, line{what: mDrop, a: r.id, s: "cut off from the store"})
+		return
+	}
+	up, down := s.lat.draw(w.rng), s.lat.draw(w.rng)
+	r.down = down
+	if r.kind == election.OpPut {
+		if err := r.rec.Validate(leaseName); err != nil {
+			// A real store refuses it before sending; an invalid record is a
+			// bug in whoever wrote it.
+			w.chk.violate(Tokens, in, fmt.Sprintf("%s wrote an invalid record: %v", in.label, err))
+			r.res = reply{err: fmt.Errorf("put %w", err)}
+			w.push(event{at: w.now, kind: evRespond, req: r})
+			return
+		}
+	}
+	if chance(w.rng, s.f.ErrorPPM) {
+		w.chk.stats.Errors++
+		r.res = reply{err: fmt.Errorf("%v lease %q: %w", r.kind, leaseName, ErrUnavailable)}
+		w.push(event{at: w.now + up + down, kind: evRespond, req: r})
+		return
+	}
+	if r.kind == election.OpPut && chance(w.rng, s.f.DelayPutPPM) {
+		w.chk.stats.Delayed++
+		up = in.cfg.OpTimeout + uniform(w.rng, time.Millisecond, max(s.f.DelayMax, time.Millisecond))
+	}
+	s.lastArrival = max(s.lastArrival, w.now+up)
+	in.lastArrival = max(in.lastArrival, w.now+up)
+	w.push(event{at: w.now + up, kind: evArrive, req: r})
+}
+
+// arrive applies r: this instant is its linearization point.
+func (s *store) arrive(r *request) {
+	w := s.w
+	in := r.in
+	switch r.kind {
+	case election.OpGet:
+		if !s.exists {
+			r.res = reply{err: lease.NotFound(leaseName)}
+			w.trace(in, line{what: mApply, a: r.id, b: int64(r.kind), c: oNotFound})
+		} else {
+			r.res = reply{rec: s.rec.Clone(), ver: s.ver}
+			w.trace(in, line{what: mApply, a: r.id, b: int64(r.kind), c: oOK, s: string(s.ver), t: s.rec.Holder, d: int64(s.rec.Token)})
+		}
+	case election.OpPut:
+		if s.exists != (r.expect != lease.NoVersion) || s.exists && s.ver != r.expect {
+			w.chk.stats.Conflicts++
+			if chance(w.rng, s.f.PlainConflictPPM) {
+				r.res = reply{err: lease.Conflict(leaseName)}
+			} else {
+				r.res = reply{err: &lease.ConflictError{Name: leaseName, Current: s.rec.Clone(), Version: s.ver, Found: s.exists}}
+			}
+			w.trace(in, line{what: mApply, a: r.id, b: int64(r.kind), c: oConflict, s: string(s.ver)})
+			break
+		}
+		s.checkWrite(in, r.rec)
+		r.renewal = s.exists && r.rec.Token == s.rec.Token && !r.rec.Released
+		takeover := !s.exists || r.rec.Token != s.rec.Token
+		if r.rec.Released {
+			w.chk.stats.Releases++
+		}
+		s.verN++
+		s.ver = lease.Version("v" + strconv.Itoa(s.verN))
+		s.rec, s.exists = r.rec.Clone(), true
+		r.res = reply{ver: s.ver}
+		w.trace(in, line{what: mApply, a: r.id, b: int64(r.kind), c: oOK, s: string(s.ver), t: r.rec.Holder, d: int64(r.rec.Token)})
+		if r.renewal && chance(w.rng, s.f.LostRenewPPM) || takeover && chance(w.rng, s.f.LostTakeoverPPM) {
+			w.chk.stats.Lost++
+			if !chance(w.rng, s.f.LostAsErrorPPM) {
+				w.trace(in, line{what: mLost, a: r.id, s: "the answer is lost"})
+				return
+			}
+			r.res = reply{err: fmt.Errorf("put lease %q: %w", leaseName, ErrReset)}
+		}
+	}
+	w.push(event{at: w.now + r.down, kind: evRespond, req: r})
+}
+
+// checkWrite verifies I2 at the store: a write either keeps the holder and
+// token of the record it replaces, or mints the next token.
+func (s *store) checkWrite(in *instance, rec lease.Record) {
+	switch {
+	case !s.exists && rec.Token != 1:
+		s.w.chk.violate(Tokens, in, fmt.Sprintf("first record has token %d, not 1", rec.Token))
+	case s.exists && rec.Token == s.rec.Token && rec.Holder != s.rec.Holder:
+		s.w.chk.violate(Tokens, in, fmt.Sprintf("token %d held by %s and then by %s", rec.Token, s.rec.Holder, rec.Holder))
+	case s.exists && rec.Token != s.rec.Token && rec.Token != s.rec.Token+1:
+		s.w.chk.violate(Tokens, in, fmt.Sprintf("token %d follows token %d", rec.Token, s.rec.Token))
+	}
+}
+
+// respond delivers r's answer, unless nobody can receive it.
+func (s *store) respond(e *event) {
+	w := s.w
+	r := e.req
+	in := r.in
+	if !in.live() {
+		return // the process is gone
+	}
+	w.mu.Lock()
+	abandoned := r.abandoned
+	w.mu.Unlock()
+	switch {
+	case abandoned:
+		w.trace(in, line{what: mLost, a: r.id, s: "the caller gave up"})
+		return
+	case in.node.cut:
+		w.trace(in, line{what: mLost, a: r.id, s: "cut off from the store"})
+		return
+	case in.paused:
+		in.held = append(in.held, *e)
+		return
+	}
+	w.trace(in, line{what: mRecv, a: r.id, b: outcome(r.res.err), s: string(r.res.ver)})
+	in.rt.deliver(r)
+	w.settle(in)
+	if r.renewal && r.res.err == nil {
+		w.hook(hookRenewed, in)
+	}
+}
+
+func outcome(err error) int64 {
+	switch {
+	case err == nil:
+		return oOK
+	case errors.Is(err, lease.ErrConflict):
+		return oConflict
+	case errors.Is(err, lease.ErrNotFound):
+		return oNotFound
+	}
+	return oError
+}
