@@ -17,10 +17,13 @@
 //  3. Callbacks run one at a time; OnDemoted follows every OnElected exactly
 //     once, after OnElected returned and after the term's context was
 //     cancelled.
-//  4. After a leader crashes, another candidate leads within
-//     LeaseDuration×(1+MaxDrift)/(1-MaxDrift) + PollInterval + two store
+//  4. While store calls are answered within a bound, after a leader crashes
+//     another candidate leads within
+//     (LeaseDuration×(1+MaxDrift) + PollInterval)/(1-MaxDrift) + four store
 //     round trips; after it releases (Run's context done), within
-//     PollInterval + two round trips.
+//     PollInterval/(1-MaxDrift) + four round trips. (The round trips: the
+//     leader's last write in flight, the read that just missed it, the read
+//     that sees it, a read in flight when the wait ends, and the takeover.)
 //
 // # Assumptions
 //
