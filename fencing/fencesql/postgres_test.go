@@ -6,7 +6,6 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
-	"os"
 	"os/exec"
 	"slices"
 	"strconv"
@@ -16,13 +15,8 @@ import (
 
 	"github.com/tenure-go/tenure/fencing"
 	"github.com/tenure-go/tenure/fencing/fencesql"
+	"github.com/tenure-go/tenure/internal/testservers"
 )
-
-// EnvPostgresURL names a PostgreSQL server for TestIntegrationPostgres, as a
-// libpq connection URL (postgres://user@127.0.0.1:5432/db?sslmode=disable).
-// scripts/testservers.sh does not start PostgreSQL (yet), so without it the
-// test is skipped, in CI too.
-const EnvPostgresURL = "TENURE_POSTGRES_URL"
 
 // pg runs SQL through psql, the PostgreSQL client: the module has no
 // PostgreSQL driver, and psql runs the exact statements the builders make,
@@ -32,13 +26,20 @@ type pg struct {
 	url string
 }
 
+// postgres returns the PostgreSQL server named by $TENURE_POSTGRES_URL, a libpq
+// connection URL, which scripts/testservers.sh sets (make test, make
+// integration). Without the server, or without psql, the test is skipped, or
+// failed when servers are required (CI=true or TENURE_REQUIRE_SERVERS=1).
 func postgres(t *testing.T) pg {
-	url := os.Getenv(EnvPostgresURL)
-	if url == "" {
-		t.Skipf("%s is not set: no PostgreSQL server to run the statements against", EnvPostgresURL)
-	}
+	t.Helper()
+	url := testservers.Postgres(t)
 	if _, err := exec.LookPath("psql"); err != nil {
-		t.Skipf("%s is set but psql is not installed: %v", EnvPostgresURL, err)
+		msg := fmt.Sprintf("%s is set but psql, the PostgreSQL client, is not installed (apt-get install postgresql-client-15): %v",
+			testservers.EnvPostgresURL, err)
+		if testservers.Required() {
+			t.Fatalf("%s (servers are required: CI=true or %s=1)", msg, testservers.EnvRequireServers)
+		}
+		t.Skip(msg)
 	}
 	return pg{t: t, url: url}
 }

@@ -1,10 +1,12 @@
 // Package testservers hands tests SDK clients configured for the real servers that
-// scripts/testservers.sh starts: DynamoDB Local, versitygw and MinIO.
+// scripts/testservers.sh starts: DynamoDB Local, versitygw and MinIO; and, since the
+// module has no SQL driver, only the connection URL of the PostgreSQL server it
+// starts.
 //
 // The script exports the servers' addresses and keys in environment variables
 // (TENURE_DYNAMODB_ENDPOINT, TENURE_VERSITYGW_ENDPOINT, TENURE_VERSITYGW_ACCESS_KEY,
 // TENURE_VERSITYGW_SECRET_KEY, TENURE_MINIO_ENDPOINT, TENURE_MINIO_ACCESS_KEY,
-// TENURE_MINIO_SECRET_KEY). A test that needs a server the environment does not
+// TENURE_MINIO_SECRET_KEY, TENURE_POSTGRES_URL). A test that needs a server the environment does not
 // name is skipped, or failed when Required reports true (in CI), so that a missing
 // server can never pass silently there.
 //
@@ -38,6 +40,7 @@ const (
 	EnvMinIOEndpoint      = "TENURE_MINIO_ENDPOINT"
 	EnvMinIOAccessKey     = "TENURE_MINIO_ACCESS_KEY"
 	EnvMinIOSecretKey     = "TENURE_MINIO_SECRET_KEY"
+	EnvPostgresURL        = "TENURE_POSTGRES_URL"
 	EnvRequireServers     = "TENURE_REQUIRE_SERVERS"
 )
 
@@ -85,6 +88,19 @@ func DynamoDB(t testing.TB) *dynamodb.Client {
 		o.BaseEndpoint = aws.String(endpoint)
 		o.DisableValidateResponseChecksum = true
 	})
+}
+
+// Postgres returns the libpq connection URL of the PostgreSQL server at
+// $TENURE_POSTGRES_URL, e.g. postgres://tenure@127.0.0.1:PORT/postgres?sslmode=disable
+// as scripts/testservers.sh sets it. Without the environment variable it skips the
+// test, or fails it when Required.
+func Postgres(t testing.TB) string {
+	t.Helper()
+	url := os.Getenv(EnvPostgresURL)
+	if url == "" {
+		missing(t, "PostgreSQL is not configured: %s is not set", EnvPostgresURL)
+	}
+	return url
 }
 
 // S3Server is one S3-compatible server under test.

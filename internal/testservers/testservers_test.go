@@ -295,3 +295,11 @@ func describe(err error) (status int, code string) {
 	}
 	return status, code
 }
+
+func TestPostgres(t *testing.T) {
+	const url = "postgres://tenure@127.0.0.1:5432/postgres?sslmode=disable"
+	t.Setenv(EnvPostgresURL, url)
+	if got := Postgres(t); got != url {
+		t.Errorf("Postgres() = %q, want %q", got, url)
+	}
+}
