@@ -2,6 +2,8 @@ package tenure
 
 import (
 	"context"
+	"fmt"
+	"runtime/debug"
 	"sync"
 	"time"
 
@@ -76,27 +78,60 @@ const (
 
 func (r DemotionReason) String() string { return election.Reason(r).String() }
 
+// CallbackPanic is what Run panics with after a callback panicked: the
+// term ended, the lease was given back (within ReleaseTimeout), and then the
+// panic goes on from Run with the callback's value and its stack.
+type CallbackPanic struct {
+	Callback string // "OnElected", "OnDemoted" or "OnLeaderChange"
+	Value    any    // what the callback panicked with
+	Stack    []byte // the callback goroutine's stack at the panic
+}
+
+func (p *CallbackPanic) Error() string {
+	return fmt.Sprintf("tenure: %s panicked: %v\n\n%s", p.Callback, p.Value, p.Stack)
+}
+
+// Unwrap returns the panic value if it is an error.
+func (p *CallbackPanic) Unwrap() error {
+	err, _ := p.Value.(error)
+	return err
+}
+
 // dispatcher runs callbacks one at a time, in order, on its own goroutine, so
-// that the loop that renews the lease never waits for one.
+// that the loop that renews the lease never waits for one. After a callback
+// panicked it runs no more callbacks, only barriers.
 type dispatcher struct {
-	mu     sync.Mutex // guards queue and closed
-	queue  []func()
-	closed bool
-	wake   chan struct{} // size 1: a push never blocks
+	mu      sync.Mutex // guards the fields below
+	queue   []job
+	closed  bool
+	broken  bool          // a callback panicked
+	running string        // name of the callback running now, or ""
+	since   time.Time     // when it began
+	wake    chan struct{} // size 1: a push never blocks
+
+	clk    Clock
+	panics chan<- *CallbackPanic // size 1: the first panic
 }
 
-func newDispatcher() *dispatcher { return &dispatcher{wake: make(chan struct{}, 1)} }
+type job struct {
+	name string // callback name; "" for a barrier
+	f    func()
+}
 
-func (d *dispatcher) push(f func()) {
+func newDispatcher(clk Clock, panics chan<- *CallbackPanic) *dispatcher {
+	return &dispatcher{wake: make(chan struct{}, 1), clk: clk, panics: panics}
+}
+
+func (d *dispatcher) push(name string, f func()) {
 	d.mu.Lock()
-	d.queue = append(d.queue, f)
+	d.queue = append(d.queue, job{name, f})
 	d.mu.Unlock()
-	d.signal()
+	signal(d.wake)
 }
 
-func (d *dispatcher) signal() {
+func signal(ch chan struct{}) {
 	select {
-	case d.wake <- struct{}{}:
+	case ch <- struct{}{}:
 	default:
 	}
 }
@@ -105,7 +140,7 @@ func (d *dispatcher) signal() {
 // returned.
 func (d *dispatcher) barrier() <-chan struct{} {
 	ch := make(chan struct{})
-	d.push(func() { close(ch) })
+	d.push("", func() { close(ch) })
 	return ch
 }
 
@@ -114,7 +149,14 @@ func (d *dispatcher) close() {
 	d.mu.Lock()
 	d.closed = true
 	d.mu.Unlock()
-	d.signal()
+	signal(d.wake)
+}
+
+// busy returns the callback running now and since when, if any.
+func (d *dispatcher) busy() (string, time.Time) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.running, d.since
 }
 
 func (d *dispatcher) run() {
@@ -129,10 +171,94 @@ func (d *dispatcher) run() {
 			<-d.wake
 			continue
 		}
-		f := d.queue[0]
-		d.queue[0] = nil
+		j := d.queue[0]
+		d.queue[0] = job{}
 		d.queue = d.queue[1:]
+		if j.name != "" && d.broken {
+			d.mu.Unlock()
+			continue
+		}
+		if j.name != "" {
+			d.running, d.since = j.name, d.clk.Now()
+		}
 		d.mu.Unlock()
+		ok := call(j.name, j.f, d.panics)
+		d.mu.Lock()
+		d.running = ""
+		d.broken = d.broken || !ok
+		d.mu.Unlock()
+	}
+}
+
+// call runs f and reports whether it returned; a panic is sent to panics
+// (the first one; later ones are dropped) and reported as false.
+func call(name string, f func(), panics chan<- *CallbackPanic) (ok bool) {
+	if name == "" {
 		f()
+		return true
+	}
+	defer func() {
+		if !ok {
+			p := &CallbackPanic{Callback: name, Value: recover(), Stack: debug.Stack()}
+			select {
+			case panics <- p:
+			default:
+			}
+		}
+	}()
+	f()
+	return true
+}
+
+// notifier delivers OnLeaderChange on a goroutine of its own, so that a slow
+// one (it dials the new leader) never delays OnElected. Reports coalesce: a
+// change that arrives while one is being delivered replaces any still
+// waiting, so the callback always catches up with the latest leader.
+type notifier struct {
+	mu      sync.Mutex // guards the fields below
+	latest  Leader
+	pending bool
+	closed  bool
+	broken  bool
+	wake    chan struct{}
+
+	f      func(Leader)
+	panics chan<- *CallbackPanic
+}
+
+func (n *notifier) push(l Leader) {
+	n.mu.Lock()
+	n.latest, n.pending = l, true
+	n.mu.Unlock()
+	signal(n.wake)
+}
+
+func (n *notifier) close() {
+	n.mu.Lock()
+	n.closed = true
+	n.mu.Unlock()
+	signal(n.wake)
+}
+
+func (n *notifier) run() {
+	for {
+		n.mu.Lock()
+		if !n.pending || n.broken {
+			closed := n.closed
+			n.mu.Unlock()
+			if closed {
+				return
+			}
+			<-n.wake
+			continue
+		}
+		l := n.latest
+		n.pending = false
+		n.mu.Unlock()
+		if !call("OnLeaderChange", func() { n.f(l) }, n.panics) {
+			n.mu.Lock()
+			n.broken = true
+			n.mu.Unlock()
+		}
 	}
 }

@@ -11,10 +11,19 @@ import (
 
 	"github.com/tenure-go/tenure/election"
 	"github.com/tenure-go/tenure/fencing"
+	"github.com/tenure-go/tenure/lease"
 )
 
-// ErrRunning is returned by a second call to Run: a Candidate runs once.
-var ErrRunning = errors.New("tenure: Run already called on this Candidate")
+var (
+	// ErrRunning is returned by a second call to Run: a Candidate runs once.
+	ErrRunning = errors.New("tenure: Run already called on this Candidate")
+
+	// ErrReleaseUnconfirmed is wrapped by Run's error when the release of the
+	// lease was not confirmed within ReleaseTimeout. The lease then ends on
+	// its own, a lease duration after the last renewal; the error also wraps
+	// the last store error, which says why.
+	ErrReleaseUnconfirmed = errors.New("tenure: release not confirmed")
+)
 
 // Candidate campaigns for one lease. Create it with New and call Run.
 type Candidate struct {
@@ -38,7 +47,10 @@ type Status struct {
 	// while Leading.
 	Deadline time.Time
 	// Err is the last store error (other than a conflict or a missing lease),
-	// cleared by the next successful call.
+	// cleared by the next successful call; errors.Is(Err, lease.ErrPermanent)
+	// for one that retrying cannot cure (a missing table, access denied).
+	// Once another process was seen writing with this candidate's ID, Err is
+	// an *election.DuplicateIDError whenever no store error is pending.
 	Err error
 }
 
@@ -70,9 +82,18 @@ func (c *Candidate) Status() Status {
 // Callbacks describes. Then it ends any term (ReasonShutDown), waits for the
 // callbacks to return, and gives the lease back, spending at most
 // ReleaseTimeout on that. It returns nil once the lease was released or was
-// not held, or an error if the release could not be confirmed in time (the
-// lease then expires on its own). It returns only after every goroutine it
-// started has exited.
+// not held, or an error wrapping ErrReleaseUnconfirmed if the release could
+// not be confirmed in time (the lease then expires on its own). It returns
+// only after every goroutine it started has exited.
+//
+// If the first store call fails with an error that retrying cannot cure
+// (lease.ErrPermanent: a missing table or bucket, access denied), Run
+// returns it at once. Later such errors are logged, kept in Status().Err,
+// and retried.
+//
+// If a callback panics, Run ends the term and releases the lease as if ctx
+// were done, runs no further callback, and then panics with a
+// *CallbackPanic that carries the value and the callback's stack.
 func (c *Candidate) Run(ctx context.Context) error {
 	if !c.started.CompareAndSwap(false, true) {
 		return ErrRunning
@@ -81,7 +102,14 @@ func (c *Candidate) Run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("tenure: %w", err) // Validate already passed: not reached
 	}
-	r := &runner{c: c, m: m, results: make(chan election.Result), quit: make(chan struct{}), disp: newDispatcher()}
+	panics := make(chan *CallbackPanic, 1)
+	r := &runner{
+		c: c, m: m, results: make(chan election.Result), quit: make(chan struct{}),
+		disp: newDispatcher(c.cfg.Clock, panics), panics: panics, first: true,
+	}
+	if f := c.cfg.Callbacks.OnLeaderChange; f != nil {
+		r.notify = &notifier{wake: make(chan struct{}, 1), f: f, panics: panics}
+	}
 	return r.run(ctx)
 }
 
@@ -91,36 +119,51 @@ type runner struct {
 	c       *Candidate
 	m       *election.Machine
 	disp    *dispatcher
+	notify  *notifier            // nil without OnLeaderChange
 	results chan election.Result // store call results; senders give up on quit
 	quit    chan struct{}        // closed when the loop stops listening
-	wg      sync.WaitGroup       // every goroutine Run started
+	panics  chan *CallbackPanic
+	wg      sync.WaitGroup // every goroutine Run started
 
 	runCtx   context.Context
 	opBase   context.Context    // parent of store call contexts: outlives runCtx for the release
 	opID     uint64             // the call in flight
 	cancelOp context.CancelFunc // cancels it
+	first    bool               // no store call has answered yet
 
-	term       Term
-	cancelTerm context.CancelFunc // nil outside a term
+	term  Term
+	tctx  *termContext    // nil outside a term
+	ended time.Time       // when the last term ended
+	held  <-chan struct{} // closed once the ended term's callbacks returned
 
 	wake  time.Time
 	wakeC <-chan time.Time
 	done  bool
+
+	warnAt  time.Time // next warning about a wedged OnElected
+	errAt   time.Time // when the current store error was last logged
+	lastErr string
 }
 
-func (r *runner) run(ctx context.Context) error {
+func (r *runner) run(ctx context.Context) (err error) {
 	cfg := &r.c.cfg
 	r.runCtx = ctx
 	opBase, cancelAll := context.WithCancel(context.WithoutCancel(ctx))
 	r.opBase = opBase
 	r.wg.Go(r.disp.run)
+	if r.notify != nil {
+		r.wg.Go(r.notify.run)
+	}
 	defer func() {
 		cancelAll()
 		close(r.quit)
-		if r.cancelTerm != nil { // not reached: Stop ends the term
-			r.cancelTerm()
+		if r.tctx != nil { // not reached: Stop ends the term
+			r.tctx.cancel(errStopped)
 		}
 		r.disp.close()
+		if r.notify != nil {
+			r.notify.close()
+		}
 		r.wg.Wait()
 	}()
 
@@ -128,31 +171,55 @@ func (r *runner) run(ctx context.Context) error {
 	stop := ctx.Done()
 	var drained <-chan struct{}
 	var giveUp <-chan time.Time
+	var crashed *CallbackPanic
+	shutdown := func() {
+		stop = nil
+		r.apply(r.m.Stop(cfg.Clock.Now()))
+		drained = r.disp.barrier() // release only after the callbacks returned
+	}
 	for !r.done {
 		select {
 		case <-stop:
-			stop = nil
-			r.apply(r.m.Stop(cfg.Clock.Now()))
-			drained = r.disp.barrier() // release only after the callbacks returned
+			shutdown()
+		case p := <-r.panics:
+			crashed = p
+			r.log(slog.LevelError, "callback panicked; ending the term and releasing the lease", "callback", p.Callback, "panic", fmt.Sprint(p.Value))
+			if stop != nil {
+				shutdown()
+			}
 		case <-drained:
 			drained = nil
 			giveUp = cfg.Clock.After(cfg.ReleaseTimeout)
 			r.apply(r.m.Release(cfg.Clock.Now()))
 		case <-giveUp:
-			err := r.m.Err()
-			if err == nil {
-				err = errors.New("timed out")
+			cause := r.m.Err()
+			if cause == nil {
+				cause = errors.New("no answer from the store")
 			}
-			r.log(slog.LevelWarn, "release not confirmed; the lease will expire", "err", err)
-			return fmt.Errorf("tenure: release lease %q within %v: %w", cfg.Lease, cfg.ReleaseTimeout, err)
+			r.log(slog.LevelWarn, "release not confirmed; the lease will expire", "err", cause)
+			err = fmt.Errorf("%w: lease %q within %v: %w", ErrReleaseUnconfirmed, cfg.Lease, cfg.ReleaseTimeout, cause)
+			r.done = true
+		case <-r.held:
+			r.held = nil
+			r.apply(r.m.CallbacksDone(cfg.Clock.Now()))
 		case <-r.wakeC:
 			r.wakeC = nil
 			r.apply(r.m.Tick(cfg.Clock.Now()))
 		case res := <-r.results:
+			if r.first && res.Err != nil && errors.Is(res.Err, lease.ErrPermanent) {
+				return fmt.Errorf("tenure: lease %q: %w", cfg.Lease, res.Err)
+			}
+			if res.Err == nil || errors.Is(res.Err, lease.ErrNotFound) || errors.Is(res.Err, lease.ErrConflict) {
+				r.first = false
+			}
 			r.apply(r.m.Done(cfg.Clock.Now(), res))
 		}
+		r.checkWedged()
 	}
-	return nil
+	if crashed != nil {
+		panic(crashed)
+	}
+	return err
 }
 
 // apply carries out an Output.
@@ -164,8 +231,20 @@ func (r *runner) apply(out election.Output) {
 		r.start(*out.Op)
 	}
 	r.publish() // before any callback runs, so that callbacks see it
+	var leader *election.Leader
 	for _, e := range out.Events {
+		if e.Kind == election.EventLeaderChanged {
+			leader = &e.Leader // only the latest is delivered
+			continue
+		}
 		r.event(e)
+	}
+	if leader != nil {
+		l := Leader{ID: leader.Holder, Token: fencing.Token(leader.Token), Payload: leader.Payload}
+		r.log(slog.LevelDebug, "leader changed", "leader", l.ID, "token", l.Token)
+		if r.notify != nil {
+			r.notify.push(l)
+		}
 	}
 	r.done = out.Done
 	switch {
@@ -201,36 +280,61 @@ func (r *runner) start(op election.Op) {
 	})
 }
 
+var errStopped = errors.New("tenure: Run ended")
+
 func (r *runner) event(e election.Event) {
 	cfg := &r.c.cfg
 	cb := cfg.Callbacks
 	switch e.Kind {
 	case election.EventElected:
 		term := Term{Lease: cfg.Lease, Holder: cfg.ID, Token: fencing.Token(e.Term.Token), Deadline: e.Term.Deadline, Payload: cfg.Payload}
-		ctx, cancel := context.WithCancel(fencing.NewContext(r.runCtx, term.Fence()))
-		r.term, r.cancelTerm = term, cancel
+		tc := newTermContext(r.runCtx, term, cfg.Clock)
+		r.term, r.tctx = term, tc
 		r.log(slog.LevelInfo, "elected", "token", term.Token)
 		if cb.OnElected != nil {
-			r.disp.push(func() { cb.OnElected(ctx, term) })
+			r.disp.push("OnElected", func() { cb.OnElected(tc, term) })
 		}
 	case election.EventDemoted:
-		r.cancelTerm() // before OnDemoted is even queued
-		r.cancelTerm = nil
 		term, reason := r.term, DemotionReason(e.Reason)
+		r.tctx.cancel(fmt.Errorf("tenure: term %d of lease %q ended: %s", term.Token, cfg.Lease, reason)) // before OnDemoted is even queued
+		r.tctx = nil
 		r.log(slog.LevelInfo, "demoted", "token", term.Token, "reason", reason.String())
 		if cb.OnDemoted != nil {
-			r.disp.push(func() { cb.OnDemoted(term, reason) })
+			r.disp.push("OnDemoted", func() { cb.OnDemoted(term, reason) })
 		}
-	case election.EventLeaderChanged:
-		l := Leader{ID: e.Leader.Holder, Token: fencing.Token(e.Leader.Token), Payload: e.Leader.Payload}
-		r.log(slog.LevelDebug, "leader changed", "leader", l.ID, "token", l.Token)
-		if cb.OnLeaderChange != nil {
-			r.disp.push(func() { cb.OnLeaderChange(l) })
-		}
+		// No new campaign until this term's callbacks have returned.
+		r.ended = cfg.Clock.Now()
+		r.warnAt = r.ended.Add(cfg.Margin)
+		r.held = r.disp.barrier()
+	case election.EventAnomaly:
+		r.log(slog.LevelError, "lease anomaly", "err", e.Err)
 	}
 }
 
-// publish updates the snapshot Status reads.
+// checkWedged warns while OnElected of an ended term keeps running: the
+// candidate does not campaign meanwhile, so nobody here does the leader's
+// work. The first warning comes Margin after the term ended, then one every
+// LeaseDuration.
+func (r *runner) checkWedged() {
+	if r.held == nil {
+		return
+	}
+	name, since := r.disp.busy()
+	if name != "OnElected" {
+		return
+	}
+	cfg := &r.c.cfg
+	now := cfg.Clock.Now()
+	if now.Before(r.warnAt) {
+		return
+	}
+	r.warnAt = now.Add(cfg.LeaseDuration)
+	r.log(slog.LevelWarn, "OnElected still running after its term ended; not campaigning until it returns",
+		"token", r.term.Token, "running", now.Sub(since).String(), "ended", now.Sub(r.ended).String())
+}
+
+// publish updates the snapshot Status reads, and the deadline the term's
+// context checks.
 func (r *runner) publish() {
 	l := r.m.Leader()
 	s := Status{
@@ -239,13 +343,33 @@ func (r *runner) publish() {
 	}
 	if t, ok := r.m.Term(); ok {
 		s.Leading, s.Token, s.Deadline = true, fencing.Token(t.Token), t.Deadline
+		if r.tctx != nil {
+			r.tctx.setDeadline(t.Deadline)
+		}
 	}
 	r.c.mu.Lock()
-	prev := r.c.status.Err
 	r.c.status = s
 	r.c.mu.Unlock()
-	if s.Err != nil && (prev == nil || prev.Error() != s.Err.Error()) {
-		r.log(slog.LevelWarn, "store error", "err", s.Err)
+	r.logErr(s.Err)
+}
+
+// logErr logs a store error when it first appears and, while it persists,
+// again once a minute (or once a lease, if longer): a permanent error at
+// error level, others as warnings.
+func (r *runner) logErr(err error) {
+	if err == nil {
+		r.lastErr = ""
+		return
+	}
+	cfg := &r.c.cfg
+	now := cfg.Clock.Now()
+	if msg := err.Error(); msg != r.lastErr || !now.Before(r.errAt.Add(max(time.Minute, cfg.LeaseDuration))) {
+		r.lastErr, r.errAt = msg, now
+		level := slog.LevelWarn
+		if errors.Is(err, lease.ErrPermanent) || errors.As(err, new(*election.DuplicateIDError)) {
+			level = slog.LevelError
+		}
+		r.log(level, "store error", "err", err)
 	}
 }
 
@@ -253,4 +377,52 @@ func (r *runner) log(level slog.Level, msg string, args ...any) {
 	if l := r.c.cfg.Logger; l != nil {
 		l.Log(context.Background(), level, msg, append([]any{"lease", r.c.cfg.Lease, "id", r.c.cfg.ID}, args...)...)
 	}
+}
+
+// termContext is the context of one term. Besides the cancellation the loop
+// sends, its Done and Err check the clock against the term's deadline, so
+// that a process resumed from a pause sees its term over at once, before the
+// loop goroutine has run; fencing.Err sees the same through contexts
+// derived from it.
+type termContext struct {
+	context.Context
+	cancel context.CancelCauseFunc
+	clk    Clock
+
+	mu       sync.Mutex // guards deadline
+	deadline time.Time
+}
+
+func newTermContext(parent context.Context, term Term, clk Clock) *termContext {
+	t := &termContext{clk: clk, deadline: term.Deadline}
+	base := fencing.WithTerm(fencing.NewContext(parent, term.Fence()), t.ended)
+	t.Context, t.cancel = context.WithCancelCause(base)
+	return t
+}
+
+func (t *termContext) setDeadline(d time.Time) {
+	t.mu.Lock()
+	t.deadline = d
+	t.mu.Unlock()
+}
+
+// ended cancels the context if the deadline has passed, and returns its
+// error.
+func (t *termContext) ended() error {
+	t.mu.Lock()
+	d := t.deadline
+	t.mu.Unlock()
+	if !t.clk.Now().Before(d) {
+		t.cancel(errDeadline)
+	}
+	return t.Context.Err()
+}
+
+var errDeadline = errors.New("tenure: the term's deadline passed")
+
+func (t *termContext) Err() error { return t.ended() }
+
+func (t *termContext) Done() <-chan struct{} {
+	t.ended()
+	return t.Context.Done()
 }

@@ -27,6 +27,12 @@ import (
 
 const leaseName = "test/lease"
 
+// tok returns the n-th token of a lease created at the start of a synctest
+// bubble: a new record's token is the writer's Unix time in milliseconds.
+func tok(n int) fencing.Token {
+	return fencing.Token(time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC).UnixMilli()) + fencing.Token(n-1)
+}
+
 // wait lets d of fake time pass.
 func wait(d time.Duration) { <-time.After(d) }
 
@@ -129,8 +135,9 @@ func (w *world) callbacks(node string, work func(ctx context.Context)) tenure.Ca
 			delete(w.open, node)
 		},
 		OnLeaderChange: func(l tenure.Leader) {
-			w.enter(node)
-			defer w.leave(node)
+			// Delivered on a goroutine of its own: it may overlap the others.
+			w.enter(node + "/leader")
+			defer w.leave(node + "/leader")
 			w.mu.Lock()
 			w.leaders = append(w.leaders, node+" saw "+l.ID)
 			w.mu.Unlock()
@@ -206,11 +213,11 @@ func TestFirstElection(t *testing.T) {
 		a := w.start("a", nil)
 		synctest.Wait()
 		tm := w.lastTerm()
-		if tm.node != "a" || tm.token != 1 || !tm.elected.Equal(t0) {
+		if tm.node != "a" || tm.token != tok(1) || !tm.elected.Equal(t0) {
 			t.Fatalf("term = %+v, want a elected at once with token 1", tm)
 		}
 		st := a.c.Status()
-		if !st.Leading || st.Token != 1 || st.Leader.ID != "a" || !st.Deadline.Equal(t0.Add(8990*time.Millisecond)) {
+		if !st.Leading || st.Token != tok(1) || st.Leader.ID != "a" || !st.Deadline.Equal(t0.Add(8990*time.Millisecond)) {
 			t.Fatalf("status = %+v", st)
 		}
 		if err := a.stop(); err != nil {
@@ -267,7 +274,7 @@ func TestCrashFailover(t *testing.T) {
 		}
 		wait(time.Minute)
 		tm := w.lastTerm()
-		if tm.node != "b" || tm.token != 2 {
+		if tm.node != "b" || tm.token != tok(2) {
 			t.Fatalf("after the crash: %+v, want b with token 2", tm)
 		}
 		// b saw a's last renewal at most 2s before the crash, waits 10.01s
@@ -294,7 +301,7 @@ func TestGracefulHandoff(t *testing.T) {
 		}
 		wait(10 * time.Second)
 		tm := w.lastTerm()
-		if tm.node != "b" || tm.token != 2 {
+		if tm.node != "b" || tm.token != tok(2) {
 			t.Fatalf("after release: %+v, want b with token 2", tm)
 		}
 		if d := tm.elected.Sub(release); d > 2*time.Second {
@@ -308,7 +315,7 @@ func TestGracefulHandoff(t *testing.T) {
 			t.Fatal(err)
 		}
 		rec, _, err = w.store.Get(context.Background(), leaseName)
-		if err != nil || !rec.Released || rec.Token != 2 {
+		if err != nil || !rec.Released || rec.Token != uint64(tok(2)) {
 			t.Fatalf("after b's release: %+v, %v; want released with token 2 kept", rec, err)
 		}
 	})
@@ -447,7 +454,7 @@ func TestLostResponses(t *testing.T) {
 		// and keeps its term.
 		a.faults.LosePutResponses(1)
 		wait(3 * time.Second)
-		if st := a.c.Status(); !st.Leading || st.Token != 1 {
+		if st := a.c.Status(); !st.Leading || st.Token != tok(1) {
 			t.Fatalf("after a lost renewal response: %+v", st)
 		}
 		if err := a.stop(); err != nil {
@@ -458,7 +465,7 @@ func TestLostResponses(t *testing.T) {
 		b := w.start("b", nil)
 		b.faults.LosePutResponses(1)
 		synctest.Wait()
-		if tm := w.lastTerm(); tm.node != "b" || tm.token != 2 {
+		if tm := w.lastTerm(); tm.node != "b" || tm.token != tok(2) {
 			t.Fatalf("after a lost takeover response: %+v", tm)
 		}
 		if err := b.stop(); err != nil {

@@ -104,6 +104,11 @@ func (c *Config) validate() error {
 	if c.LeaseDuration == 0 {
 		c.LeaseDuration = DefaultLeaseDuration
 	}
+	if c.LeaseDuration < lease.MinDuration || c.LeaseDuration > lease.MaxDuration {
+		// Checked before the defaults derived from it, so that the error
+		// names the field the user set.
+		return &election.FieldError{Field: "LeaseDuration", Reason: fmt.Sprintf("%v must lie within [%v, %v]", c.LeaseDuration, lease.MinDuration, lease.MaxDuration)}
+	}
 	d := c.LeaseDuration
 	for _, f := range []struct {
 		p   *time.Duration
@@ -124,8 +129,8 @@ func (c *Config) validate() error {
 	if c.MaxDrift == 0 {
 		c.MaxDrift = DefaultMaxDrift
 	}
-	if c.ReleaseTimeout < 0 {
-		return &election.FieldError{Field: "ReleaseTimeout", Reason: fmt.Sprintf("%v must not be negative", c.ReleaseTimeout)}
+	if err := election.CheckDuration("ReleaseTimeout", c.ReleaseTimeout, 0); err != nil {
+		return err
 	}
 	if c.ID == "" {
 		c.ID = defaultID()

@@ -20,7 +20,10 @@ func Example() {
 		ID:    "node-1",
 		Callbacks: tenure.Callbacks{
 			OnElected: func(ctx context.Context, term tenure.Term) {
-				fmt.Println("elected with token", term.Token)
+				// A new lease's first token is the time in Unix milliseconds,
+				// so that tokens stay above those of a lease record that was
+				// lost and created again.
+				fmt.Println("elected with a token above the clock:", uint64(term.Token) >= uint64(time.Now().UnixMilli()-60_000))
 				stop() // for the example: leave at once
 				<-ctx.Done()
 			},
@@ -37,7 +40,7 @@ func Example() {
 		fmt.Println(err)
 	}
 	// Output:
-	// elected with token 1
+	// elected with a token above the clock: true
 	// demoted: shut down
 }
 
@@ -46,7 +49,7 @@ func Example() {
 // resource.
 func Example_handoff() {
 	store := memlease.New()
-	elected := make(chan string)
+	elected := make(chan fencing.Fence)
 	run := func(id string) (stop func()) {
 		ctx, cancel := context.WithCancel(context.Background())
 		c, err := tenure.New(tenure.Config{
@@ -57,7 +60,7 @@ func Example_handoff() {
 			Callbacks: tenure.Callbacks{
 				OnElected: func(ctx context.Context, term tenure.Term) {
 					f, _ := fencing.FromContext(ctx)
-					elected <- fmt.Sprintf("%s leads %s with token %d", id, f.Lease, f.Token)
+					elected <- f
 				},
 			},
 		})
@@ -69,14 +72,16 @@ func Example_handoff() {
 		return func() { cancel(); <-done }
 	}
 	stopA := run("a")
-	fmt.Println(<-elected)
+	a := <-elected
+	fmt.Println("a leads", a.Lease)
 	stopB := run("b")
 	stopA() // a releases; b notices within a poll interval
-	fmt.Println(<-elected)
+	b := <-elected
+	fmt.Println("b leads", b.Lease, "with the next token:", b.Token == a.Token+1)
 	stopB()
 	// Output:
-	// a leads svc/writer with token 1
-	// b leads svc/writer with token 2
+	// a leads svc/writer
+	// b leads svc/writer with the next token: true
 }
 
 // Status tells who leads as observed, and, while this candidate leads, its
@@ -91,7 +96,7 @@ func ExampleCandidate_Status() {
 		Callbacks: tenure.Callbacks{
 			OnElected: func(ctx context.Context, term tenure.Term) {
 				st := c.Status()
-				fmt.Println(st.Leading, st.Leader.ID, st.Token, st.Deadline.After(time.Now()))
+				fmt.Println(st.Leading, st.Leader.ID, st.Token == term.Token, st.Deadline.After(time.Now()))
 				stop()
 			},
 		},
@@ -99,6 +104,6 @@ func ExampleCandidate_Status() {
 	_ = c.Run(ctx)
 	fmt.Println(c.Status().Leading)
 	// Output:
-	// true node-1 1 true
+	// true node-1 true true
 	// false
 }

@@ -71,13 +71,14 @@ func (c *Config) Validate() error {
 	for _, f := range []struct {
 		name string
 		d    time.Duration
-	}{{"RenewInterval", c.RenewInterval}, {"PollInterval", c.PollInterval}, {"OpTimeout", c.OpTimeout}, {"RetryMin", c.RetryMin}} {
-		if f.d <= 0 {
-			return fieldErr(f.name, "%v must be positive", f.d)
+		min  time.Duration
+	}{
+		{"RenewInterval", c.RenewInterval, 1}, {"PollInterval", c.PollInterval, 1}, {"OpTimeout", c.OpTimeout, 1},
+		{"RetryMin", c.RetryMin, 1}, {"RetryMax", c.RetryMax, 1}, {"Margin", c.Margin, 0},
+	} {
+		if err := CheckDuration(f.name, f.d, f.min); err != nil {
+			return err
 		}
-	}
-	if c.Margin < 0 {
-		return fieldErr("Margin", "%v must not be negative", c.Margin)
 	}
 	if c.RetryMax < c.RetryMin {
 		return fieldErr("RetryMax", "%v is below RetryMin %v", c.RetryMax, c.RetryMin)
@@ -99,6 +100,24 @@ func (c *Config) Validate() error {
 	}
 	if c.Rand == nil {
 		return fieldErr("Rand", "is nil")
+	}
+	return nil
+}
+
+// MaxSetting is the longest duration any timing setting may take. Every sum
+// the protocol forms from a few settings then stays far from overflowing.
+const MaxSetting = lease.MaxDuration
+
+// CheckDuration reports, as a *FieldError naming field, a duration below min
+// (0: it must not be negative; 1: it must be positive) or above MaxSetting.
+func CheckDuration(field string, d, min time.Duration) error {
+	switch {
+	case d < min && min > 0:
+		return fieldErr(field, "%v must be positive", d)
+	case d < min:
+		return fieldErr(field, "%v must not be negative", d)
+	case d > MaxSetting:
+		return fieldErr(field, "%v exceeds the limit of %v", d, MaxSetting)
 	}
 	return nil
 }

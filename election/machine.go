@@ -28,8 +28,23 @@
 //     did not (yet), anything else means the lease moved on.
 //   - Release: after Stop and once the driver has finished the term's
 //     callbacks, Release writes CAS(current version, released, same token).
-//   - Tokens: an acquiring write carries the stored token + 1 (1 for a new
-//     lease); the compare-and-swap makes the store itself order them.
+//   - Tokens: an acquiring write carries the stored token + 1, and never a
+//     token at or below the highest this machine has seen for the lease; a
+//     write that creates the record carries max(highest seen + 1, now's Unix
+//     time in milliseconds), so that a machine that never saw a lost record
+//     still mints above the tokens issued before the loss. The
+//     compare-and-swap makes the store itself order them.
+//   - Lost records: a record that vanishes, or whose token goes below one
+//     seen before (a restored backup), is treated like a silent holder: it is
+//     taken only once every read for ttl×(1+ρ) (the longest ttl seen) found
+//     it unchanged. A leader whose write finds it so demotes at once
+//     (ReasonRecordLost). Each such sighting is reported as EventAnomaly.
+//   - Callbacks first: after a term ends the machine does not campaign until
+//     the driver reports, with CallbacksDone, that the term's callbacks have
+//     returned.
+//   - Read before writing: a takeover is sent only right after a read that
+//     allowed it (within PollInterval), so a machine resumed from a long
+//     pause reads first instead of writing with an old version.
 package election
 
 import (
@@ -42,6 +57,10 @@ import (
 
 // maxToken keeps tokens below 2^63 (see lease.Record.Validate).
 const maxToken = 1<<63 - 1
+
+// recentNonces is how many of its own write nonces a machine remembers, to
+// tell its own writes from those of another process with the same ID.
+const recentNonces = 8
 
 // purpose says why an op was started.
 type purpose int
@@ -83,7 +102,15 @@ type Machine struct {
 	rec    lease.Record
 	ver    lease.Version
 	since  time.Time // local time ver was first seen
+	read   time.Time // local time of the last answer that told us the record's state
 	leader Leader    // last reported in an EventLeaderChanged
+
+	// What the machine has seen of the lease over its life: no token it mints
+	// is at or below maxSeen, and a lost record is waited out for maxTTL.
+	maxSeen uint64
+	maxTTL  time.Duration
+	nonces  [recentNonces]string // our latest write nonces, for duplicate IDs
+	nonceN  int
 
 	state     state
 	stopping  bool // Stop was called: no campaigns, no renewals
@@ -92,12 +119,14 @@ type Machine struct {
 
 	// Our term (acquiring, leading) and our last confirmed write.
 	token     uint64
+	acqExpect lease.Version        // while acquiring: the version the takeover expects
 	ownVer    lease.Version        // version of our last confirmed write, if any
 	ownRec    lease.Record         // what that write stored
 	sent      time.Time            // when that write was sent (s)
 	deadline  time.Time            // sent + window while leading
 	announced bool                 // EventElected emitted and no EventDemoted yet
 	failed    bool                 // a renewal failed with an error since the last confirmed write
+	held      bool                 // a term ended and its callbacks have not returned: no campaign
 	pending   map[string]time.Time // nonce → send time of writes of unknown outcome
 
 	op         *flight // in flight
@@ -107,6 +136,7 @@ type Machine struct {
 	attempt    int // failures since the last success, for backoff
 	lastID     uint64
 	lastErr    error
+	dupErr     error // sticky: another process writes with our ID
 	out        Output
 }
 
@@ -164,6 +194,20 @@ func (m *Machine) Release(now time.Time) Output {
 	return m.flush(now)
 }
 
+// CallbacksDone tells the machine that every callback of the term that
+// ended last has returned: from now on it may campaign again. Until then it
+// only polls, so that a term whose OnElected is still running (it ignored its
+// context) cannot overlap a new term of the same candidate.
+func (m *Machine) CallbacksDone(now time.Time) Output {
+	if m.held {
+		m.held = false
+		if m.state == following && m.op == nil && (m.nextDo == 0 || m.nextDo == doPoll) {
+			m.follow(now)
+		}
+	}
+	return m.flush(now)
+}
+
 // Leading reports whether the machine leads at now: elected, and now before
 // the lead deadline.
 func (m *Machine) Leading(now time.Time) bool {
@@ -181,8 +225,15 @@ func (m *Machine) Term() (Term, bool) {
 // Leader returns the leader as last observed in the store.
 func (m *Machine) Leader() Leader { return m.leader }
 
-// Err returns the last store error other than a conflict or not-found, or nil.
-func (m *Machine) Err() error { return m.lastErr }
+// Err returns the last store error other than a conflict or not-found, or
+// nil; or, once another process was seen writing with this machine's ID, a
+// *DuplicateIDError for the rest of the run.
+func (m *Machine) Err() error {
+	if m.lastErr == nil && m.dupErr != nil {
+		return m.dupErr
+	}
+	return m.lastErr
+}
 
 func (m *Machine) term() Term {
 	return Term{Holder: m.cfg.ID, Token: m.token, Deadline: m.deadline, Payload: m.cfg.Payload}
@@ -196,7 +247,12 @@ func (m *Machine) flush(now time.Time) Output {
 			op := m.op
 			m.op = nil
 			m.out.Abandon = op.id
-			m.handle(now, op, Result{ID: op.id, Err: ErrTimeout})
+			last := m.lastErr
+			var te *TimeoutError
+			if errors.As(last, &te) {
+				last = te.Last
+			}
+			m.handle(now, op, Result{ID: op.id, Err: &TimeoutError{Op: op.do.String(), After: m.cfg.OpTimeout, Last: last}})
 			continue
 		}
 		if m.releasing && !m.finished && m.op == nil && m.nextDo == 0 {
@@ -242,6 +298,7 @@ func (m *Machine) emit(e Event) { m.out.Events = append(m.out.Events, e) }
 func (m *Machine) demote(now time.Time, r Reason) {
 	if m.announced {
 		m.announced = false
+		m.held = !m.stopping
 		m.emit(Event{Kind: EventDemoted, Term: m.term(), Reason: r})
 	}
 	m.state = following
@@ -257,12 +314,23 @@ func (m *Machine) retry(now time.Time, do purpose) {
 	if m.stopping && do != doRelease {
 		return // a pending nonce is resolved by Release instead
 	}
+	d := m.backoff()
+	if m.attempt < 62 {
+		m.attempt++
+	}
+	m.schedule(now.Add(d), do)
+}
+
+// backoff returns the wait before the next retry: RetryMin doubled for each
+// failure since the last answer, capped at RetryMax, then drawn uniformly
+// from its upper half. The cap is checked before shifting, so no lease is
+// long enough to overflow it.
+func (m *Machine) backoff() time.Duration {
 	d := m.cfg.RetryMax
-	if m.attempt < 32 && m.cfg.RetryMin<<m.attempt < d {
+	if m.attempt < 62 && m.cfg.RetryMin <= m.cfg.RetryMax>>m.attempt {
 		d = m.cfg.RetryMin << m.attempt
 	}
-	m.attempt++
-	m.schedule(now.Add(d/2+time.Duration(m.cfg.Rand.Int64N(int64(d/2)+1))), do)
+	return d/2 + time.Duration(m.cfg.Rand.Int64N(int64(d/2)+1))
 }
 
 // pollAfter returns the next poll instant: PollInterval shortened by up to
@@ -272,7 +340,38 @@ func (m *Machine) pollAfter(now time.Time) time.Time {
 	return now.Add(d - time.Duration(m.cfg.Rand.Int64N(int64(d/5)+1)))
 }
 
-func (m *Machine) nonce() string { return fmt.Sprintf("%016x", m.cfg.Rand.Uint64()) }
+func (m *Machine) nonce() string {
+	n := fmt.Sprintf("%016x", m.cfg.Rand.Uint64())
+	m.nonces[m.nonceN%recentNonces] = n
+	m.nonceN++
+	return n
+}
+
+// ours reports whether nonce is one of our latest writes'.
+func (m *Machine) ours(nonce string) bool {
+	for _, n := range m.nonces {
+		if n != "" && n == nonce {
+			return true
+		}
+	}
+	return false
+}
+
+func (p purpose) String() string {
+	switch p {
+	case doPoll:
+		return "read"
+	case doAcquire:
+		return "acquire"
+	case doRenew:
+		return "renew"
+	case doRelease:
+		return "release"
+	case doReadBack:
+		return "read back"
+	}
+	return "op"
+}
 
 // start begins the scheduled work.
 func (m *Machine) start(now time.Time) {
@@ -289,18 +388,30 @@ func (m *Machine) start(now time.Time) {
 			m.schedule(m.sent.Add(m.cfg.RenewInterval), doRenew)
 			return
 		}
-		token, expect := uint64(1), lease.NoVersion
-		if m.exists {
-			token, expect = m.rec.Token+1, m.ver
-		}
-		if token > maxToken {
-			m.lastErr = fmt.Errorf("election: token %d is the last one: the lease cannot be taken again", m.rec.Token)
+		if m.held {
 			m.schedule(m.pollAfter(now), doPoll)
 			return
 		}
-		if m.state != acquiring || m.token != token {
-			m.state, m.token, m.pending = acquiring, token, nil
+		if now.Sub(m.read) > m.cfg.PollInterval {
+			// What we know is old (a pause, a slow callback): read before
+			// writing rather than send a write bound to conflict.
+			m.send(now, &flight{do: doPoll})
+			return
 		}
+		expect := lease.NoVersion
+		if m.exists {
+			expect = m.ver
+		}
+		if m.state != acquiring || m.acqExpect != expect {
+			token := m.mint(now)
+			if token > maxToken {
+				m.lastErr = fmt.Errorf("election: token %d is the last one: the lease cannot be taken again", token-1)
+				m.schedule(m.pollAfter(now), doPoll)
+				return
+			}
+			m.state, m.token, m.acqExpect, m.pending = acquiring, token, expect, nil
+		}
+		token := m.token
 		rec := lease.Record{Holder: m.cfg.ID, Token: token, Duration: m.cfg.LeaseDuration, Payload: m.cfg.Payload}
 		m.write(now, doAcquire, rec, expect)
 	case doRenew:
@@ -342,11 +453,28 @@ func (m *Machine) send(now time.Time, f *flight) {
 	m.out.Op = op
 }
 
+// mint returns the token of a takeover at now: above the stored token and
+// every token seen; for a record that does not exist, also at least now's
+// Unix time in milliseconds.
+func (m *Machine) mint(now time.Time) uint64 {
+	if m.exists {
+		return max(m.rec.Token, m.maxSeen) + 1
+	}
+	return max(m.maxSeen+1, uint64(max(now.UnixMilli(), 1)))
+}
+
 func (m *Machine) handle(now time.Time, op *flight, res Result) {
-	if res.Err != nil && !errors.Is(res.Err, lease.ErrConflict) && !errors.Is(res.Err, lease.ErrNotFound) {
+	answered := res.Err == nil || errors.Is(res.Err, lease.ErrConflict) || errors.Is(res.Err, lease.ErrNotFound)
+	if answered {
+		m.lastErr, m.attempt = nil, 0
+	} else {
 		m.lastErr = res.Err
-	} else if res.Err == nil {
-		m.lastErr = nil
+	}
+	if !answered && !errors.Is(res.Err, ErrTimeout) && errors.Is(res.Err, lease.ErrInvalidRecord) && m.state == leading {
+		// The store holds a record we cannot read: someone else wrote it,
+		// so it is no longer provably ours.
+		m.emit(Event{Kind: EventAnomaly, Err: res.Err})
+		m.demote(now, ReasonInvalidRecord)
 	}
 	switch op.do {
 	case doPoll:
@@ -417,6 +545,7 @@ func (m *Machine) resolve(now time.Time, w *flight, found bool, cur lease.Record
 	if found == (w.expect != lease.NoVersion) && ver == w.expect {
 		// Nothing changed: w did not apply, so far. Its nonce stays pending in
 		// case it lands late.
+		m.read = now
 		if w.rec.Nonce == "" {
 			// A check before release, not a write: none of ours landed.
 			m.pending = nil
@@ -429,7 +558,11 @@ func (m *Machine) resolve(now time.Time, w *flight, found bool, cur lease.Record
 	// ours that expected an older one can land any more.
 	m.pending = nil
 	if w.do == doRenew && m.state == leading {
-		m.demote(now, ReasonLost)
+		reason := ReasonLost
+		if !found || cur.Token < m.token {
+			reason = ReasonRecordLost
+		}
+		m.demote(now, reason)
 	}
 	m.observe(now, found, cur, ver)
 	switch {
@@ -481,8 +614,13 @@ func (m *Machine) confirm(now time.Time, do purpose, sent time.Time, rec lease.R
 func (m *Machine) observe(now time.Time, found bool, rec lease.Record, ver lease.Version) {
 	if !m.seen || found != m.exists || ver != m.ver {
 		m.since = now
+		m.inspect(found, rec)
 	}
+	m.read = now
 	m.seen, m.exists, m.rec, m.ver = true, found, rec, ver
+	if found {
+		m.maxSeen, m.maxTTL = max(m.maxSeen, rec.Token), max(m.maxTTL, rec.Duration)
+	}
 	var l Leader
 	if found && !rec.Released {
 		l = Leader{Holder: rec.Holder, Token: rec.Token, Payload: rec.Payload}
@@ -493,18 +631,55 @@ func (m *Machine) observe(now time.Time, found bool, rec lease.Record, ver lease
 	}
 }
 
+// inspect reports what a newly seen state of the record says about the
+// store and about our ID, before it is recorded.
+func (m *Machine) inspect(found bool, rec lease.Record) {
+	switch {
+	case !found && m.maxSeen > 0:
+		m.emit(Event{Kind: EventAnomaly, Err: &RecordLostError{Seen: m.maxSeen}})
+	case found && rec.Token < m.maxSeen:
+		m.emit(Event{Kind: EventAnomaly, Err: &RecordLostError{Seen: m.maxSeen, Found: true, Token: rec.Token}})
+	}
+	// The first read of a run may show a record of an earlier process with
+	// our ID (a restart); any later write with our ID that we did not make
+	// is another process configured with the same ID.
+	if found && m.seen && rec.Holder == m.cfg.ID && !m.ours(rec.Nonce) {
+		m.dupErr = &DuplicateIDError{ID: m.cfg.ID, Token: rec.Token}
+		m.emit(Event{Kind: EventAnomaly, Err: m.dupErr})
+	}
+}
+
+// free reports whether the lease may be taken at once: released, or absent
+// and never seen. A record that vanished, or whose token went below one seen
+// before, is not free: it might be a live holder's whose record was lost.
+func (m *Machine) free() bool {
+	if m.maxSeen > 0 && (!m.exists || m.rec.Token < m.maxSeen) {
+		return false
+	}
+	return !m.exists || m.rec.Released
+}
+
 // follow schedules a follower's next step: take the lease when the protocol
-// allows it, else poll.
+// allows it, else poll. While a term's callbacks run it only polls.
 func (m *Machine) follow(now time.Time) {
 	if m.stopping || m.state == leading {
 		return
 	}
-	if !m.exists || m.rec.Released {
+	poll := m.pollAfter(now)
+	if m.held {
+		m.schedule(poll, doPoll)
+		return
+	}
+	if m.free() {
 		m.schedule(now, doAcquire)
 		return
 	}
-	at := m.since.Add(WaitBeforeTakeover(m.rec.Duration, m.cfg.MaxDrift))
-	if poll := m.pollAfter(now); poll.Before(at) {
+	ttl := m.rec.Duration
+	if !m.exists || m.rec.Token < m.maxSeen {
+		ttl = max(ttl, m.maxTTL) // a lost record: wait out the longest lease seen
+	}
+	at := m.since.Add(WaitBeforeTakeover(ttl, m.cfg.MaxDrift))
+	if poll.Before(at) {
 		m.schedule(poll, doPoll)
 	} else {
 		m.schedule(at, doAcquire)

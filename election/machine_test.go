@@ -27,7 +27,10 @@ func testConfig(id string) Config {
 	}
 }
 
-var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+// t0 predates the Unix epoch, so that a record created in these tests gets
+// token 1, as a created record's token is at least the writer's Unix time in
+// milliseconds (TestMintAboveWallClock covers that floor).
+var t0 = time.Date(1960, 1, 1, 0, 0, 0, 0, time.UTC)
 
 func at(d time.Duration) time.Time { return t0.Add(d) }
 
@@ -57,6 +60,9 @@ func (x *h) take(o Output) Output {
 
 func (x *h) start(now time.Time) Output { x.now = now; return x.take(x.m.Start(now)) }
 func (x *h) tick(now time.Time) Output  { x.now = now; return x.take(x.m.Tick(now)) }
+
+// callbacksDone reports that the ended term's callbacks returned.
+func (x *h) callbacksDone(now time.Time) Output { x.now = now; return x.take(x.m.CallbacksDone(now)) }
 
 // reply answers the op in flight.
 func (x *h) reply(now time.Time, op *Op, rec lease.Record, ver lease.Version, err error) Output {
@@ -590,6 +596,7 @@ func TestNoIdleAfterDemotionDuringReadBack(t *testing.T) {
 			get := x.wantOp(OpGet)
 			x.tick(at(8990 * time.Millisecond))
 			x.wantEvents("demoted(store unavailable)")
+			x.callbacksDone(at(8990 * time.Millisecond))
 			x.reply(at(9*time.Second), get, readBack.rec, readBack.ver, readBack.err)
 			for i := 0; i < 5 && x.out.Op == nil; i++ {
 				if x.out.Wake.IsZero() {
@@ -598,7 +605,11 @@ func TestNoIdleAfterDemotionDuringReadBack(t *testing.T) {
 				x.tick(x.out.Wake)
 			}
 			// As a follower it waits out its own record like anyone's: seen
-			// at 1ms, taken with the next token at 1ms + 10.01s.
+			// at 1ms, taken with the next token at 1ms + 10.01s, after a read
+			// if the last one is older than a poll interval.
+			if x.out.Op != nil && x.out.Op.Kind == OpGet && x.now.Equal(at(10011*time.Millisecond)) {
+				x.reply(x.now, x.out.Op, lease.Record{Holder: "a", Token: 1, Duration: 10 * time.Second, Nonce: "n1"}, "v1", nil)
+			}
 			put := x.wantOp(OpPut)
 			if !x.now.Equal(at(10011*time.Millisecond)) || put.Record.Token != 2 || put.Expect != "v1" {
 				t.Fatalf("at %v: %+v, want CAS(v1, token 2) at 10.011s", x.now.Sub(t0), put)

@@ -2,14 +2,68 @@ package election
 
 import (
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/tenure-go/tenure/lease"
 )
 
-// ErrTimeout is the result the Machine assigns to a store call it abandoned
-// after Config.OpTimeout. The call's outcome is unknown, like any other error.
+// ErrTimeout is matched (errors.Is) by the *TimeoutError the Machine assigns
+// to a store call it abandoned after Config.OpTimeout. The call's outcome is
+// unknown, like any other error's.
 var ErrTimeout = errors.New("election: store call timed out")
+
+// TimeoutError is a store call abandoned after Config.OpTimeout. It names the
+// operation and wraps the last error a store call returned before it, which
+// often says why (connection refused, a DNS failure), or nil.
+type TimeoutError struct {
+	Op    string // "read", "acquire", "renew", "release" or "read back"
+	After time.Duration
+	Last  error
+}
+
+func (e *TimeoutError) Error() string {
+	if e.Last == nil {
+		return fmt.Sprintf("election: %s timed out after %v (no earlier store error)", e.Op, e.After)
+	}
+	return fmt.Sprintf("election: %s timed out after %v; last store error: %v", e.Op, e.After, e.Last)
+}
+
+// Is makes errors.Is(err, ErrTimeout) true.
+func (e *TimeoutError) Is(target error) bool { return target == ErrTimeout }
+
+// Unwrap returns the last earlier store error.
+func (e *TimeoutError) Unwrap() error { return e.Last }
+
+// RecordLostError reports a lease record that vanished, or whose token went
+// below one seen before: an operator's delete, a TTL or lifecycle rule, a
+// restored backup, a store that lost its data. The Machine then waits out
+// the longest lease it has seen before taking the lease, and mints a token
+// above every token it has seen.
+type RecordLostError struct {
+	Seen  uint64 // highest token seen before
+	Found bool   // false: the record is absent
+	Token uint64 // when Found: the token the record holds now
+}
+
+func (e *RecordLostError) Error() string {
+	if !e.Found {
+		return fmt.Sprintf("lease record absent after token %d: deleted, expired by a TTL or lifecycle rule, or lost by the store", e.Seen)
+	}
+	return fmt.Sprintf("lease record's token went from %d to %d: an older record was written back", e.Seen, e.Token)
+}
+
+// DuplicateIDError reports a record that holds this machine's ID with a
+// write it did not make: another process is configured with the same ID, and
+// each would take the other's leadership for its own.
+type DuplicateIDError struct {
+	ID    string
+	Token uint64
+}
+
+func (e *DuplicateIDError) Error() string {
+	return fmt.Sprintf("election: another process writes the lease with this candidate's ID %q (token %d): IDs must differ between processes", e.ID, e.Token)
+}
 
 // OpKind says which store call an Op is.
 type OpKind int
@@ -78,6 +132,12 @@ const (
 	ReasonStoreUnavailable
 	// ReasonShutDown: the candidate was stopped.
 	ReasonShutDown
+	// ReasonRecordLost: a renewal found the record absent, or holding a
+	// lower token than the term's: it was deleted or written back.
+	ReasonRecordLost
+	// ReasonInvalidRecord: the store holds a record that is not valid
+	// (written by something other than tenure, or corrupted).
+	ReasonInvalidRecord
 )
 
 func (r Reason) String() string {
@@ -90,6 +150,10 @@ func (r Reason) String() string {
 		return "store unavailable"
 	case ReasonShutDown:
 		return "shut down"
+	case ReasonRecordLost:
+		return "lease record lost"
+	case ReasonInvalidRecord:
+		return "invalid lease record"
 	}
 	return "unknown reason"
 }
@@ -101,6 +165,7 @@ const (
 	EventElected       EventKind = iota + 1 // a term began: Term
 	EventDemoted                            // a term ended: Term, Reason
 	EventLeaderChanged                      // the observed leader changed: Leader
+	EventAnomaly                            // the store or another process misbehaves: Err, to log as an error
 )
 
 // Event is something the driver must tell the program, in order.
@@ -109,6 +174,7 @@ type Event struct {
 	Term   Term
 	Reason Reason
 	Leader Leader
+	Err    error // EventAnomaly: *RecordLostError, *DuplicateIDError or an invalid record
 }
 
 // Output is what the driver must do after handing the Machine an input.

@@ -56,8 +56,35 @@ func NewContext(ctx context.Context, f Fence) context.Context {
 // FromContext returns the Fence carried by ctx, if any. A context derived from
 // the one OnElected received carries the term's fence; it stays there after
 // the term's context is cancelled, because a write already under way must
-// still present it.
+// still present it. Whether the term still runs is Err's to say.
 func FromContext(ctx context.Context) (Fence, bool) {
 	f, ok := ctx.Value(contextKey{}).(Fence)
 	return f, ok
+}
+
+type termKey struct{}
+
+// WithTerm returns a copy of ctx whose term ends when ended returns an
+// error: Err reports it for ctx and every context derived from it. tenure
+// uses it so that a term's end is seen at once, from any goroutine, even
+// before the goroutine that cancels the term's context has run (as after a
+// process pause). ended must be safe for concurrent use and cheap.
+func WithTerm(ctx context.Context, ended func() error) context.Context {
+	return context.WithValue(ctx, termKey{}, ended)
+}
+
+// Err reports whether the work running under ctx must stop: ctx.Err(), or
+// else the end of the term ctx derives from (WithTerm), as its clock tells
+// now. It is what the helpers of this package and its subpackages check
+// before they act. A check and the action after it are still two steps: a
+// pause between them can outlast the term, which is why the action carries
+// the fence and the resource checks it.
+func Err(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if ended, ok := ctx.Value(termKey{}).(func() error); ok {
+		return ended()
+	}
+	return nil
 }

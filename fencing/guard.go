@@ -140,7 +140,7 @@ func (g *Guard) exclusive(leaseName string, token Token, ctx context.Context, ac
 // holds mu and no action runs.
 func (g *Guard) advance(leaseName string, token Token, ctx context.Context) error {
 	if ctx != nil {
-		if err := ctx.Err(); err != nil {
+		if err := Err(ctx); err != nil {
 			return fmt.Errorf("fencing: %v: not run: %w", Fence{leaseName, token}, err)
 		}
 	}

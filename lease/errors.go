@@ -20,7 +20,30 @@ var (
 
 	// ErrInvalidName reports a lease name that breaks the rules of ValidateName.
 	ErrInvalidName = errors.New("lease: invalid name")
+
+	// ErrPermanent marks an error that retrying the same call cannot cure: the
+	// table or bucket does not exist, access is denied, the request is
+	// malformed or a key is too long. Stores wrap such errors with Permanent;
+	// tenure fails fast on one at the start of Run, and otherwise logs it at
+	// error level while it keeps retrying (an operator may fix it).
+	ErrPermanent = errors.New("lease: permanent error")
 )
+
+// Permanent returns err marked as permanent: errors.Is(err, ErrPermanent)
+// holds, and errors.Is and errors.As still find what err wraps. It returns
+// nil for nil.
+func Permanent(err error) error {
+	if err == nil {
+		return nil
+	}
+	return &permanentError{err}
+}
+
+type permanentError struct{ err error }
+
+func (e *permanentError) Error() string        { return e.err.Error() }
+func (e *permanentError) Unwrap() error        { return e.err }
+func (e *permanentError) Is(target error) bool { return target == ErrPermanent }
 
 // ConflictError is a conflict that carries what the store holds now, for
 // stores that learn it without a second request. It matches ErrConflict under

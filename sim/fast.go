@@ -16,7 +16,9 @@ type strategy interface {
 	Done(now time.Time, res election.Result) election.Output
 	Stop(now time.Time) election.Output
 	Release(now time.Time) election.Output
+	CallbacksDone(now time.Time) election.Output
 	Leader() election.Leader
+	Term() (election.Term, bool)
 }
 
 // fastRun is the fast tier's instance: a single-threaded model of
@@ -41,13 +43,26 @@ type fastRun struct {
 	failed  bool   // Run returns an error: the release was not confirmed
 	term    *fastTerm
 	disp    dispatcher
-	dead    bool // crashed
+	notif   notifier
+	held    *job // r.held: the barrier after a term's callbacks
+	// heldReady: the held barrier was reached during an apply; the loop
+	// takes it once that apply has returned.
+	heldReady bool
+	applying  int
+	dead      bool // crashed
 }
 
 // fastTerm models a term's context.
 type fastTerm struct {
 	tok       uint64
 	cancelled bool
+	deadline  time.Time // the term context's own check (termContext.ended); zero: none
+}
+
+// over models the term context's Done and Err: cancelled by the loop, or
+// past its deadline by the clock.
+func (f *fastRun) over(t *fastTerm) bool {
+	return t.cancelled || !t.deadline.IsZero() && !f.now().Before(t.deadline)
 }
 
 func newFastRun(in *instance) *fastRun {
@@ -76,6 +91,7 @@ func newFastRun(in *instance) *fastRun {
 		f.m = m
 	}
 	f.disp.f = f
+	f.notif.f = f
 	return f
 }
 
@@ -112,6 +128,10 @@ func (f *fastRun) stop() {
 		return
 	}
 	f.stopped = true
+	if f.held != nil { // r.held = nil: no campaign after the stop
+		f.held.dead = true
+		f.held = nil
+	}
 	f.apply(f.m.Stop(f.now()))
 	f.disp.push(&job{kind: jBarrier})
 	f.loop()
@@ -128,6 +148,16 @@ func (f *fastRun) drained() {
 		}
 	})
 	f.apply(f.m.Release(f.now()))
+	f.loop()
+}
+
+// callbacksDone models `case <-r.held`.
+func (f *fastRun) callbacksDone() {
+	if f.exited {
+		return
+	}
+	f.held = nil
+	f.apply(f.m.CallbacksDone(f.now()))
 	f.loop()
 }
 
@@ -159,6 +189,7 @@ func (f *fastRun) exit() {
 		f.giveUp.dead = true
 	}
 	f.disp.close()
+	f.notif.close()
 }
 
 func (f *fastRun) abandon() {
@@ -177,8 +208,20 @@ func (f *fastRun) apply(out election.Output) {
 	if out.Op != nil {
 		f.startOp(*out.Op, now)
 	}
+	if t, ok := f.m.Term(); ok && f.term != nil { // r.publish
+		f.term.deadline = t.Deadline
+	}
+	f.applying++
+	var leader *election.Leader
 	for _, e := range out.Events {
+		if e.Kind == election.EventLeaderChanged {
+			leader = &e.Leader
+			continue
+		}
 		f.event(e)
+	}
+	if leader != nil {
+		f.notif.push(*leader)
 	}
 	f.done = out.Done
 	switch {
@@ -190,6 +233,12 @@ func (f *fastRun) apply(out election.Output) {
 		var tm *timer
 		tm = f.after(srcRunner, out.Wake.Sub(now), func() { f.onWake(tm) })
 		f.wtm = tm
+	}
+	f.applying--
+	if f.applying == 0 && f.heldReady {
+		// The loop takes r.held once the current apply has returned.
+		f.heldReady = false
+		f.callbacksDone()
 	}
 }
 
@@ -216,7 +265,7 @@ func (f *fastRun) startOp(op election.Op, now time.Time) {
 func (f *fastRun) event(e election.Event) {
 	switch e.Kind {
 	case election.EventElected:
-		t := &fastTerm{tok: e.Term.Token}
+		t := &fastTerm{tok: e.Term.Token, deadline: e.Term.Deadline}
 		f.term = t
 		f.w.stage(item{in: f.in, src: srcRunner, kind: itElected, tok: t.tok})
 		f.disp.push(&job{kind: jElected, term: t})
@@ -232,8 +281,10 @@ func (f *fastRun) event(e election.Event) {
 		reason := tenure.DemotionReason(e.Reason).String()
 		f.w.stage(item{in: f.in, src: srcRunner, kind: itDemoted, tok: t.tok, s: reason, deadline: e.Term.Deadline})
 		f.disp.push(&job{kind: jDemoted, term: t, reason: reason})
-	case election.EventLeaderChanged:
-		f.disp.push(&job{kind: jLeader, leader: e.Leader})
+		if !f.stopped {
+			f.held = &job{kind: jHeld}
+			f.disp.push(f.held)
+		}
 	}
 }
 
@@ -272,8 +323,8 @@ type jobKind uint8
 const (
 	jElected jobKind = iota + 1
 	jDemoted
-	jLeader
 	jBarrier
+	jHeld // the barrier after a term's callbacks: the candidate may campaign
 )
 
 type job struct {
@@ -283,6 +334,7 @@ type job struct {
 	leader  election.Leader
 	waiting bool   // jElected: waiting for the next round of work
 	tm      *timer // what it waits for
+	dead    bool   // jHeld: nobody waits for it any more
 }
 
 func (d *dispatcher) push(j *job) {
@@ -310,7 +362,15 @@ func (d *dispatcher) run() {
 	d.running = false
 	if d.cur == nil && d.closed && !d.finished {
 		d.finished = true
-		d.f.finish()
+		d.f.joined()
+	}
+}
+
+// joined models wg.Wait in run's cleanup: Run returns once the dispatcher
+// and the notifier have both returned.
+func (f *fastRun) joined() {
+	if f.disp.finished && f.notif.finished {
+		f.finish()
 	}
 }
 
@@ -330,11 +390,17 @@ func (d *dispatcher) begin(j *job) {
 	case jDemoted:
 		f.w.stage(item{in: in, src: srcCallbacks, kind: itCbDemoted, tok: j.term.tok, s: j.reason, flag: j.term.cancelled})
 		d.sleep(in.slow(slowDemoted))
-	case jLeader:
-		f.w.stage(item{in: in, src: srcCallbacks, kind: itCbLeader, tok: j.leader.Token, s: j.leader.Holder})
-		d.sleep(in.slow(slowLeader))
 	case jBarrier:
 		f.drained()
+		d.next()
+	case jHeld:
+		if !j.dead {
+			if f.applying > 0 {
+				f.heldReady = true
+			} else {
+				f.callbacksDone()
+			}
+		}
 		d.next()
 	}
 }
@@ -352,7 +418,7 @@ func (d *dispatcher) sleep(dur time.Duration) {
 func (d *dispatcher) workLoop(j *job) {
 	f := d.f
 	tm := f.after(srcCallbacks, f.w.plan.Work, func() { d.check(j) })
-	if j.term.cancelled {
+	if f.over(j.term) {
 		tm.dead = true
 		d.cleanup(j)
 		return
@@ -371,6 +437,10 @@ func (d *dispatcher) cancelled(t *fastTerm) {
 func (d *dispatcher) check(j *job) {
 	f := d.f
 	j.waiting = false
+	if f.over(j.term) { // ctx.Err() after the timer: the clock is past the deadline
+		d.cleanup(j)
+		return
+	}
 	f.w.stage(item{in: f.in, src: srcCallbacks, kind: itCheck, tok: j.term.tok})
 	j.tm = f.after(srcCallbacks, f.w.plan.Act, func() {
 		f.w.stage(item{in: f.in, src: srcCallbacks, kind: itWrite, tok: j.term.tok})
@@ -391,4 +461,58 @@ func (d *dispatcher) cleanup(j *job) {
 func (d *dispatcher) returned() {
 	d.f.w.stage(item{in: d.f.in, src: srcCallbacks, kind: itCbReturn})
 	d.next()
+}
+
+// notifier models callbacks.go's notifier running the sim's OnLeaderChange
+// on a goroutine of its own: one call at a time, and a change that comes
+// while one runs replaces any still waiting.
+type notifier struct {
+	f        *fastRun
+	running  bool
+	pending  *election.Leader
+	closed   bool
+	finished bool
+}
+
+func (n *notifier) push(l election.Leader) {
+	if n.running {
+		n.pending = &l
+		return
+	}
+	n.begin(l)
+}
+
+func (n *notifier) begin(l election.Leader) {
+	f := n.f
+	n.running = true
+	f.w.stage(item{in: f.in, src: srcLeader, kind: itCbLeader, tok: l.Token, s: l.Holder})
+	if dur := f.in.slow(slowLeader); dur > 0 {
+		f.after(srcLeader, dur, n.returned)
+		return
+	}
+	n.returned()
+}
+
+func (n *notifier) returned() {
+	n.running = false
+	if l := n.pending; l != nil {
+		n.pending = nil
+		n.begin(*l)
+		return
+	}
+	n.idle()
+}
+
+func (n *notifier) close() {
+	n.closed = true
+	if !n.running {
+		n.idle()
+	}
+}
+
+func (n *notifier) idle() {
+	if n.closed && !n.finished {
+		n.finished = true
+		n.f.joined()
+	}
 }

@@ -97,6 +97,13 @@ func (n *naive) Release(now time.Time) election.Output {
 
 func (n *naive) Leader() election.Leader { return n.leader }
 
+// CallbacksDone: the baseline campaigns whether or not callbacks run.
+func (n *naive) CallbacksDone(now time.Time) election.Output { return n.flush(now) }
+
+// Term has no deadline to check: the baseline ends its terms by its wall
+// clock, in its loop.
+func (n *naive) Term() (election.Term, bool) { return election.Term{}, false }
+
 func (n *naive) flush(now time.Time) election.Output {
 	for {
 		n.checkExpiry(now)

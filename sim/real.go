@@ -2,6 +2,7 @@ package sim
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"runtime"
@@ -100,7 +101,7 @@ func (r *realRun) start() {
 		s := ""
 		if err := c.Run(ctx); err != nil {
 			s = err.Error()
-			if strings.Contains(s, "release lease") {
+			if errors.Is(err, tenure.ErrReleaseUnconfirmed) {
 				s = "release not confirmed"
 			}
 		}
@@ -216,11 +217,10 @@ func (r *realRun) callbacks() tenure.Callbacks {
 			}
 		},
 		OnLeaderChange: func(l tenure.Leader) {
-			r.enter()
-			defer r.leave()
-			note(item{kind: itCbLeader, tok: uint64(l.Token), s: l.ID})
+			// On a goroutine of its own: it may overlap the others.
+			w.stage(item{in: in, src: srcLeader, kind: itCbLeader, tok: uint64(l.Token), s: l.ID})
 			if d := in.slow(slowLeader); d > 0 {
-				<-clk.After(d)
+				<-realClock{in, srcLeader}.After(d)
 			}
 		},
 	}

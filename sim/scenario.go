@@ -72,7 +72,8 @@ const (
 )
 
 // slow draws how long a callback takes. Both tiers call it from the
-// callback goroutine, in the same order, so the draws agree.
+// callback goroutine (OnLeaderChange: from its own), in the same order, so
+// the draws agree.
 func (in *instance) slow(k slowKind) time.Duration {
 	s := in.w.plan.Slow
 	if s == nil {
@@ -87,10 +88,14 @@ func (in *instance) slow(k slowKind) time.Duration {
 	case slowLeader:
 		most = s.Leader
 	}
-	if most <= 0 || in.cbRand.IntN(max(s.OneIn, 1)) != 0 {
+	r := in.cbRand
+	if k == slowLeader {
+		r = in.lcRand
+	}
+	if most <= 0 || r.IntN(max(s.OneIn, 1)) != 0 {
 		return 0
 	}
-	return uniform(in.cbRand, time.Millisecond, most)
+	return uniform(r, time.Millisecond, most)
 }
 
 func (p *Plan) at(t time.Duration, f func(w *world)) {

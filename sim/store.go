@@ -67,6 +67,7 @@ type store struct {
 	rec         lease.Record
 	ver         lease.Version
 	verN        int
+	maxEver     uint64        // highest token ever stored
 	lastArrival time.Duration // latest arrival of any request sent so far
 }
 
@@ -172,16 +173,20 @@ func (s *store) arrive(r *request) {
 }
 
 // checkWrite verifies I2 at the store: a write either keeps the holder and
-// token of the record it replaces, or mints the next token.
+// token of the record it replaces, or mints a token above every token the
+// store ever held: the next one while the record is the newest, and above
+// the highest one after the record was deleted or written back.
 func (s *store) checkWrite(in *instance, rec lease.Record) {
 	switch {
-	case !s.exists && rec.Token != 1:
-		s.w.chk.violate(Tokens, in, fmt.Sprintf("first record has token %d, not 1", rec.Token))
 	case s.exists && rec.Token == s.rec.Token && rec.Holder != s.rec.Holder:
 		s.w.chk.violate(Tokens, in, fmt.Sprintf("token %d held by %s and then by %s", rec.Token, s.rec.Holder, rec.Holder))
-	case s.exists && rec.Token != s.rec.Token && rec.Token != s.rec.Token+1:
+	case s.exists && rec.Token == s.rec.Token:
+	case rec.Token <= s.maxEver:
+		s.w.chk.violate(Tokens, in, fmt.Sprintf("token %d minted after token %d was stored", rec.Token, s.maxEver))
+	case s.exists && s.rec.Token == s.maxEver && rec.Token != s.rec.Token+1:
 		s.w.chk.violate(Tokens, in, fmt.Sprintf("token %d follows token %d", rec.Token, s.rec.Token))
 	}
+	s.maxEver = max(s.maxEver, rec.Token)
 }
 
 // respond delivers r's answer, unless nobody can receive it.

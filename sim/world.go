@@ -87,6 +87,7 @@ type instance struct {
 	cfg    tenure.Config
 	rt     instRuntime
 	cbRand *rand.Rand // slow callbacks' draws, made in callback order in both tiers
+	lcRand *rand.Rand // the same for OnLeaderChange, which has a goroutine of its own
 
 	crashed   bool
 	finished  bool // Run returned (or, fast tier, the instance crashed)
@@ -147,6 +148,7 @@ const (
 	srcRunner    source = iota // the Candidate's loop: its timers and its term log
 	srcStore                   // store calls
 	srcCallbacks               // the callback goroutine: callbacks and the leader's work
+	srcLeader                  // the goroutine that delivers OnLeaderChange
 	srcRun                     // the goroutine that called Run
 	nsrc
 )
@@ -565,6 +567,7 @@ func (w *world) startOn(n *node, id string) *instance {
 	in := &instance{
 		w: w, node: n, num: len(w.insts), ID: id, label: label, cfg: cfg,
 		cbRand:    rand.New(rand.NewPCG(w.seed, 0xcb00+uint64(len(w.insts)))),
+		lcRand:    rand.New(rand.NewPCG(w.seed, 0x1c00+uint64(len(w.insts)))),
 		resumedAt: -1,
 	}
 	w.insts = append(w.insts, in)

@@ -103,6 +103,9 @@ func fence(ctx context.Context, op string) (fencing.Fence, error) {
 	if err := f.Validate(); err != nil {
 		return f, fmt.Errorf("dynamofence: %s: %w", op, err)
 	}
+	if err := fencing.Err(ctx); err != nil {
+		return f, fmt.Errorf("dynamofence: %s: %v: term over, not sent: %w", op, f, err)
+	}
 	return f, nil
 }
 

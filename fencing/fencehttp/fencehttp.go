@@ -102,6 +102,12 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		}
 		return nil, fmt.Errorf("fencehttp: %s %s: %w", req.Method, req.URL.Redacted(), err)
 	}
+	if err := fencing.Err(req.Context()); err != nil {
+		if req.Body != nil {
+			req.Body.Close()
+		}
+		return nil, fmt.Errorf("fencehttp: %s %s: %v: term over, not sent: %w", req.Method, req.URL.Redacted(), f, err)
+	}
 	out := req.Clone(req.Context())
 	SetHeader(out.Header, f)
 	return base.RoundTrip(out)

@@ -125,6 +125,9 @@ func (c *Client) PutObject(ctx context.Context, in *s3.PutObjectInput, optFns ..
 	if err := f.Validate(); err != nil {
 		return nil, fmt.Errorf("s3fence: put %s: %w", where, err)
 	}
+	if err := fencing.Err(ctx); err != nil {
+		return nil, fmt.Errorf("s3fence: put %s: %v: term over, not sent: %w", where, f, err)
+	}
 	for k := range in.Metadata {
 		if isFenceKey(k) {
 			return nil, fmt.Errorf("s3fence: put %s: Metadata sets %q, a key the fence owns", where, k)
@@ -153,6 +156,9 @@ func (c *Client) Tombstone(ctx context.Context, bucket, key string, optFns ...fu
 	}
 	if err := f.Validate(); err != nil {
 		return nil, fmt.Errorf("s3fence: tombstone %s: %w", where, err)
+	}
+	if err := fencing.Err(ctx); err != nil {
+		return nil, fmt.Errorf("s3fence: tombstone %s: %v: term over, not sent: %w", where, f, err)
 	}
 	in := &s3.PutObjectInput{Bucket: aws.String(bucket), Key: aws.String(key), Body: strings.NewReader(""), ContentLength: aws.Int64(0)}
 	out, err := c.put(ctx, in, f, true, optFns)
