@@ -9,7 +9,10 @@ import "time"
 // Differences of Now readings must measure elapsed time: time.Now's monotonic
 // reading does, so a wall-clock step does not move a deadline. Now also
 // stamps records with a wall time for humans; nothing compares it across
-// hosts.
+// hosts for timing. The wall reading has one more use: the token of a
+// record a candidate creates is at least the wall time in Unix milliseconds
+// (see Lost records in the package doc). A clock whose Now has no separate
+// wall reading may add a method Wall() time.Time to supply it.
 type Clock interface {
 	Now() time.Time
 	// After sends the time on the returned channel once d has passed. The

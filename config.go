@@ -160,7 +160,18 @@ func (c *Config) machineConfig() election.Config {
 		Margin:        c.Margin,
 		Payload:       c.Payload,
 		Rand:          c.Rand,
+		Wall:          wallOf(c.Clock),
 	}
+}
+
+// wallOf returns the wall clock of clk: its Wall method if it has one (a
+// simulator's clock keeps wall and monotonic time apart), else nil, and the
+// Machine reads the wall part of Now.
+func wallOf(clk Clock) func() time.Time {
+	if w, ok := clk.(interface{ Wall() time.Time }); ok {
+		return w.Wall
+	}
+	return nil
 }
 
 // defaultID is unique per process: the host, the pid, and a random part for

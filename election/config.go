@@ -31,6 +31,11 @@ type Config struct {
 	Margin        time.Duration // subtracted from the lead window, for the leader to stop acting
 	Payload       []byte        // written into the record, e.g. the leader's address
 	Rand          *rand.Rand    // jitter and nonces; seed it for a deterministic Machine
+	// Wall reads the wall clock. The Machine reads it for one thing only: the
+	// token of a record it creates (or takes over after the record went back)
+	// is at least the wall time in Unix milliseconds. Nil: the wall reading of
+	// the time given with the input, which is right for time.Now.
+	Wall func() time.Time
 }
 
 // FieldError is a Config field whose value breaks a rule, alone or together

@@ -111,6 +111,7 @@ type Machine struct {
 	maxTTL  time.Duration
 	nonces  [recentNonces]string // our latest write nonces, for duplicate IDs
 	nonceN  int
+	first   time.Time // local time of the first answer
 
 	state     state
 	stopping  bool // Stop was called: no campaigns, no renewals
@@ -454,13 +455,20 @@ func (m *Machine) send(now time.Time, f *flight) {
 }
 
 // mint returns the token of a takeover at now: above the stored token and
-// every token seen; for a record that does not exist, also at least now's
-// Unix time in milliseconds.
+// every token seen. For a record that does not exist, or whose token went
+// below one seen, it is also at least the wall time in Unix milliseconds, so
+// that it exceeds the tokens of terms this machine never saw (given clocks
+// within minutes of each other).
 func (m *Machine) mint(now time.Time) uint64 {
-	if m.exists {
-		return max(m.rec.Token, m.maxSeen) + 1
+	t := max(m.rec.Token, m.maxSeen) + 1
+	if !m.exists || m.rec.Token < m.maxSeen {
+		wall := now
+		if m.cfg.Wall != nil {
+			wall = m.cfg.Wall()
+		}
+		t = max(t, uint64(max(wall.UnixMilli(), 1)))
 	}
-	return max(m.maxSeen+1, uint64(max(now.UnixMilli(), 1)))
+	return t
 }
 
 func (m *Machine) handle(now time.Time, op *flight, res Result) {
@@ -558,8 +566,11 @@ func (m *Machine) resolve(now time.Time, w *flight, found bool, cur lease.Record
 	// ours that expected an older one can land any more.
 	m.pending = nil
 	if w.do == doRenew && m.state == leading {
+		// Another holder minted a higher token: lost. Absent, a lower token,
+		// or our own term's record at another version (an earlier write of
+		// ours, written back): the record was lost or restored.
 		reason := ReasonLost
-		if !found || cur.Token < m.token {
+		if !found || cur.Token < m.token || cur.Token == m.token && cur.Holder == m.cfg.ID {
 			reason = ReasonRecordLost
 		}
 		m.demote(now, reason)
@@ -614,7 +625,7 @@ func (m *Machine) confirm(now time.Time, do purpose, sent time.Time, rec lease.R
 func (m *Machine) observe(now time.Time, found bool, rec lease.Record, ver lease.Version) {
 	if !m.seen || found != m.exists || ver != m.ver {
 		m.since = now
-		m.inspect(found, rec)
+		m.inspect(now, found, rec)
 	}
 	m.read = now
 	m.seen, m.exists, m.rec, m.ver = true, found, rec, ver
@@ -633,17 +644,20 @@ func (m *Machine) observe(now time.Time, found bool, rec lease.Record, ver lease
 
 // inspect reports what a newly seen state of the record says about the
 // store and about our ID, before it is recorded.
-func (m *Machine) inspect(found bool, rec lease.Record) {
+func (m *Machine) inspect(now time.Time, found bool, rec lease.Record) {
 	switch {
 	case !found && m.maxSeen > 0:
 		m.emit(Event{Kind: EventAnomaly, Err: &RecordLostError{Seen: m.maxSeen}})
 	case found && rec.Token < m.maxSeen:
 		m.emit(Event{Kind: EventAnomaly, Err: &RecordLostError{Seen: m.maxSeen, Found: true, Token: rec.Token}})
 	}
-	// The first read of a run may show a record of an earlier process with
-	// our ID (a restart); any later write with our ID that we did not make
-	// is another process configured with the same ID.
-	if found && m.seen && rec.Holder == m.cfg.ID && !m.ours(rec.Nonce) {
+	// Records of an earlier process with our ID (a restart) may show up
+	// during our first lease: its writes can still be on the wire. Any later
+	// write with our ID that we did not make is another process's.
+	if !m.seen {
+		m.first = now
+	}
+	if found && m.seen && rec.Holder == m.cfg.ID && !m.ours(rec.Nonce) && now.Sub(m.first) > m.cfg.LeaseDuration {
 		m.dupErr = &DuplicateIDError{ID: m.cfg.ID, Token: rec.Token}
 		m.emit(Event{Kind: EventAnomaly, Err: m.dupErr})
 	}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/tenure-go/tenure"
 	"github.com/tenure-go/tenure/fencing"
 )
 
@@ -28,6 +29,8 @@ type Stats struct {
 	Refused       int           // writes the fenced resource refused
 	StaleAccepted int           // writes accepted with a stale token (I3 violations)
 	MaxFailover   time.Duration // longest wait for a new leader in an I5 check
+	Losses        int           // records deleted or written back
+	LossDemotions int           // terms that ended because of one
 }
 
 // term is one leadership term as the checker saw it, in true time.
@@ -41,6 +44,7 @@ type term struct {
 type cbState struct {
 	open     bool // OnElected called, OnDemoted not yet
 	returned bool // that OnElected returned
+	demoting bool // OnDemoted called, not yet returned
 	tok      uint64
 }
 
@@ -112,6 +116,10 @@ func (c *checker) demoted(in *instance, tok uint64, reason string) {
 		c.violate(Callbacks, in, fmt.Sprintf("%s demoted from token %d without such a term", in.label, tok))
 		return
 	}
+	c.reasonFits(in, t, reason)
+	if reason == tenure.ReasonRecordLost.String() {
+		c.stats.LossDemotions++
+	}
 	c.end(t)
 	// Late only if the clock had reached the deadline at an earlier instant:
 	// a clock running fast skips readings, so the first one at or past the
@@ -169,7 +177,47 @@ func (c *checker) cbDemoted(in *instance, tok uint64, reason string, ctxDone boo
 	if !ctxDone {
 		c.violate(Callbacks, in, fmt.Sprintf("%s: OnDemoted(%d) before the term's context was cancelled", in.label, tok))
 	}
+	in.cb = cbState{demoting: true, tok: tok}
+}
+
+func (c *checker) cbDemotedDone(in *instance) {
+	c.w.trace(in, line{what: mDemotedDone})
+	if !in.cb.demoting {
+		c.violate(Callbacks, in, fmt.Sprintf("%s: OnDemoted returned out of turn", in.label))
+	}
 	in.cb = cbState{}
+}
+
+// reasonFits checks that the reason a term ended matches what happened
+// (I4): a shutdown was asked for, another holder minted a higher token, the
+// record was lost or written back during the term, or the local clock
+// reached the deadline.
+func (c *checker) reasonFits(in *instance, t *term, reason string) {
+	s := c.w.store
+	var why string
+	switch reason {
+	case tenure.ReasonShutDown.String():
+		if !in.stopped {
+			why = "but nothing stopped it"
+		}
+	case tenure.ReasonLost.String():
+		if s.maxEver <= t.tok {
+			why = fmt.Sprintf("but no later token than %d was stored", t.tok)
+		}
+	case tenure.ReasonRecordLost.String():
+		if s.lostAt < t.start {
+			why = "but the record was neither deleted nor written back during the term"
+		}
+	case tenure.ReasonExpired.String(), tenure.ReasonStoreUnavailable.String():
+		if !in.deadline.IsZero() && in.local().Before(in.deadline) {
+			why = fmt.Sprintf("but its deadline %s is still ahead", in.deadline.Format(time.TimeOnly+".000000000"))
+		}
+	default:
+		why = "which nothing in the simulator causes"
+	}
+	if why != "" {
+		c.violate(Callbacks, in, fmt.Sprintf("%s: term %d ended with reason %q, %s", in.label, t.tok, reason, why))
+	}
 }
 
 // leaderSince is an I5 check: a term must have begun in [from, from+d].

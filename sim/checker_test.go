@@ -4,7 +4,13 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/tenure-go/tenure"
+	"github.com/tenure-go/tenure/election"
+	"github.com/tenure-go/tenure/lease"
 )
+
+var expired = tenure.ReasonExpired.String()
 
 // testWorld returns a world with two idle instances, a and b, for feeding the
 // checker by hand.
@@ -51,11 +57,11 @@ func TestCheckerSeesLateCancellation(t *testing.T) {
 	w.chk.elected(a, 1)
 	a.deadline = a.local().Add(time.Second)
 	w.now += time.Second // exactly at the deadline: in time
-	w.chk.demoted(a, 1, "x")
+	w.chk.demoted(a, 1, expired)
 	w.chk.elected(a, 2)
 	a.deadline = a.local().Add(time.Second)
 	w.now += 2 * time.Second
-	w.chk.demoted(a, 2, "x")
+	w.chk.demoted(a, 2, expired)
 	if w.chk.counts[Callbacks] != 1 || !strings.Contains(messages(w), "after its deadline") {
 		t.Fatalf("counts %v:\n%s", w.chk.counts, messages(w))
 	}
@@ -64,7 +70,7 @@ func TestCheckerSeesLateCancellation(t *testing.T) {
 	a.deadline = a.local().Add(time.Second)
 	w.now += 2 * time.Second
 	a.resumedAt = w.now
-	w.chk.demoted(a, 3, "x")
+	w.chk.demoted(a, 3, expired)
 	if w.chk.counts[Callbacks] != 1 {
 		t.Fatalf("counts %v:\n%s", w.chk.counts, messages(w))
 	}
@@ -109,5 +115,63 @@ func TestCheckerSeesNoFailover(t *testing.T) {
 	w.chk.leaderSince(0, time.Second, "crash")
 	if w.chk.counts[Liveness] != 1 {
 		t.Fatalf("counts %v:\n%s", w.chk.counts, messages(w))
+	}
+}
+
+func TestCheckerSeesWrongReason(t *testing.T) {
+	w, a, b := testWorld(t)
+	term := func(in *instance, tok uint64, reason string) {
+		w.chk.elected(in, tok)
+		in.deadline = in.local().Add(time.Second)
+		w.now += 10 * time.Millisecond
+		w.chk.demoted(in, tok, reason)
+	}
+	term(a, 1, tenure.ReasonShutDown.String())      // nothing stopped a
+	term(a, 2, tenure.ReasonLost.String())          // no later token stored
+	term(a, 3, tenure.ReasonRecordLost.String())    // the record is intact
+	term(a, 4, expired)                             // its deadline is ahead
+	term(a, 5, tenure.ReasonInvalidRecord.String()) // no corrupt records here
+	if got := w.chk.counts[Callbacks]; got != 5 {
+		t.Fatalf("%d I4 violations, want 5:\n%s", got, messages(w))
+	}
+	// The same reasons, each with its cause.
+	b.stopped = true
+	term(b, 6, tenure.ReasonShutDown.String())
+	w.store.maxEver = 8
+	term(b, 7, tenure.ReasonLost.String())
+	w.chk.elected(b, 9)
+	w.store.lostAt = w.now
+	w.chk.demoted(b, 9, tenure.ReasonRecordLost.String())
+	w.chk.elected(b, 10)
+	b.deadline = b.local()
+	w.chk.demoted(b, 10, expired)
+	if got := w.chk.counts[Callbacks]; got != 5 {
+		t.Fatalf("%d I4 violations, want still 5:\n%s", got, messages(w))
+	}
+}
+
+// A release sent while the term's callbacks have not all returned breaks I4,
+// as the items are staged; one sent after OnDemoted returned does not.
+func TestCheckerSeesEarlyRelease(t *testing.T) {
+	w, a, _ := testWorld(t)
+	rec := lease.Record{Holder: "a", Token: 1, Duration: 10 * time.Second, Released: true, Nonce: "n", WrittenAt: localEpoch}
+	release := func() {
+		w.stage(item{in: a, kind: itRequest, req: &request{in: a, kind: election.OpPut, rec: rec, expect: "v1"}})
+		w.flush()
+	}
+	w.stage(item{in: a, kind: itElected, tok: 1})
+	w.stage(item{in: a, src: srcCallbacks, kind: itCbElected, tok: 1})
+	w.stage(item{in: a, src: srcCallbacks, kind: itCbReturn})
+	w.stage(item{in: a, src: srcCallbacks, kind: itCbDemoted, tok: 1, s: tenure.ReasonShutDown.String(), flag: true})
+	w.flush()
+	release() // OnDemoted has not returned
+	if got := w.chk.counts[Callbacks]; got != 1 || !strings.Contains(messages(w), "before the callbacks") {
+		t.Fatalf("%d I4 violations, want 1:\n%s", got, messages(w))
+	}
+	w.stage(item{in: a, src: srcCallbacks, kind: itCbDemotedDone})
+	w.flush()
+	release()
+	if got := w.chk.counts[Callbacks]; got != 1 {
+		t.Fatalf("%d I4 violations, want still 1:\n%s", got, messages(w))
 	}
 }

@@ -80,6 +80,7 @@ func newFastRun(in *instance) *fastRun {
 		Margin:        c.Margin,
 		Payload:       c.Payload,
 		Rand:          in.w.machineRand(in),
+		Wall:          in.wallNow,
 	}
 	if in.w.opt.Strategy == Naive {
 		f.m = newNaive(ec, in.wallNow)
@@ -389,7 +390,15 @@ func (d *dispatcher) begin(j *job) {
 		d.workLoop(j)
 	case jDemoted:
 		f.w.stage(item{in: in, src: srcCallbacks, kind: itCbDemoted, tok: j.term.tok, s: j.reason, flag: j.term.cancelled})
-		d.sleep(in.slow(slowDemoted))
+		done := func() {
+			f.w.stage(item{in: in, src: srcCallbacks, kind: itCbDemotedDone})
+			d.next()
+		}
+		if dur := in.slow(slowDemoted); dur > 0 {
+			j.tm = f.after(srcCallbacks, dur, done)
+		} else {
+			done()
+		}
 	case jBarrier:
 		f.drained()
 		d.next()

@@ -215,6 +215,7 @@ func (r *realRun) callbacks() tenure.Callbacks {
 			if d := in.slow(slowDemoted); d > 0 {
 				<-clk.After(d)
 			}
+			note(item{kind: itCbDemotedDone})
 		},
 		OnLeaderChange: func(l tenure.Leader) {
 			// On a goroutine of its own: it may overlap the others.
@@ -240,6 +241,15 @@ func (c realClock) Now() time.Time {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return c.in.local()
+}
+
+// Wall is the node's wall clock, which the Candidate reads to mint the
+// token of a record it creates.
+func (c realClock) Wall() time.Time {
+	w := c.in.w
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return c.in.wallNow()
 }
 
 func (c realClock) After(d time.Duration) <-chan time.Time {

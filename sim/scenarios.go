@@ -367,6 +367,64 @@ var scenarios = []*Scenario{
 		Summary: "every knob drawn from the seed, then every fault heals and one leader must emerge",
 		build:   swarm,
 	},
+	{
+		Name:    "record-lost",
+		Summary: "the lease record vanishes four times under a live leader: at random, during a pause of the leader, right after a renewal",
+		build: func(p *Plan, r *rand.Rand) {
+			t := uniform(r, 20*second, 40*second)
+			for range 4 {
+				switch r.IntN(3) {
+				case 0:
+					p.at(t, func(w *world) { w.loseRecord() })
+				case 1:
+					// The leader is paused (less than its lead window) and
+					// the record vanishes meanwhile: on waking, its
+					// renewal finds it gone.
+					d := uniform(r, 200*time.Millisecond, 5*second)
+					off := uniform(r, 0, d)
+					p.at(t, func(w *world) {
+						if l := w.leader(); l != nil {
+							w.pause(l, d, false)
+						}
+					})
+					p.at(t+off, func(w *world) { w.loseRecord() })
+				default:
+					delay := uniform(r, 0, 20*time.Millisecond)
+					p.at(t, func(w *world) {
+						l := w.leader()
+						if l == nil {
+							w.loseRecord()
+							return
+						}
+						w.arm(l, hookRenewed, func() { w.at(w.now+delay, nil, w.loseRecord) })
+					})
+				}
+				t += uniform(r, 40*second, 70*second)
+			}
+			healAt(p, t)
+		},
+	},
+	{
+		Name:    "foreign-restore",
+		Summary: "an older record (a restored backup), released or held, is written back three times under a live leader",
+		build: func(p *Plan, r *rand.Rand) {
+			// A graceful handoff first, so that there is a released record
+			// to write back: one that followers would take at once.
+			p.at(uniform(r, 15*second, 25*second), func(w *world) {
+				if l := w.leader(); l != nil {
+					w.stop(l)
+					restartLater(w, l.node, 5*second, false)
+				}
+			})
+			t := uniform(r, 40*second, 60*second)
+			for i := range 3 {
+				frac, released := r.Float64(), i == 0 || r.IntN(2) == 0
+				p.at(t, func(w *world) { w.restoreRecord(frac, released) })
+				t += uniform(r, 40*second, 70*second)
+			}
+			healAt(p, t)
+		},
+	},
 }
 
 // crashLeader crashes whoever leads at t and, unless restart is negative,

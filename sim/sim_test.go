@@ -119,6 +119,12 @@ func TestScenariosDoWhatTheySay(t *testing.T) {
 		"slow-callbacks":      func(r *Result) string { return want(r.Stats.Terms >= 4, "takeovers") },
 		"stop-during-renewal": func(r *Result) string { return want(r.Stats.Releases >= 3, "a release after each stop") },
 		"swarm":               func(r *Result) string { return want(r.Stats.Terms >= 1, "a term") },
+		"record-lost": func(r *Result) string {
+			return want(r.Stats.Losses >= 3 && r.Stats.LossDemotions >= 1 && r.Stats.Terms >= 3, "records lost under leaders that then stepped down")
+		},
+		"foreign-restore": func(r *Result) string {
+			return want(r.Stats.Losses >= 2 && r.Stats.LossDemotions >= 1 && r.Stats.Terms >= 3, "records written back under leaders that then stepped down")
+		},
 	}
 	seeds := uint64(5)
 	if raceEnabled {
@@ -160,6 +166,7 @@ func TestBaselinesFail(t *testing.T) {
 		{"ntp-step", Options{Strategy: Naive}, OneLeader},
 		{"gc-pause", Options{Resource: Unfenced}, Fencing},
 		{"vm-suspend", Options{Resource: Unfenced}, Fencing},
+		{"record-lost", Options{Strategy: Naive}, Tokens},
 	} {
 		for seed := uint64(1); seed <= 10; seed++ {
 			r := Run(Lookup(tc.scenario), seed, tc.opt)
@@ -222,7 +229,7 @@ func TestScenarioNames(t *testing.T) {
 	want := strings.Fields(`steady-state leader-crash graceful-release constant-skew ntp-step drift-at-bound
 		drift-beyond-bound gc-pause vm-suspend leader-cut-off long-tail-latency lost-renewal-response
 		lost-takeover-response delayed-write simultaneous-takeover partition-flapping store-brownout
-		restart-same-identity mixed-ttl slow-callbacks stop-during-renewal swarm`)
+		restart-same-identity mixed-ttl slow-callbacks stop-during-renewal swarm record-lost foreign-restore`)
 	var got []string
 	for _, sc := range Scenarios() {
 		got = append(got, sc.Name)

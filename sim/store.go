@@ -44,6 +44,8 @@ type request struct {
 	res    reply
 	// renewal and released describe an applied write, for hooks and stats.
 	renewal bool
+	// early: sent while a term's callbacks were pending (world.stage).
+	early bool
 	// abandoned: the caller stopped waiting (its context is done). Guarded
 	// by world.mu, since real-tier goroutines set it.
 	abandoned bool
@@ -67,12 +69,14 @@ type store struct {
 	rec         lease.Record
 	ver         lease.Version
 	verN        int
-	maxEver     uint64        // highest token ever stored
-	lastArrival time.Duration // latest arrival of any request sent so far
+	maxEver     uint64         // highest token ever stored
+	history     []lease.Record // records that began a term or released one, for restores
+	lostAt      time.Duration  // when the record was last deleted or written back; -1: never
+	lastArrival time.Duration  // latest arrival of any request sent so far
 }
 
 func newStore(w *world, lat Latency, f Faults) *store {
-	return &store{w: w, lat: lat, f: f}
+	return &store{w: w, lat: lat, f: f, lostAt: -1}
 }
 
 func (s *store) send(r *request) {
@@ -85,6 +89,9 @@ func (s *store) send(r *request) {
 		flags := ""
 		if r.rec.Released {
 			flags = "released"
+			if r.early {
+				w.chk.violate(Callbacks, in, fmt.Sprintf("%s released the lease before the callbacks of its term returned", in.label))
+			}
 		}
 		w.trace(in, line{what: mSend, a: r.id, b: int64(r.kind), c: int64(r.rec.Token), s: string(r.expect), t: flags})
 		if s.exists && r.rec.Token == s.rec.Token && r.rec.Holder == s.rec.Holder && !r.rec.Released {
@@ -152,6 +159,9 @@ func (s *store) arrive(r *request) {
 		s.checkWrite(in, r.rec)
 		r.renewal = s.exists && r.rec.Token == s.rec.Token && !r.rec.Released
 		takeover := !s.exists || r.rec.Token != s.rec.Token
+		if takeover || r.rec.Released {
+			s.history = append(s.history, r.rec.Clone())
+		}
 		if r.rec.Released {
 			w.chk.stats.Releases++
 		}

@@ -17,22 +17,23 @@ import (
 type msg uint8
 
 const (
-	mFault     msg = iota + 1 // s: what the scheduler did
-	mSend                     // a: request, b: op kind, c: token, s: expected version, t: flags
-	mDrop                     // a: request, s: why it never reached the store
-	mApply                    // a: request, b: op kind, c: outcome, d: token, s: version, t: holder
-	mRecv                     // a: request, b: outcome, s: version or error
-	mLost                     // a: request, s: why the answer never arrived
-	mElected                  // a: token
-	mDemoted                  // a: token, s: reason
-	mOnElected                // a: token
-	mReturned                 // OnElected returned
-	mOnDemoted                // a: token, s: reason
-	mOnLeader                 // a: token, s: holder
-	mCheck                    // a: token
-	mWrite                    // a: token, b: fate, c: highest token accepted before
-	mRunDone                  // s: Run's error, if any
-	mViolation                // a: invariant, s: message
+	mFault       msg = iota + 1 // s: what the scheduler did
+	mSend                       // a: request, b: op kind, c: token, s: expected version, t: flags
+	mDrop                       // a: request, s: why it never reached the store
+	mApply                      // a: request, b: op kind, c: outcome, d: token, s: version, t: holder
+	mRecv                       // a: request, b: outcome, s: version or error
+	mLost                       // a: request, s: why the answer never arrived
+	mElected                    // a: token
+	mDemoted                    // a: token, s: reason
+	mOnElected                  // a: token
+	mReturned                   // OnElected returned
+	mOnDemoted                  // a: token, s: reason
+	mDemotedDone                // OnDemoted returned
+	mOnLeader                   // a: token, s: holder
+	mCheck                      // a: token
+	mWrite                      // a: token, b: fate, c: highest token accepted before
+	mRunDone                    // s: Run's error, if any
+	mViolation                  // a: invariant, s: message
 )
 
 // Outcomes of a store request (mApply, mRecv).
@@ -218,6 +219,8 @@ func (l line) format(b []byte) []byte {
 		b = append(b, " ("...)
 		b = append(b, l.s...)
 		b = append(b, ')')
+	case mDemotedDone:
+		b = append(b, "OnDemoted returned"...)
 	case mOnLeader:
 		b = append(b, "OnLeaderChange "...)
 		if l.s == "" {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"strconv"
 	"sync"
 	"time"
 
@@ -90,6 +91,7 @@ type instance struct {
 	lcRand *rand.Rand // the same for OnLeaderChange, which has a goroutine of its own
 
 	crashed   bool
+	stopped   bool // Run's context is done
 	finished  bool // Run returned (or, fast tier, the instance crashed)
 	paused    bool
 	frozen    bool // the pause stopped the node's clock (VM suspend)
@@ -100,6 +102,11 @@ type instance struct {
 	lastArrival time.Duration // when the latest request it sent lands at the store
 
 	n [nsrc]uint64 // items staged per source (guarded by world.mu)
+	// inTerm: a term began and its OnDemoted has not returned, as staged
+	// (guarded by world.mu). Staging follows causality in both tiers, while
+	// processing follows the canonical order, so the check that a release
+	// waits for the callbacks is made here.
+	inTerm bool
 
 	// Filled in by the checker and the tiers.
 	deadline time.Time // latest local deadline of the current term
@@ -156,18 +163,19 @@ const (
 type itemKind uint8
 
 const (
-	itTimer     itemKind = iota + 1 // tm: a timer to schedule
-	itRequest                       // req: a store call to send
-	itElected                       // tok: the loop began a term
-	itDemoted                       // tok, s (reason), deadline (fast tier): the loop ended it
-	itCbElected                     // tok: OnElected began
-	itCbReturn                      // OnElected returned
-	itCbDemoted                     // tok, s (reason), flag (the term's context was done)
-	itCbLeader                      // tok, s (holder)
-	itCheck                         // tok: the leader checked its context before acting
-	itWrite                         // tok: the leader wrote to the resource
-	itRunDone                       // s: Run's error
-	itViolation                     // inv, s
+	itTimer         itemKind = iota + 1 // tm: a timer to schedule
+	itRequest                           // req: a store call to send
+	itElected                           // tok: the loop began a term
+	itDemoted                           // tok, s (reason), deadline (fast tier): the loop ended it
+	itCbElected                         // tok: OnElected began
+	itCbReturn                          // OnElected returned
+	itCbDemoted                         // tok, s (reason), flag (the term's context was done)
+	itCbDemotedDone                     // OnDemoted returned
+	itCbLeader                          // tok, s (holder)
+	itCheck                             // tok: the leader checked its context before acting
+	itWrite                             // tok: the leader wrote to the resource
+	itRunDone                           // s: Run's error
+	itViolation                         // inv, s
 )
 
 type item struct {
@@ -404,6 +412,14 @@ func (w *world) stage(it item) {
 	w.mu.Lock()
 	it.n = it.in.n[it.src]
 	it.in.n[it.src]++
+	switch {
+	case it.kind == itElected:
+		it.in.inTerm = true
+	case it.kind == itCbDemotedDone:
+		it.in.inTerm = false
+	case it.kind == itRequest && it.req.rec.Released:
+		it.req.early = it.in.inTerm
+	}
 	w.staged = append(w.staged, it)
 	w.mu.Unlock()
 }
@@ -472,6 +488,8 @@ func (w *world) process(it *item) {
 		w.chk.cbReturned(in)
 	case itCbDemoted:
 		w.chk.cbDemoted(in, it.tok, it.s, it.flag)
+	case itCbDemotedDone:
+		w.chk.cbDemotedDone(in)
 	case itCbLeader:
 		w.trace(in, line{what: mOnLeader, a: int64(it.tok), s: it.s})
 	case itCheck:
@@ -620,6 +638,7 @@ func (w *world) crash(in *instance) {
 func (w *world) stop(in *instance) {
 	w.at(w.now, in, func() {
 		w.fault(in.label, "stop")
+		in.stopped = true
 		in.rt.stop()
 	})
 }
@@ -674,6 +693,58 @@ func (w *world) resume(in *instance) {
 		}
 		w.push(e)
 	}
+}
+
+// loseRecord deletes the lease record, as an operator, a TTL attribute or
+// a lifecycle rule would, or a store that lost its data.
+func (w *world) loseRecord() {
+	s := w.store
+	if w.healed {
+		return
+	}
+	if !s.exists {
+		w.fault("", "no lease record to lose")
+		return
+	}
+	w.fault("", "the lease record (token %d) vanishes", s.rec.Token)
+	s.exists, s.rec, s.ver, s.lostAt = false, lease.Record{}, lease.NoVersion, w.now
+	w.chk.stats.Losses++
+}
+
+// restoreRecord writes back an older record, as a restored backup or a
+// careless tool would: frac picks it among the records the store kept (the
+// released ones, if released and there are any).
+func (w *world) restoreRecord(frac float64, released bool) {
+	s := w.store
+	if w.healed {
+		return
+	}
+	pool := s.history
+	if released {
+		var rel []lease.Record
+		for _, r := range s.history {
+			if r.Released {
+				rel = append(rel, r)
+			}
+		}
+		if len(rel) > 0 {
+			pool = rel
+		}
+	}
+	if len(pool) == 0 {
+		w.fault("", "no older record to write back")
+		return
+	}
+	old := pool[min(int(frac*float64(len(pool))), len(pool)-1)]
+	s.verN++
+	s.ver = lease.Version("v" + strconv.Itoa(s.verN))
+	s.rec, s.exists, s.lostAt = old.Clone(), true, w.now
+	w.chk.stats.Losses++
+	flags := ""
+	if old.Released {
+		flags = ", released"
+	}
+	w.fault("", "an older record is written back: %s token %d%s", old.Holder, old.Token, flags)
 }
 
 // cutOff partitions n from the store (both ways) or heals it.
