@@ -3,8 +3,14 @@ package tenure_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	dbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
 
 	"github.com/tenure-go/tenure"
 	"github.com/tenure-go/tenure/election"
@@ -191,11 +197,14 @@ func TestIntegrationCandidate(t *testing.T) {
 func candidateEndToEnd(t *testing.T, store lease.Store) {
 	ev := newEvents()
 
-	// First election.
+	// First election: a new record's token is the wall time in Unix
+	// milliseconds, so that it is above any token of a record lost before.
+	before := fencing.Token(time.Now().UnixMilli())
 	a := runCandidate(t, store, "a", ev)
 	e := ev.nextElected(t, 5*time.Second)
-	if e.id != "a" || e.term.Token != 1 {
-		t.Fatalf("first election: %s with token %d, want a with 1", e.id, e.term.Token)
+	first := e.term.Token
+	if e.id != "a" || first < before || first > fencing.Token(time.Now().UnixMilli()) {
+		t.Fatalf("first election: %s with token %d, want a with the time in ms (%d or later)", e.id, first, before)
 	}
 
 	// A renewal applies but its answer is lost: a reads the record back,
@@ -222,7 +231,7 @@ func candidateEndToEnd(t *testing.T, store lease.Store) {
 		t.Fatalf("a demoted (%v) after a lost renewal response", d.reason)
 	default:
 	}
-	if st := a.c.Status(); !st.Leading || st.Token != 1 {
+	if st := a.c.Status(); !st.Leading || st.Token != first {
 		t.Fatalf("a after a lost renewal response: %+v", st)
 	}
 
@@ -237,8 +246,8 @@ func candidateEndToEnd(t *testing.T, store lease.Store) {
 		t.Fatalf("crash: %s demoted (%v)", d.id, d.reason)
 	}
 	e = ev.nextElected(t, e2eTakeover)
-	if e.id != "b" || e.term.Token != 2 {
-		t.Fatalf("failover: %s with token %d, want b with 2", e.id, e.term.Token)
+	if e.id != "b" || e.term.Token != first+1 {
+		t.Fatalf("failover: %s with token %d, want b with %d", e.id, e.term.Token, first+1)
 	}
 	t.Logf("failover after a crash: %v", e.at.Sub(crashed).Round(time.Millisecond))
 
@@ -255,10 +264,10 @@ func candidateEndToEnd(t *testing.T, store lease.Store) {
 		t.Fatalf("handoff: %s demoted (%v)", d.id, d.reason)
 	}
 	e = ev.nextElected(t, e2eLease/5+4*time.Second)
-	if e.id != "c" || e.term.Token != 3 {
-		t.Fatalf("handoff: %s with token %d, want c with 3", e.id, e.term.Token)
+	if e.id != "c" || e.term.Token != first+2 {
+		t.Fatalf("handoff: %s with token %d, want c with %d", e.id, e.term.Token, first+2)
 	}
-	if f := e.term.Fence(); f != (fencing.Fence{Lease: "e2e/leader", Token: 3}) {
+	if f := e.term.Fence(); f != (fencing.Fence{Lease: "e2e/leader", Token: first + 2}) {
 		t.Fatalf("fence = %+v", f)
 	}
 	t.Logf("handoff after a release: %v", e.at.Sub(released).Round(time.Millisecond))
@@ -282,4 +291,127 @@ func candidateEndToEnd(t *testing.T, store lease.Store) {
 	if st := c.c.Status(); st.Leading || !errors.Is(st.Err, leasetest.ErrInjected) {
 		t.Fatalf("c's status: %+v", st)
 	}
+}
+
+// A missing table or bucket is an error that retrying cannot cure: Run
+// returns it at once, naming the table or bucket and the server's error code.
+func TestIntegrationPermanentErrorFailsFast(t *testing.T) {
+	check := func(t *testing.T, store lease.Store, want ...string) {
+		t.Helper()
+		c, err := tenure.New(tenure.Config{Lease: "e2e/missing", Store: store, LeaseDuration: e2eLease, OpTimeout: time.Second, RetryMax: 200 * time.Millisecond})
+		if err != nil {
+			t.Fatal(err)
+		}
+		done := make(chan error, 1)
+		go func() { done <- c.Run(context.Background()) }()
+		select {
+		case err = <-done:
+		case <-time.After(10 * time.Second):
+			t.Fatal("Run kept retrying a permanent error")
+		}
+		if !errors.Is(err, lease.ErrPermanent) {
+			t.Fatalf("Run = %v, want a permanent error", err)
+		}
+		for _, w := range want {
+			if !strings.Contains(err.Error(), w) {
+				t.Errorf("Run = %v, want it to name %q", err, w)
+			}
+		}
+	}
+	t.Run("dynamodb-local", func(t *testing.T) {
+		t.Parallel()
+		table := testservers.UniqueName("tenure-missing")
+		store, err := dynamolease.New(testservers.DynamoDB(t), dynamolease.Config{Table: table})
+		if err != nil {
+			t.Fatal(err)
+		}
+		check(t, store, table, "ResourceNotFoundException")
+	})
+	for _, srv := range testservers.S3Servers(t) {
+		t.Run(srv.Name, func(t *testing.T) {
+			t.Parallel()
+			bucket := testservers.UniqueName("tenure-missing")
+			store, err := s3lease.New(s3lease.Config{Client: srv.Client(), Bucket: bucket})
+			if err != nil {
+				t.Fatal(err)
+			}
+			check(t, store, bucket, "NoSuchBucket")
+		})
+	}
+}
+
+// The record vanishes under a live leader (an operator's delete, a TTL or
+// lifecycle rule): the leader steps down at its next renewal with
+// ReasonRecordLost, and the follower, which had seen the record, creates it
+// again only after waiting out a whole lease, with a token above the lost
+// one.
+func TestIntegrationRecordLost(t *testing.T) {
+	t.Run("dynamodb-local", func(t *testing.T) {
+		t.Parallel()
+		api := testservers.DynamoDB(t)
+		table := testservers.UniqueName("tenure-lost")
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if err := dynamolease.CreateTable(ctx, api, table, dynamolease.TableOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		store, err := dynamolease.New(api, dynamolease.Config{Table: table})
+		if err != nil {
+			t.Fatal(err)
+		}
+		recordLost(t, store, func(ctx context.Context, name string) error {
+			_, err := api.DeleteItem(ctx, &dynamodb.DeleteItemInput{
+				TableName: &table,
+				Key:       map[string]dbtypes.AttributeValue{dynamolease.DefaultKeyAttribute: &dbtypes.AttributeValueMemberS{Value: name}},
+			})
+			return err
+		})
+	})
+	for _, srv := range testservers.S3Servers(t) {
+		t.Run(srv.Name, func(t *testing.T) {
+			t.Parallel()
+			c := srv.Client()
+			bucket := testservers.NewBucket(t, c)
+			store, err := s3lease.New(s3lease.Config{Client: c, Bucket: bucket, Prefix: "tenure/"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			recordLost(t, store, func(ctx context.Context, name string) error {
+				_, err := c.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: &bucket, Key: aws.String(store.Key(name))})
+				return err
+			})
+		})
+	}
+}
+
+func recordLost(t *testing.T, store lease.Store, del func(ctx context.Context, name string) error) {
+	ev := newEvents()
+	runCandidate(t, store, "a", ev)
+	e := ev.nextElected(t, 5*time.Second)
+	if e.id != "a" {
+		t.Fatalf("first election: %s", e.id)
+	}
+	runCandidate(t, store, "b", ev)
+	ev.waitSeen(t, "b saw a", 5*time.Second)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	deleted := time.Now()
+	if err := del(ctx, "e2e/leader"); err != nil {
+		t.Fatal(err)
+	}
+	d := ev.nextDemoted(t, e2eLease)
+	if d.id != "a" || d.reason != tenure.ReasonRecordLost {
+		t.Fatalf("after the delete: %s demoted (%v), want a (%v)", d.id, d.reason, tenure.ReasonRecordLost)
+	}
+	next := ev.nextElected(t, e2eTakeover+e2eLease)
+	// Whoever takes it had seen the record: it waited a whole lease after
+	// its first read that found it gone, which came after the delete.
+	if wait := next.at.Sub(deleted); wait < election.WaitBeforeTakeover(e2eLease, tenure.DefaultMaxDrift) {
+		t.Fatalf("%s created the lost record again %v after the delete, before a lease had passed", next.id, wait.Round(time.Millisecond))
+	}
+	if next.term.Token <= e.term.Token {
+		t.Fatalf("token %d after the loss, not above the lost %d", next.term.Token, e.term.Token)
+	}
+	t.Logf("%s leads again %v after the delete, token %d after %d", next.id, next.at.Sub(deleted).Round(time.Millisecond), next.term.Token, e.term.Token)
 }

@@ -289,21 +289,28 @@ func (s *Store) conflict(name string, expect, ver lease.Version, item map[string
 }
 
 // fail wraps an error from the SDK with the operation and the lease name, and
-// makes sure a cancelled or expired ctx shows in it.
+// makes sure a cancelled or expired ctx shows in it. Errors that retrying
+// cannot cure are marked lease.Permanent and name the table and the error
+// code.
 func (s *Store) fail(ctx context.Context, op, name string, err error) error {
 	var missing *types.ResourceNotFoundException
 	if errors.As(err, &missing) {
-		return fmt.Errorf("%s lease %q: table %q: %w (%w)", op, name, s.table, ErrTableNotFound, err)
+		return lease.Permanent(fmt.Errorf("%s lease %q: table %q: %w (%w)", op, name, s.table, ErrTableNotFound, err))
 	}
 	if cerr := ctx.Err(); cerr != nil && !errors.Is(err, cerr) {
 		return fmt.Errorf("%s lease %q: %w (%w)", op, name, cerr, err)
 	}
 	var api smithy.APIError
-	if errors.As(err, &api) && api.ErrorCode() == "ValidationException" {
-		// Most often a key that does not fit the table, which DynamoDB
-		// words as "One of the required keys was not given a value" or
-		// "The provided key element does not match the schema".
-		return fmt.Errorf("%s lease %q: %w (is the partition key of table %q named %q, of type S, with no sort key?)", op, name, err, s.table, s.key)
+	if errors.As(err, &api) {
+		switch code := api.ErrorCode(); code {
+		case "ValidationException":
+			// Most often a key that does not fit the table, which DynamoDB
+			// words as "One of the required keys was not given a value" or
+			// "The provided key element does not match the schema".
+			return lease.Permanent(fmt.Errorf("%s lease %q: table %q: %s: %w (is the partition key named %q, of type S, with no sort key?)", op, name, s.table, code, err, s.key))
+		case "AccessDeniedException", "UnrecognizedClientException", "InvalidSignatureException", "MissingAuthenticationTokenException":
+			return lease.Permanent(fmt.Errorf("%s lease %q: table %q: %s: %w (see the IAM policy in the package doc)", op, name, s.table, code, err))
+		}
 	}
 	return fmt.Errorf("%s lease %q: %w", op, name, err)
 }

@@ -170,7 +170,7 @@ func tokenAttr(name string, item map[string]types.AttributeValue) (uint64, error
 	}
 	token, err := strconv.ParseUint(text, 10, 64)
 	if err != nil {
-		return 0, badAttr(name, fieldToken, attrToken, fmt.Sprintf("%q is not an integer from 0 to 2^64-1", text))
+		return 0, badAttr(name, fieldToken, attrToken, fmt.Sprintf("%q is not an integer from 1 to 2^63-1", text))
 	}
 	return token, nil // Validate checks the range tenure allows
 }

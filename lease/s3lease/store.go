@@ -50,6 +50,11 @@ const maxConflictBackoff = time.Second
 // maxKeyLen is the longest key S3 takes, in bytes.
 const maxKeyLen = 1024
 
+// maxSegmentLen is the longest '/'-separated part of a key that file-backed
+// S3-compatible servers take, in bytes: they store each part as a file or
+// directory name (MinIO answers KeyTooLong or XMinioInvalidObjectName).
+const maxSegmentLen = 255
+
 // MaxPrefixLen is the longest Config.Prefix, in bytes: 424. A lease name is at
 // most lease.MaxNameLen bytes and grows to at most three times that when its
 // slashes are escaped (see Store.Key); the prefix gets the rest of the 1024
@@ -174,6 +179,11 @@ func validatePrefix(p string) error {
 			return bad("has a %q path segment, which file-backed S3 servers refuse or collapse", s)
 		}
 	}
+	for _, s := range segs {
+		if len(s) >= maxSegmentLen {
+			return bad("has a path segment of %d bytes, limit %d with the lease name (file-backed S3 servers store each as a file name)", len(s), maxSegmentLen-1)
+		}
+	}
 	return nil
 }
 
@@ -204,6 +214,50 @@ func New(cfg Config) (*Store, error) {
 	}, nil
 }
 
+// checkKey reports, as a permanent error wrapping lease.ErrInvalidName, a
+// key too long for S3 (1024 bytes) or for file-backed servers (255 bytes
+// between slashes).
+func (s *Store) checkKey(op, name, key string) error {
+	var why string
+	if len(key) > maxKeyLen {
+		why = fmt.Sprintf("is %d bytes, limit %d", len(key), maxKeyLen)
+	}
+	for seg := range strings.SplitSeq(key, "/") {
+		if why == "" && len(seg) > maxSegmentLen {
+			why = fmt.Sprintf("has a part of %d bytes between slashes, limit %d (file-backed servers such as MinIO refuse more)", len(seg), maxSegmentLen)
+		}
+	}
+	if why == "" {
+		return nil
+	}
+	return lease.Permanent(fmt.Errorf("%s lease %q: object key s3://%s/%s %s (each '/' in a lease name takes 3 bytes): %w", op, name, s.bucket, key, why, lease.ErrInvalidName))
+}
+
+// permanent reports whether an S3 error code is one retrying cannot cure.
+func permanent(code string) bool {
+	switch code {
+	case "NoSuchBucket", "AccessDenied", "KeyTooLong", "InvalidBucketName", "XMinioInvalidObjectName",
+		"InvalidAccessKeyId", "SignatureDoesNotMatch", "AllAccessDisabled":
+		return true
+	}
+	return false
+}
+
+// failed wraps an SDK error with the operation, the lease and the object,
+// marking it lease.Permanent when retrying cannot cure it.
+func (s *Store) failed(op, name, key string, err error, hint string) error {
+	code, _ := errorCode(err)
+	dir := "to"
+	if op == "get" {
+		dir = "from"
+	}
+	e := fmt.Errorf("%s lease %q %s s3://%s/%s: %w%s", op, name, dir, s.bucket, key, err, hint)
+	if permanent(code) {
+		return lease.Permanent(e)
+	}
+	return e
+}
+
 // Key returns the object key of the lease name: the prefix followed by the
 // name with every '/' written as "%2F". Each lease is thus one flat object
 // under the prefix, whatever its name: file-backed S3 servers store keys as
@@ -224,6 +278,9 @@ func (s *Store) Get(ctx context.Context, name string) (lease.Record, lease.Versi
 	if err := lease.ValidateName(name); err != nil {
 		return lease.Record{}, lease.NoVersion, fmt.Errorf("get lease: %w", err)
 	}
+	if err := s.checkKey("get", name, s.Key(name)); err != nil {
+		return lease.Record{}, lease.NoVersion, err
+	}
 	if err := ctx.Err(); err != nil {
 		return lease.Record{}, lease.NoVersion, fmt.Errorf("get lease %q: %w", name, err)
 	}
@@ -237,10 +294,10 @@ func (s *Store) Get(ctx context.Context, name string) (lease.Record, lease.Versi
 		case "NoSuchKey":
 			return lease.Record{}, lease.NoVersion, lease.NotFound(name)
 		case "AccessDenied":
-			return lease.Record{}, lease.NoVersion, fmt.Errorf("get lease %q from s3://%s/%s: %w (AWS also answers AccessDenied for a missing object unless the caller may s3:ListBucket the bucket)",
-				name, s.bucket, s.Key(name), err)
+			return lease.Record{}, lease.NoVersion, s.failed("get", name, s.Key(name), err,
+				" (AWS also answers AccessDenied for a missing object unless the caller may s3:ListBucket the bucket)")
 		}
-		return lease.Record{}, lease.NoVersion, fmt.Errorf("get lease %q from s3://%s/%s: %w", name, s.bucket, s.Key(name), err)
+		return lease.Record{}, lease.NoVersion, s.failed("get", name, s.Key(name), err, "")
 	}
 	defer out.Body.Close()
 
@@ -312,12 +369,15 @@ func (s *Store) Put(ctx context.Context, name string, rec lease.Record, expect l
 		// No stored object has such an ETag, so the versions differ.
 		return lease.NoVersion, fmt.Errorf("put lease %q: %v: %w", name, err, lease.ErrConflict)
 	}
+	key := s.Key(name)
+	if err := s.checkKey("put", name, key); err != nil {
+		return lease.NoVersion, err
+	}
 	if err := ctx.Err(); err != nil {
 		return lease.NoVersion, fmt.Errorf("put lease %q: %w", name, err)
 	}
 
 	body := encodeRecord(rec, newWriteID())
-	key := s.Key(name)
 	for attempt := 1; ; attempt++ {
 		in := &s3.PutObjectInput{
 			Bucket:        aws.String(s.bucket),
@@ -358,7 +418,7 @@ func (s *Store) Put(ctx context.Context, name string, rec lease.Record, expect l
 				return lease.NoVersion, fmt.Errorf("put lease %q: waiting to retry after 409 ConditionalRequestConflict: %w", name, err)
 			}
 		default:
-			return lease.NoVersion, fmt.Errorf("put lease %q to s3://%s/%s: %w", name, s.bucket, key, err)
+			return lease.NoVersion, s.failed("put", name, key, err, "")
 		}
 	}
 }

@@ -109,7 +109,8 @@ func TestConfigValidate(t *testing.T) {
 		{"valid prefix", func(c *Config) { c.Prefix = "prod/tenure/leases-" }, ""},
 		{"valid prefix with slash", func(c *Config) { c.Prefix = "tenure/" }, ""},
 		{"valid unicode prefix", func(c *Config) { c.Prefix = "prüfung/" }, ""},
-		{"valid longest prefix", func(c *Config) { c.Prefix = strings.Repeat("p", MaxPrefixLen) }, ""},
+		{"valid longest prefix", func(c *Config) { c.Prefix = strings.Repeat(strings.Repeat("p", 200)+"/", 2) + strings.Repeat("p", MaxPrefixLen-402) }, ""},
+		{"prefix segment too long", func(c *Config) { c.Prefix = strings.Repeat("p", maxSegmentLen) + "/" }, "path segment of 255 bytes"},
 		{"valid 3-byte bucket", func(c *Config) { c.Bucket = "abc" }, ""},
 		{"valid 63-byte bucket", func(c *Config) { c.Bucket = strings.Repeat("b", 63) }, ""},
 
