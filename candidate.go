@@ -130,6 +130,7 @@ type runner struct {
 	opID     uint64             // the call in flight
 	cancelOp context.CancelFunc // cancels it
 	first    bool               // no store call has answered yet
+	stopping bool               // shutting down: no campaign, the release waits for the callbacks
 
 	term  Term
 	tctx  *termContext    // nil outside a term
@@ -173,7 +174,8 @@ func (r *runner) run(ctx context.Context) (err error) {
 	var giveUp <-chan time.Time
 	var crashed *CallbackPanic
 	shutdown := func() {
-		stop = nil
+		stop, r.stopping = nil, true
+		r.held = nil // no campaign after this: only the release waits
 		r.apply(r.m.Stop(cfg.Clock.Now()))
 		drained = r.disp.barrier() // release only after the callbacks returned
 	}
@@ -184,7 +186,7 @@ func (r *runner) run(ctx context.Context) (err error) {
 		case p := <-r.panics:
 			crashed = p
 			r.log(slog.LevelError, "callback panicked; ending the term and releasing the lease", "callback", p.Callback, "panic", fmt.Sprint(p.Value))
-			if stop != nil {
+			if !r.stopping {
 				shutdown()
 			}
 		case <-drained:
@@ -305,7 +307,9 @@ func (r *runner) event(e election.Event) {
 		// No new campaign until this term's callbacks have returned.
 		r.ended = cfg.Clock.Now()
 		r.warnAt = r.ended.Add(cfg.Margin)
-		r.held = r.disp.barrier()
+		if !r.stopping {
+			r.held = r.disp.barrier()
+		}
 	case election.EventAnomaly:
 		r.log(slog.LevelError, "lease anomaly", "err", e.Err)
 	}

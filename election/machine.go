@@ -192,6 +192,12 @@ func (m *Machine) Release(now time.Time) Output {
 		m.Stop(now)
 	}
 	m.releasing = true
+	if m.op != nil && m.op.do == doPoll {
+		// A follower's read changes nothing in the store: decide from what
+		// is known rather than wait for it (up to OpTimeout).
+		m.out.Abandon = m.op.id
+		m.op = nil
+	}
 	return m.flush(now)
 }
 

@@ -102,6 +102,8 @@ func kinds(es []Event) string {
 			b.WriteString("demoted(" + e.Reason.String() + ") ")
 		case EventLeaderChanged:
 			b.WriteString("leader(" + e.Leader.Holder + ") ")
+		case EventAnomaly:
+			b.WriteString("anomaly ")
 		}
 	}
 	return strings.TrimSpace(b.String())

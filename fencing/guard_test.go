@@ -475,3 +475,109 @@ func BenchmarkGuardDoSharedParallel(b *testing.B) {
 		}
 	})
 }
+
+// Token 0 is refused by every entry point, even before any token was seen.
+func TestGuardZeroTokenEverywhere(t *testing.T) {
+	var g fencing.Guard
+	ran := false
+	act := func() error { ran = true; return nil }
+	if err := g.DoShared("a", 0, act); err == nil {
+		t.Error("DoShared accepted token 0")
+	}
+	if err := g.DoContext(fencing.NewContext(context.Background(), fencing.Fence{Lease: "a"}), act); err == nil {
+		t.Error("DoContext accepted token 0")
+	}
+	if ran || g.Highest("a") != 0 {
+		t.Fatalf("token 0 ran the action (%t) or moved Highest to %d", ran, g.Highest("a"))
+	}
+}
+
+// Within one term, DoShared waits while a Do of the same lease and token
+// runs: Do's action runs alone.
+func TestGuardDoSharedWaitsForDoOfSameTerm(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var g fencing.Guard
+		release := make(chan struct{})
+		var doing atomic.Bool
+		var wg sync.WaitGroup
+		wg.Go(func() {
+			_ = g.Do("a", 1, func() error {
+				doing.Store(true)
+				<-release
+				doing.Store(false)
+				return nil
+			})
+		})
+		synctest.Wait()
+		ran := make(chan bool, 1)
+		wg.Go(func() {
+			_ = g.DoShared("a", 1, func() error { ran <- doing.Load(); return nil })
+		})
+		synctest.Wait()
+		select {
+		case <-ran:
+			t.Fatal("DoShared's action ran while Do's of the same term was running")
+		default:
+		}
+		close(release)
+		wg.Wait()
+		if during := <-ran; during {
+			t.Fatal("DoShared's action overlapped Do's")
+		}
+	})
+}
+
+// A shared caller of an old term does not overtake a newer token waiting
+// for the Guard: it waits behind it and is then refused as stale.
+func TestGuardOldSharedDoesNotOvertakeWaitingNewTerm(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var g fencing.Guard
+		release := make(chan struct{})
+		var mu sync.Mutex
+		var log []string
+		record := func(s string) { mu.Lock(); log = append(log, s); mu.Unlock() }
+		var wg sync.WaitGroup
+		wg.Go(func() {
+			_ = g.DoShared("a", 1, func() error { record("old"); <-release; return nil })
+		})
+		synctest.Wait()
+		wg.Go(func() { _ = g.Do("a", 2, func() error { record("new"); return nil }) })
+		synctest.Wait()
+		var lateErr error
+		wg.Go(func() { lateErr = g.DoShared("a", 1, func() error { record("late old"); return nil }) })
+		synctest.Wait()
+		close(release)
+		wg.Wait()
+		if want := []string{"old", "new"}; !slices.Equal(log, want) {
+			t.Fatalf("actions ran as %q, want %q", log, want)
+		}
+		var se *fencing.StaleTokenError
+		if !errors.As(lateErr, &se) {
+			t.Fatalf("late old call: %v, want a StaleTokenError", lateErr)
+		}
+	})
+}
+
+// DoContext refuses a context whose term is over by its own clock
+// (fencing.WithTerm), even before the context is cancelled.
+func TestGuardDoContextChecksTheTerm(t *testing.T) {
+	var g fencing.Guard
+	over := false
+	ctx := fencing.WithTerm(fencing.NewContext(context.Background(), fencing.Fence{Lease: "a", Token: 3}), func() error {
+		if over {
+			return context.Canceled
+		}
+		return nil
+	})
+	if err := g.DoContext(ctx, func() error { return nil }); err != nil {
+		t.Fatal(err)
+	}
+	over = true
+	ran := false
+	if err := g.DoContext(ctx, func() error { ran = true; return nil }); err == nil || ran {
+		t.Fatalf("DoContext after the term ended: %v, ran %t", err, ran)
+	}
+	if err := fencing.Err(ctx); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Err = %v", err)
+	}
+}

@@ -413,3 +413,23 @@ func TestHandlerConfig(t *testing.T) {
 		t.Error("Handler accepted a nil handler")
 	}
 }
+
+// A request under a term that is over by its own clock is not sent.
+func TestTransportRefusesEndedTerm(t *testing.T) {
+	var hits atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { hits.Add(1) }))
+	defer srv.Close()
+	ended := errors.New("term over")
+	ctx := fencing.WithTerm(fencing.NewContext(context.Background(), fencing.Fence{Lease: "a", Token: 2}), func() error { return ended })
+	req, err := http.NewRequestWithContext(ctx, http.MethodPut, srv.URL, strings.NewReader("x"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	client := &http.Client{Transport: &fencehttp.Transport{}}
+	if _, err := client.Do(req); !errors.Is(err, ended) {
+		t.Fatalf("Do = %v, want the term's end", err)
+	}
+	if hits.Load() != 0 {
+		t.Fatal("the request reached the server")
+	}
+}

@@ -227,12 +227,13 @@ func TestIntegrationWrongKeyAttribute(t *testing.T) {
 	store := newStore(t, c, dynamolease.Config{Table: table, KeyAttribute: "pk"})
 	ctx := t.Context()
 
-	hint := fmt.Sprintf("is the partition key of table %q named %q", table, "pk")
-	if _, _, err := store.Get(ctx, "x"); err == nil || !strings.Contains(err.Error(), hint) {
-		t.Errorf("Get: %v, want an error asking %q", err, hint)
+	hint := fmt.Sprintf("table %q: ValidationException", table)
+	ask := fmt.Sprintf("is the partition key named %q", "pk")
+	if _, _, err := store.Get(ctx, "x"); err == nil || !strings.Contains(err.Error(), hint) || !strings.Contains(err.Error(), ask) || !errors.Is(err, lease.ErrPermanent) {
+		t.Errorf("Get: %v, want a permanent error naming %q and asking %q", err, hint, ask)
 	}
-	if _, err := store.Put(ctx, "x", record("a", 1, "n-1"), lease.NoVersion); err == nil || !strings.Contains(err.Error(), hint) {
-		t.Errorf("Put: %v, want an error asking %q", err, hint)
+	if _, err := store.Put(ctx, "x", record("a", 1, "n-1"), lease.NoVersion); err == nil || !strings.Contains(err.Error(), hint) || !errors.Is(err, lease.ErrPermanent) {
+		t.Errorf("Put: %v, want a permanent error naming %q", err, hint)
 	}
 }
 
@@ -248,6 +249,8 @@ func wantMissingTable(t *testing.T, op string, err error, table, prefix string) 
 		t.Errorf("%s: %q, want it to start %s and name table %q", op, err, prefix, table)
 	case errors.Is(err, lease.ErrNotFound):
 		t.Errorf("%s: %v matches lease.ErrNotFound: a missing table is not a missing lease", op, err)
+	case !errors.Is(err, lease.ErrPermanent) || !strings.Contains(err.Error(), "ResourceNotFoundException"):
+		t.Errorf("%s: %v, want a permanent error naming the error code", op, err)
 	}
 }
 

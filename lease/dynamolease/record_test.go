@@ -222,6 +222,9 @@ func TestDecodeRejects(t *testing.T) {
 			if !errors.Is(err, lease.ErrInvalidRecord) {
 				t.Errorf("%v does not match lease.ErrInvalidRecord", err)
 			}
+			if strings.HasPrefix(c.label, "token") && c.field == fieldToken && strings.Contains(err.Error(), "integer") && !strings.Contains(err.Error(), "from 1 to 2^63-1") {
+				t.Errorf("%v: the token rule is 1 to 2^63-1", err)
+			}
 		})
 	}
 }

@@ -109,7 +109,9 @@ func TestConfigValidate(t *testing.T) {
 		{"valid prefix", func(c *Config) { c.Prefix = "prod/tenure/leases-" }, ""},
 		{"valid prefix with slash", func(c *Config) { c.Prefix = "tenure/" }, ""},
 		{"valid unicode prefix", func(c *Config) { c.Prefix = "prüfung/" }, ""},
-		{"valid longest prefix", func(c *Config) { c.Prefix = strings.Repeat(strings.Repeat("p", 200)+"/", 2) + strings.Repeat("p", MaxPrefixLen-402) }, ""},
+		{"valid longest prefix", func(c *Config) {
+			c.Prefix = strings.Repeat(strings.Repeat("p", 200)+"/", 2) + strings.Repeat("p", MaxPrefixLen-402)
+		}, ""},
 		{"prefix segment too long", func(c *Config) { c.Prefix = strings.Repeat("p", maxSegmentLen) + "/" }, "path segment of 255 bytes"},
 		{"valid 3-byte bucket", func(c *Config) { c.Bucket = "abc" }, ""},
 		{"valid 63-byte bucket", func(c *Config) { c.Bucket = strings.Repeat("b", 63) }, ""},
@@ -395,8 +397,9 @@ func TestGetErrors(t *testing.T) {
 		want  string
 	}{
 		{"NoSuchKey", apiError("GetObject", 404, "NoSuchKey"), lease.ErrNotFound, `lease "x": lease: not found`},
-		{"NoSuchBucket", apiError("GetObject", 404, "NoSuchBucket"), nil, "NoSuchBucket"},
-		{"AccessDenied", apiError("GetObject", 403, "AccessDenied"), nil, "s3:ListBucket"},
+		{"NoSuchBucket", apiError("GetObject", 404, "NoSuchBucket"), lease.ErrPermanent, "NoSuchBucket"},
+		{"AccessDenied", apiError("GetObject", 403, "AccessDenied"), lease.ErrPermanent, "s3:ListBucket"},
+		{"KeyTooLong", apiError("GetObject", 400, "KeyTooLong"), lease.ErrPermanent, "KeyTooLong"},
 		{"500", apiError("GetObject", 500, "InternalError"), nil, "s3://leases/x"},
 	}
 	for _, tt := range tests {
@@ -407,6 +410,44 @@ func TestGetErrors(t *testing.T) {
 		}
 		if tt.is == nil && errors.Is(err, lease.ErrNotFound) {
 			t.Errorf("%s: Get: %v matches lease.ErrNotFound", tt.label, err)
+		}
+		if tt.label == "500" && errors.Is(err, lease.ErrPermanent) {
+			t.Errorf("%s: a server error marked permanent: %v", tt.label, err)
+		}
+	}
+}
+
+// Keys too long for S3 (1024 bytes) or for file-backed servers (255 bytes
+// between slashes) are refused before any request, as permanent errors.
+func TestKeyTooLong(t *testing.T) {
+	sent := 0
+	api := &stubAPI{
+		get: func(*s3.GetObjectInput) (*s3.GetObjectOutput, error) { sent++; return nil, errors.New("sent") },
+		put: func(*s3.PutObjectInput) (*s3.PutObjectOutput, error) { sent++; return nil, errors.New("sent") },
+	}
+	long := strings.Repeat("a/", 99) + "a" // 199 bytes; its key part is 397 bytes
+	for _, tc := range []struct {
+		prefix, name string
+		ok           bool
+	}{
+		{"tenure/", long, false},
+		{"tenure/", strings.Repeat("a", 200), true},
+		{strings.Repeat("p", 200) + "/" + strings.Repeat("q", 60), strings.Repeat("a", 194), true},
+		{strings.Repeat("p", 200) + "/" + strings.Repeat("q", 60), strings.Repeat("a", 196), false},
+	} {
+		sent = 0
+		s := newTestStore(t, api, Config{Prefix: tc.prefix})
+		rec := lease.Record{Holder: "h", Token: 1, Duration: time.Second, Nonce: "n"}
+		_, _, gerr := s.Get(t.Context(), tc.name)
+		_, perr := s.Put(t.Context(), tc.name, rec, lease.NoVersion)
+		for _, err := range []error{gerr, perr} {
+			refused := errors.Is(err, lease.ErrPermanent) && errors.Is(err, lease.ErrInvalidName) && strings.Contains(err.Error(), "limit")
+			if refused == tc.ok {
+				t.Errorf("prefix %d bytes, name %d bytes: %v", len(tc.prefix), len(tc.name), err)
+			}
+		}
+		if !tc.ok && sent != 0 {
+			t.Errorf("prefix %d bytes, name %d bytes: %d requests sent", len(tc.prefix), len(tc.name), sent)
 		}
 	}
 }
