@@ -12,11 +12,14 @@
 //     context is cancelled, at the latest, at a local deadline that falls
 //     before any other candidate may take the lease.
 //  2. Tokens strictly increase from term to term, and a term keeps its token.
-//     They never go back, even across releases, because the store mints each
-//     one inside the write that takes the lease.
-//  3. Callbacks run one at a time; OnDemoted follows every OnElected exactly
-//     once, after OnElected returned and after the term's context was
-//     cancelled.
+//     They never go back, even across releases, because each is minted inside
+//     the write that takes the lease, above the stored token and above every
+//     token the candidate has seen.
+//  3. OnElected and OnDemoted run one at a time; OnDemoted follows every
+//     OnElected exactly once, after OnElected returned and after the term's
+//     context was cancelled; a candidate campaigns again only after both
+//     returned. The term's context reports the end of the term as soon as
+//     the clock passes the deadline, even before the loop has run.
 //  4. While store calls are answered within a bound, after a leader crashes
 //     another candidate leads within
 //     (LeaseDuration×(1+MaxDrift) + PollInterval)/(1-MaxDrift) + four store
@@ -24,6 +27,22 @@
 //     PollInterval/(1-MaxDrift) + four round trips. (The round trips: the
 //     leader's last write in flight, the read that just missed it, the read
 //     that sees it, a read in flight when the wait ends, and the takeover.)
+//
+// # Lost records
+//
+// A lease record can vanish or go back in time (an operator's delete, a TTL
+// attribute or lifecycle rule, a restored backup). A candidate that has seen
+// the record treats that like a holder gone silent: it creates or takes the
+// lease only after every read for LeaseDuration×(1+MaxDrift) (the longest
+// lease it has seen) found it so, and a leader whose renewal finds it so
+// steps down at once (ReasonRecordLost); guarantees 1 and 2 hold for such
+// candidates. A candidate that never saw the record cannot tell it from a
+// new lease and creates it at once: guarantee 1 may then fail until the old
+// leader's next renewal. Tokens still rise, because a created record's token
+// is at least the creator's wall time in Unix milliseconds, as long as its
+// clock is not behind the first creator's by more than the record's age.
+// Every such sighting is logged at error level. Keep lease records safe: no
+// TTL or lifecycle rule on them, no restores from backups.
 //
 // # Assumptions
 //
@@ -41,15 +60,18 @@
 //
 // # Caller's duties
 //
-//  1. Give every process its own ID (the default is unique per process).
+//  1. Give every process its own ID (the default is unique per process). A
+//     candidate that sees another process write with its ID reports it (an
+//     error log and Status().Err).
 //  2. Do the leader's work only under the context OnElected receives, and
 //     stop when it is done; return from OnElected then (or at once, if the
 //     work runs elsewhere under that context).
 //  3. Send the term's token with every write to a resource that must never
 //     see a stale leader, and have the resource refuse tokens lower than the
 //     highest it has seen (package fencing).
-//  4. Keep callbacks short apart from OnElected's work: they run one at a
-//     time, and Run waits for them before returning.
+//  4. Keep callbacks short apart from OnElected's work, and make OnElected
+//     return when its context is done: the candidate campaigns again only
+//     after it has, and Run waits for every callback before returning.
 //  5. Cancel Run's context to leave: the lease is released so that another
 //     candidate takes over within a poll interval rather than a lease.
 //  6. Choose MaxDrift above the worst rate error of any participant's clock,

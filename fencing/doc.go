@@ -53,9 +53,13 @@
 //     the remote helpers store the lease name with the token and refuse a
 //     write under another lease (*WrongLeaseError).
 //  4. Tokens must never go back. The lease stores never delete a record (a
-//     release keeps the token), but deleting one by hand, or with
-//     dynamolease's opt-in TTL, restarts tokens at 1; fenced resources then
-//     refuse the new leader until their fences are cleared.
+//     release keeps the token). If a record is deleted anyway (by hand, by
+//     dynamolease's opt-in TTL, by a lifecycle rule), the candidate that
+//     creates it again mints a token of at least its wall time in Unix
+//     milliseconds, above the old ones unless its clock is far behind; a
+//     record written back from a backup is waited out by every candidate
+//     that saw a higher token. A fenced resource that ever sees a token go
+//     back refuses the new leader until its fence is cleared.
 //  5. Fencing orders writes; it does not make a late write fresh. A zombie's
 //     write that arrives before the new leader's first write is accepted,
 //     as it would be had it come a moment earlier. What fencing rules out is

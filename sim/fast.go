@@ -266,7 +266,10 @@ func (f *fastRun) startOp(op election.Op, now time.Time) {
 func (f *fastRun) event(e election.Event) {
 	switch e.Kind {
 	case election.EventElected:
-		t := &fastTerm{tok: e.Term.Token, deadline: e.Term.Deadline}
+		t := &fastTerm{tok: e.Term.Token}
+		if tm, ok := f.m.Term(); ok { // the naive baseline has no deadline to check
+			t.deadline = tm.Deadline
+		}
 		f.term = t
 		f.w.stage(item{in: f.in, src: srcRunner, kind: itElected, tok: t.tok})
 		f.disp.push(&job{kind: jElected, term: t})

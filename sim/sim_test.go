@@ -9,7 +9,7 @@ import (
 	"time"
 )
 
-// seedsPerScenario: 100 seeds of each of the 22 scenarios is 2,200 seeds,
+// seedsPerScenario: 100 seeds of each of the 24 scenarios is 2,400 seeds,
 // each run twice, in about half a minute on two cores. Under the race
 // detector (make test) 8 seeds each keep the suite to a minute or so;
 // -short runs 4.

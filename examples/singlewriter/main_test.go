@@ -27,14 +27,17 @@ func TestSingleWriter(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		// A new lease's first token is the time in Unix milliseconds: in a
+		// synctest bubble, 2000-01-01.
+		first := fencing.Token(time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC).UnixMilli())
 		var se *fencing.StaleTokenError
-		if !errors.As(o.lateErr, &se) || se.Presented != 1 || se.Current != 2 {
-			t.Errorf("late write: %v, want token 1 refused after token 2", o.lateErr)
+		if !errors.As(o.lateErr, &se) || se.Presented != first || se.Current != first+1 {
+			t.Errorf("late write: %v, want token %d refused after token %d", o.lateErr, first, first+1)
 		}
 		if !o.ok() || o.newLeader != "node-2" || !strings.HasPrefix(o.final, "node-2 ") {
 			t.Errorf("outcome %+v: want the resource to hold node-2's write", o)
 		}
-		for _, want := range []string{"node-1 FREEZES", "node-2 elected, token 2", "late write REJECTED", "intact"} {
+		for _, want := range []string{"node-1 FREEZES", "node-2 elected, token " + (first + 1).String(), "late write REJECTED", "intact"} {
 			if !strings.Contains(out.String(), want) {
 				t.Errorf("output lacks %q:\n%s", want, out.String())
 			}

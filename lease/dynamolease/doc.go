@@ -90,14 +90,18 @@
 // also absorbs error in the writers' wall clocks, which DynamoDB compares
 // with its own.
 //
-// The cost is the fencing token. A deleted item takes its token with it: the
-// next candidate finds no record and creates one with token 1, lower than the
-// tokens of terms that held the lease before. A fenced resource that still
-// remembers a higher token would then refuse the new leader for good. Enable
-// TTL only if fenced resources also forget tokens after a lease is abandoned
-// for the slack (7 days by default), or if tokens need not survive such an
-// abandonment (for example, the leases guard nothing that checks tokens). That
-// is why TTL is opt-in. Without it, an abandoned lease costs one small item
+// The cost is the fencing token's history. A deleted item takes its token
+// with it: the next candidate finds no record and creates one, with a token
+// of at least its wall time in Unix milliseconds, which is above the tokens
+// of earlier terms unless its clock is far behind the one that first created
+// the lease. A fenced resource that remembers a higher token would refuse
+// the new leader. Enable TTL only for leases that are truly abandoned (no
+// candidate runs for the slack, 7 days by default), or if nothing checks
+// the tokens. That is why TTL is opt-in. Turn on the table's deletion
+// protection, and never restore a lease table from a backup or
+// point-in-time recovery: restored records hand out old tokens to
+// candidates that never saw the later ones (candidates that did wait them
+// out and mint above). Without it, an abandoned lease costs one small item
 // of storage (a fraction of a cent a month) and its tokens never go back.
 //
 // # Errors

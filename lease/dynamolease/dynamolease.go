@@ -59,9 +59,9 @@ type Config struct {
 
 	// TTLAttribute, when set, names an attribute that every write sets to
 	// an expiry time in epoch seconds, for DynamoDB's Time to Live to delete
-	// abandoned leases. Default "" (no TTL attribute is written). Deleting
-	// a record restarts its fencing tokens at 1: read the package
-	// documentation before setting it.
+	// abandoned leases. Default "" (no TTL attribute is written). A deleted
+	// record is a lost record to tenure: read the package documentation
+	// before setting it.
 	TTLAttribute string
 
 	// TTLSlack is how long after the end of the lease (write time plus the

@@ -91,8 +91,8 @@
 //
 // Store never deletes an object and needs no conditional delete: release is a
 // Put with Released set that keeps the token, as the lease.Store contract
-// says, so tokens never go back. A delete would lose the token and let the
-// next holder start again at 1, and MinIO ignores If-Match on DeleteObject, so
+// says, so tokens never go back. A delete would lose the token's history (a
+// lost record: see the tenure package doc), and MinIO ignores If-Match on DeleteObject, so
 // a "conditional" delete there could remove a record another node had just
 // written.
 //
