@@ -9,6 +9,7 @@ import (
 	"math/rand/v2"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -350,11 +351,11 @@ func TestAcquireAnsweredAfterStop(t *testing.T) {
 // hangingReads never answers a read until its context is done.
 type hangingReads struct {
 	lease.Store
-	on bool
+	on atomic.Bool
 }
 
 func (h *hangingReads) Get(ctx context.Context, name string) (lease.Record, lease.Version, error) {
-	if h.on {
+	if h.on.Load() {
 		<-ctx.Done()
 		return lease.Record{}, lease.NoVersion, ctx.Err()
 	}
@@ -371,7 +372,7 @@ func TestFollowerStoppedDuringReadReturnsAtOnce(t *testing.T) {
 		h := &hangingReads{Store: mem}
 		stop := run(t, newCandidate(t, tenure.Config{Store: h, ID: "follower"}), context.Background())
 		synctest.Wait()
-		h.on = true
+		h.on.Store(true)
 		wait(2500 * time.Millisecond) // its next poll is in flight
 		start := time.Now()
 		if err := stop(); err != nil {
