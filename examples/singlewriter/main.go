@@ -379,14 +379,15 @@ func (d *demo) lead(ctx context.Context, r *replica, term tenure.Term) {
 		value := fmt.Sprintf("%s write #%d (token %d)", r.id, n, term.Token)
 		writeCtx := ctx
 		if r.frozen.Load() {
-			// The pause strikes here, after the check. A frozen process
-			// does not see its term end: the timer that cancels the
-			// context fires only when it wakes, racing with the write,
-			// which here wins the race. So the write is sent detached
-			// from the cancellation, still carrying the term's fence.
+			// The pause strikes here, after every check: the leader's
+			// and the fenced helpers' (fencing.Err), which would see the
+			// term over on waking. A pause can as well fall inside the
+			// write, after those checks, with the request on its way:
+			// that is the write modelled here, detached from the term
+			// and carrying only its fence. Only the resource can refuse it.
 			r.paused <- value
 			<-r.wake
-			writeCtx = context.WithoutCancel(ctx)
+			writeCtx = fencing.NewContext(context.Background(), term.Fence())
 			err := d.res.Write(writeCtx, value)
 			if err != nil {
 				d.printf("%s: late write REJECTED: %v", r.id, err)
