@@ -11,6 +11,8 @@ import (
 
 	"github.com/tenure-go/tenure/election"
 	"github.com/tenure-go/tenure/fencing"
+	"github.com/tenure-go/tenure/internal/driver"
+	"github.com/tenure-go/tenure/internal/seam"
 	"github.com/tenure-go/tenure/lease"
 )
 
@@ -32,6 +34,12 @@ type Candidate struct {
 
 	mu     sync.Mutex // guards status
 	status Status
+
+	obs seam.Observer // the simulator's, or nil
+}
+
+func init() {
+	seam.Observe = func(c any, o seam.Observer) { c.(*Candidate).obs = o }
 }
 
 // Status is a snapshot of what a Candidate knows.
@@ -104,42 +112,41 @@ func (c *Candidate) Run(ctx context.Context) error {
 	}
 	panics := make(chan *CallbackPanic, 1)
 	r := &runner{
-		c: c, m: m, results: make(chan election.Result), quit: make(chan struct{}),
-		disp: newDispatcher(c.cfg.Clock, panics), panics: panics, first: true,
+		c: c, results: make(chan election.Result), quit: make(chan struct{}),
+		disp: newDispatcher(c.cfg.Clock, panics), panics: panics, runCtx: ctx,
+		held: make(chan struct{}, 1), drained: make(chan struct{}, 1),
 	}
 	if f := c.cfg.Callbacks.OnLeaderChange; f != nil {
 		r.notify = &notifier{wake: make(chan struct{}, 1), f: f, panics: panics}
 	}
+	r.d = driver.New(m, r, c.cfg.ReleaseTimeout)
 	return r.run(ctx)
 }
 
-// runner carries out one Run: it owns the Machine and feeds it time and the
-// results of store calls, on the goroutine that called Run.
+// runner carries out one Run: it runs the shared driver on the goroutine
+// that called Run, with store calls on goroutines of their own and callbacks
+// on the dispatcher's. It implements driver.Effects.
 type runner struct {
 	c       *Candidate
-	m       *election.Machine
+	d       *driver.Driver
 	disp    *dispatcher
 	notify  *notifier            // nil without OnLeaderChange
 	results chan election.Result // store call results; senders give up on quit
 	quit    chan struct{}        // closed when the loop stops listening
 	panics  chan *CallbackPanic
+	held    chan struct{} // size 1: the Held barrier was reached
+	drained chan struct{} // size 1: the Drained barrier was reached
 	wg      sync.WaitGroup // every goroutine Run started
 
 	runCtx   context.Context
 	opBase   context.Context    // parent of store call contexts: outlives runCtx for the release
 	opID     uint64             // the call in flight
 	cancelOp context.CancelFunc // cancels it
-	first    bool               // no store call has answered yet
-	stopping bool               // shutting down: no campaign, the release waits for the callbacks
 
 	term  Term
-	tctx  *termContext    // nil outside a term
-	ended time.Time       // when the last term ended
-	held  <-chan struct{} // closed once the ended term's callbacks returned
-
-	wake  time.Time
+	tctx  *termContext // nil outside a term
 	wakeC <-chan time.Time
-	done  bool
+	quitC <-chan time.Time // the release timer
 
 	warnAt  time.Time // next warning about a wedged OnElected
 	errAt   time.Time // when the current store error was last logged
@@ -148,7 +155,6 @@ type runner struct {
 
 func (r *runner) run(ctx context.Context) (err error) {
 	cfg := &r.c.cfg
-	r.runCtx = ctx
 	opBase, cancelAll := context.WithCancel(context.WithoutCancel(ctx))
 	r.opBase = opBase
 	r.wg.Go(r.disp.run)
@@ -168,99 +174,83 @@ func (r *runner) run(ctx context.Context) (err error) {
 		r.wg.Wait()
 	}()
 
-	r.apply(r.m.Start(cfg.Clock.Now()))
+	r.d.Start()
 	stop := ctx.Done()
-	var drained <-chan struct{}
-	var giveUp <-chan time.Time
 	var crashed *CallbackPanic
-	shutdown := func() {
-		stop, r.stopping = nil, true
-		r.held = nil // no campaign after this: only the release waits
-		r.apply(r.m.Stop(cfg.Clock.Now()))
-		drained = r.disp.barrier() // release only after the callbacks returned
-	}
-	for !r.done {
+	for !r.d.Done() {
 		select {
 		case <-stop:
-			shutdown()
+			stop = nil
+			r.d.Stop()
 		case p := <-r.panics:
 			crashed = p
 			r.log(slog.LevelError, "callback panicked; ending the term and releasing the lease", "callback", p.Callback, "panic", fmt.Sprint(p.Value))
-			if !r.stopping {
-				shutdown()
-			}
-		case <-drained:
-			drained = nil
-			giveUp = cfg.Clock.After(cfg.ReleaseTimeout)
-			r.apply(r.m.Release(cfg.Clock.Now()))
-		case <-giveUp:
-			cause := r.m.Err()
-			if cause == nil {
-				cause = errors.New("no answer from the store")
-			}
-			r.log(slog.LevelWarn, "release not confirmed; the lease will expire", "err", cause)
-			err = fmt.Errorf("%w: lease %q within %v: %w", ErrReleaseUnconfirmed, cfg.Lease, cfg.ReleaseTimeout, cause)
-			r.done = true
+			r.d.Stop()
+		case <-r.drained:
+			r.d.Reached(driver.Drained)
 		case <-r.held:
-			r.held = nil
-			r.apply(r.m.CallbacksDone(cfg.Clock.Now()))
+			r.d.Reached(driver.Held)
+		case <-r.quitC:
+			r.d.GiveUp()
 		case <-r.wakeC:
 			r.wakeC = nil
-			r.apply(r.m.Tick(cfg.Clock.Now()))
+			r.d.Tick()
 		case res := <-r.results:
-			if r.first && res.Err != nil && errors.Is(res.Err, lease.ErrPermanent) {
-				return fmt.Errorf("tenure: lease %q: %w", cfg.Lease, res.Err)
+			if perr := r.d.Result(res); perr != nil {
+				return fmt.Errorf("tenure: lease %q: %w", cfg.Lease, perr)
 			}
-			if res.Err == nil || errors.Is(res.Err, lease.ErrNotFound) || errors.Is(res.Err, lease.ErrConflict) {
-				r.first = false
-			}
-			r.apply(r.m.Done(cfg.Clock.Now(), res))
 		}
 		r.checkWedged()
 	}
 	if crashed != nil {
 		panic(crashed)
 	}
-	return err
+	if r.d.GaveUp() {
+		cause := r.d.Machine().Err()
+		if cause == nil {
+			cause = errors.New("no answer from the store")
+		}
+		r.log(slog.LevelWarn, "release not confirmed; the lease will expire", "err", cause)
+		return fmt.Errorf("%w: lease %q within %v: %w", ErrReleaseUnconfirmed, cfg.Lease, cfg.ReleaseTimeout, cause)
+	}
+	return nil
 }
 
-// apply carries out an Output.
-func (r *runner) apply(out election.Output) {
-	if out.Abandon != 0 && out.Abandon == r.opID {
-		r.cancelOp()
-	}
-	if out.Op != nil {
-		r.start(*out.Op)
-	}
-	r.publish() // before any callback runs, so that callbacks see it
-	var leader *election.Leader
-	for _, e := range out.Events {
-		if e.Kind == election.EventLeaderChanged {
-			leader = &e.Leader // only the latest is delivered
-			continue
-		}
-		r.event(e)
-	}
-	if leader != nil {
-		l := Leader{ID: leader.Holder, Token: fencing.Token(leader.Token), Payload: leader.Payload}
-		r.log(slog.LevelDebug, "leader changed", "leader", l.ID, "token", l.Token)
-		if r.notify != nil {
-			r.notify.push(l)
-		}
-	}
-	r.done = out.Done
-	switch {
-	case out.Wake.IsZero():
-		r.wakeC = nil
-	case r.wakeC == nil || !out.Wake.Equal(r.wake):
-		r.wake = out.Wake
-		r.wakeC = r.c.cfg.Clock.After(out.Wake.Sub(r.c.cfg.Clock.Now()))
+var errStopped = errors.New("tenure: Run ended")
+
+// The driver.Effects of a Candidate.
+
+func (r *runner) Now() time.Time { return r.c.cfg.Clock.Now() }
+
+func (r *runner) Cancel(uint64) { r.cancelOp() }
+
+func (r *runner) Wake(at time.Time) {
+	r.wakeC = nil
+	if !at.IsZero() {
+		r.wakeC = r.c.cfg.Clock.After(at.Sub(r.Now()))
 	}
 }
 
-// start runs a store call on a goroutine of its own, so that the loop keeps
+func (r *runner) ReleaseTimer(d time.Duration) { r.quitC = r.c.cfg.Clock.After(d) }
+
+// Barrier queues a barrier on the dispatcher; the loop learns of it through
+// a channel of its own, so that reaching it never blocks the dispatcher.
+func (r *runner) Barrier(b driver.Barrier) {
+	ch := r.held
+	if b == driver.Drained {
+		ch = r.drained
+	}
+	r.disp.push("", func() {
+		select {
+		case ch <- struct{}{}: // at most one of each kind is pending
+		default:
+		}
+	})
+}
+
+// Send runs a store call on a goroutine of its own, so that the loop keeps
 // time (and ends a term at its deadline) while the store is slow.
-func (r *runner) start(op election.Op) {
+func (r *runner) Send(op election.Op) {
 	cfg := &r.c.cfg
 	ctx, cancel := context.WithCancel(r.opBase)
 	r.opID, r.cancelOp = op.ID, cancel
@@ -282,37 +272,63 @@ func (r *runner) start(op election.Op) {
 	})
 }
 
-var errStopped = errors.New("tenure: Run ended")
-
-func (r *runner) event(e election.Event) {
+func (r *runner) Elected(t election.Term) {
 	cfg := &r.c.cfg
-	cb := cfg.Callbacks
-	switch e.Kind {
-	case election.EventElected:
-		term := Term{Lease: cfg.Lease, Holder: cfg.ID, Token: fencing.Token(e.Term.Token), Deadline: e.Term.Deadline, Payload: cfg.Payload}
-		tc := newTermContext(r.runCtx, term, cfg.Clock)
-		r.term, r.tctx = term, tc
-		r.log(slog.LevelInfo, "elected", "token", term.Token)
-		if cb.OnElected != nil {
-			r.disp.push("OnElected", func() { cb.OnElected(tc, term) })
-		}
-	case election.EventDemoted:
-		term, reason := r.term, DemotionReason(e.Reason)
-		r.tctx.cancel(fmt.Errorf("tenure: term %d of lease %q ended: %s", term.Token, cfg.Lease, reason)) // before OnDemoted is even queued
-		r.tctx = nil
-		r.log(slog.LevelInfo, "demoted", "token", term.Token, "reason", reason.String())
-		if cb.OnDemoted != nil {
-			r.disp.push("OnDemoted", func() { cb.OnDemoted(term, reason) })
-		}
-		// No new campaign until this term's callbacks have returned.
-		r.ended = cfg.Clock.Now()
-		r.warnAt = r.ended.Add(cfg.Margin)
-		if !r.stopping {
-			r.held = r.disp.barrier()
-		}
-	case election.EventAnomaly:
-		r.log(slog.LevelError, "lease anomaly", "err", e.Err)
+	term := Term{Lease: cfg.Lease, Holder: cfg.ID, Token: fencing.Token(t.Token), Deadline: t.Deadline, Payload: cfg.Payload}
+	tc := newTermContext(r.runCtx, term, cfg.Clock)
+	r.term, r.tctx = term, tc
+	r.log(slog.LevelInfo, "elected", "token", term.Token)
+	if o := r.c.obs; o != nil {
+		o.Elected(t.Token)
 	}
+	if f := cfg.Callbacks.OnElected; f != nil {
+		r.disp.push("OnElected", func() { f(tc, term) })
+	}
+}
+
+func (r *runner) Demoted(_ election.Term, why election.Reason) {
+	cfg := &r.c.cfg
+	term, reason := r.term, DemotionReason(why)
+	r.tctx.cancel(fmt.Errorf("tenure: term %d of lease %q ended: %s", term.Token, cfg.Lease, reason)) // before OnDemoted is even queued
+	r.tctx = nil
+	r.log(slog.LevelInfo, "demoted", "token", term.Token, "reason", reason.String())
+	if o := r.c.obs; o != nil {
+		o.Demoted(uint64(term.Token), reason.String())
+	}
+	if f := cfg.Callbacks.OnDemoted; f != nil {
+		r.disp.push("OnDemoted", func() { f(term, reason) })
+	}
+	r.warnAt = r.Now().Add(cfg.Margin)
+}
+
+func (r *runner) LeaderChanged(el election.Leader) {
+	l := Leader{ID: el.Holder, Token: fencing.Token(el.Token), Payload: el.Payload}
+	r.log(slog.LevelDebug, "leader changed", "leader", l.ID, "token", l.Token)
+	if r.notify != nil {
+		r.notify.push(l)
+	}
+}
+
+func (r *runner) Anomaly(err error) { r.log(slog.LevelError, "lease anomaly", "err", err) }
+
+// Publish updates the snapshot Status reads, and the deadline the term's
+// context checks.
+func (r *runner) Publish(snap driver.Snapshot) {
+	l := snap.Leader
+	s := Status{
+		Leader: Leader{ID: l.Holder, Token: fencing.Token(l.Token), Payload: l.Payload},
+		Err:    snap.Err,
+	}
+	if snap.Leading {
+		s.Leading, s.Token, s.Deadline = true, fencing.Token(snap.Term.Token), snap.Term.Deadline
+		if r.tctx != nil {
+			r.tctx.setDeadline(snap.Term.Deadline)
+		}
+	}
+	r.c.mu.Lock()
+	r.c.status = s
+	r.c.mu.Unlock()
+	r.logErr(s.Err)
 }
 
 // checkWedged warns while OnElected of an ended term keeps running: the
@@ -320,7 +336,8 @@ func (r *runner) event(e election.Event) {
 // work. The first warning comes Margin after the term ended, then one every
 // LeaseDuration.
 func (r *runner) checkWedged() {
-	if r.held == nil {
+	ended, held := r.d.Held()
+	if !held {
 		return
 	}
 	name, since := r.disp.busy()
@@ -328,33 +345,13 @@ func (r *runner) checkWedged() {
 		return
 	}
 	cfg := &r.c.cfg
-	now := cfg.Clock.Now()
+	now := r.Now()
 	if now.Before(r.warnAt) {
 		return
 	}
 	r.warnAt = now.Add(cfg.LeaseDuration)
 	r.log(slog.LevelWarn, "OnElected still running after its term ended; not campaigning until it returns",
-		"token", r.term.Token, "running", now.Sub(since).String(), "ended", now.Sub(r.ended).String())
-}
-
-// publish updates the snapshot Status reads, and the deadline the term's
-// context checks.
-func (r *runner) publish() {
-	l := r.m.Leader()
-	s := Status{
-		Leader: Leader{ID: l.Holder, Token: fencing.Token(l.Token), Payload: l.Payload},
-		Err:    r.m.Err(),
-	}
-	if t, ok := r.m.Term(); ok {
-		s.Leading, s.Token, s.Deadline = true, fencing.Token(t.Token), t.Deadline
-		if r.tctx != nil {
-			r.tctx.setDeadline(t.Deadline)
-		}
-	}
-	r.c.mu.Lock()
-	r.c.status = s
-	r.c.mu.Unlock()
-	r.logErr(s.Err)
+		"token", r.term.Token, "running", now.Sub(since).String(), "ended", now.Sub(ended).String())
 }
 
 // logErr logs a store error when it first appears and, while it persists,
@@ -366,7 +363,7 @@ func (r *runner) logErr(err error) {
 		return
 	}
 	cfg := &r.c.cfg
-	now := cfg.Clock.Now()
+	now := r.Now()
 	if msg := err.Error(); msg != r.lastErr || !now.Before(r.errAt.Add(max(time.Minute, cfg.LeaseDuration))) {
 		r.lastErr, r.errAt = msg, now
 		level := slog.LevelWarn

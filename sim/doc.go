@@ -6,15 +6,16 @@
 //
 // # Two tiers
 //
-// The fast tier (Run) drives election.Machine single-threaded, inside a
-// model of tenure.Candidate's loop (candidate.go) and callback dispatcher
-// (callbacks.go): op timeouts through Output.Wake and Output.Abandon, the
-// term cancelled at EventDemoted, Release after Stop once the callbacks have
-// returned. It simulates hours per second of wall time.
+// The fast tier (Run) runs election.Machine single-threaded under the same
+// driver as tenure.Candidate (internal/driver), with effects that put store
+// calls, timers and callbacks on the simulator's queue, and with models of
+// the Candidate's callback dispatcher and notifier running the sim's
+// callbacks. It simulates hours per second of wall time.
 //
 // The real tier (RunReal, from a test) runs tenure.Candidate itself, its
-// goroutines and callbacks, inside a testing/synctest bubble, with a clock,
-// a store and a logger supplied by the simulator. After each event the
+// goroutines and callbacks, inside a testing/synctest bubble, with a clock
+// and a store supplied by the simulator, and an observer (internal/seam)
+// that reports the instants its loop begins and ends terms. After each event the
 // scheduler calls synctest.Wait, which returns once every goroutine is
 // blocked on something only the scheduler can provide, then fires the next
 // event. It fires one event at a time in (true time, sequence) order: the
@@ -32,7 +33,8 @@
 // state directly: they stage what they do (a timer, a store call, a
 // callback, a write) and the scheduler processes the items of one event in
 // a canonical order, by instance, then by source (the Candidate's loop, its
-// store calls, its callback goroutine, the goroutine that called Run), then
+// store calls, its callback goroutine, its OnLeaderChange goroutine, the
+// goroutine that called Run), then
 // by order within the source. Within one event each source is a single
 // goroutine, so that order does not depend on how the runtime interleaved
 // them. Only one instance is woken per event, and only the scheduler
@@ -86,18 +88,20 @@
 // The checker verifies at every event (see Invariant):
 //
 //   - I1: at most one instance acts as leader at any true instant; acting
-//     lasts from the moment its loop decides it was elected (EventElected,
-//     or the Candidate's "elected" log record) to the cancellation of the
-//     term's context (EventDemoted, "demoted").
-//   - I2: each token begins one term, tokens rise from term to term, and the
-//     store only ever mints the previous token + 1 or keeps holder and token.
+//     lasts from the moment its loop decides it was elected (the driver's
+//     Elected effect) to the cancellation of the term's context (Demoted).
+//   - I2: each token begins one term, tokens rise from term to term, and a
+//     write keeps holder and token or mints a token above every token the
+//     store ever held (the previous + 1 while the record is the newest).
 //   - I3: the resource never accepts a write whose token is lower than one it
 //     accepted before. With a fenced resource this must hold everywhere,
 //     pauses and clocks beyond their bound included.
 //   - I4: OnElected and OnDemoted alternate per instance, OnDemoted comes
 //     after OnElected returned and after the term's context was cancelled,
 //     and the context is cancelled by the first reading of the local clock
-//     at or past the term's deadline (for a paused process: when it resumes).
+//     at or past the term's deadline (for a paused process: when it resumes);
+//     no release is sent before the term's callbacks returned; the reason a
+//     term ended fits what happened.
 //   - I5: after a leader crashes, another one is elected within
 //     ttl×(1+ρ)/(1-ρ) + poll/(1-ρ) + 4 store round trips (in scenarios
 //     whose latency is bounded; docs/sim.md derives the bound); after a

@@ -6,50 +6,28 @@ import (
 
 	"github.com/tenure-go/tenure"
 	"github.com/tenure-go/tenure/election"
+	"github.com/tenure-go/tenure/internal/driver"
 )
 
-// strategy is the decision logic an instance runs: *election.Machine, or the
-// naive baseline.
-type strategy interface {
-	Start(now time.Time) election.Output
-	Tick(now time.Time) election.Output
-	Done(now time.Time, res election.Result) election.Output
-	Stop(now time.Time) election.Output
-	Release(now time.Time) election.Output
-	CallbacksDone(now time.Time) election.Output
-	Leader() election.Leader
-	Term() (election.Term, bool)
-}
-
-// fastRun is the fast tier's instance: a single-threaded model of
-// tenure.Candidate's runner (candidate.go) and callback dispatcher
-// (callbacks.go) around a strategy, step for step, so that it stages the
-// same items, timers and requests as the real Candidate does, in the same
-// order within each source. Each field names the runner field it models.
+// fastRun is the fast tier's instance: the driver that tenure.Candidate
+// runs (internal/driver), with effects that stage on the simulator's queue
+// what the Candidate's goroutines stage in the real tier, and single-
+// threaded models of the Candidate's callback dispatcher and notifier
+// running the sim's callbacks.
 type fastRun struct {
 	in *instance
 	w  *world
-	m  strategy
+	d  *driver.Driver
+	m  driver.Machine
 
-	op   uint64   // r.opID: the call in flight
-	req  *request // its request, to abandon
-	wake time.Time
-	wtm  *timer // r.wakeC; nil when there is none
-
-	stopped bool   // ctx.Done() was handled (stop = nil)
-	giveUp  *timer // r.giveUp
-	done    bool   // r.done
-	exited  bool   // the loop returned; the deferred cleanup runs
-	failed  bool   // Run returns an error: the release was not confirmed
-	term    *fastTerm
-	disp    dispatcher
-	notif   notifier
-	held    *job // r.held: the barrier after a term's callbacks
-	// heldReady: the held barrier was reached during an apply; the loop
-	// takes it once that apply has returned.
-	heldReady bool
-	applying  int
-	dead      bool // crashed
+	req    *request // the store call in flight, to abandon
+	wtm    *timer   // the wake-up; nil when there is none
+	giveUp *timer   // the release timer
+	exited bool     // the loop returned; the deferred cleanup runs
+	term   *fastTerm
+	disp   dispatcher
+	notif  notifier
+	dead   bool // crashed
 }
 
 // fastTerm models a term's context.
@@ -87,10 +65,11 @@ func newFastRun(in *instance) *fastRun {
 	} else {
 		m, err := election.New(ec)
 		if err != nil {
-			panic(fmt.Sprintf("sim: %s: %v", in.label, err)) // the config passed tenure.Config.Validate
+			panic(fmt.Sprintf("sim: %s: %v", in.label, err)) // the timing passed Validate
 		}
 		f.m = m
 	}
+	f.d = driver.New(f.m, f, in.cfg.ReleaseTimeout)
 	f.disp.f = f
 	f.notif.f = f
 	return f
@@ -104,7 +83,12 @@ func (f *fastRun) after(src source, d time.Duration, fn func()) *timer {
 	return tm
 }
 
-func (f *fastRun) start() { f.apply(f.m.Start(f.now())) }
+// The loop's inputs, as the Candidate's select receives them.
+
+func (f *fastRun) start() {
+	f.d.Start()
+	f.loop()
+}
 
 func (f *fastRun) fire(tm *timer) {
 	if !f.dead {
@@ -119,67 +103,28 @@ func (f *fastRun) deliver(req *request) {
 	if req == f.req {
 		f.req = nil
 	}
-	f.apply(f.m.Done(f.now(), election.Result{ID: req.opID, Record: req.res.rec, Version: req.res.ver, Err: req.res.err}))
+	_ = f.d.Result(election.Result{ID: req.opID, Record: req.res.rec, Version: req.res.ver, Err: req.res.err})
 	f.loop()
 }
 
-// stop models `case <-stop`: Stop, then release once the callbacks drain.
 func (f *fastRun) stop() {
-	if f.dead || f.exited || f.stopped {
+	if f.dead || f.exited {
 		return
 	}
-	f.stopped = true
-	if f.held != nil { // r.held = nil: no campaign after the stop
-		f.held.dead = true
-		f.held = nil
-	}
-	f.apply(f.m.Stop(f.now()))
-	f.disp.push(&job{kind: jBarrier})
+	f.d.Stop()
 	f.loop()
 }
 
-func (f *fastRun) drained() {
-	if f.exited {
-		return
-	}
-	f.giveUp = f.after(srcRunner, f.in.cfg.ReleaseTimeout, func() {
-		if !f.exited {
-			f.failed = true
-			f.exit()
-		}
-	})
-	f.apply(f.m.Release(f.now()))
-	f.loop()
-}
-
-// callbacksDone models `case <-r.held`.
-func (f *fastRun) callbacksDone() {
-	if f.exited {
-		return
-	}
-	f.held = nil
-	f.apply(f.m.CallbacksDone(f.now()))
-	f.loop()
-}
-
-func (f *fastRun) onWake(tm *timer) {
-	if f.exited || tm != f.wtm {
-		return
-	}
-	f.wtm = nil
-	f.apply(f.m.Tick(f.now()))
-	f.loop()
-}
-
-// loop models `for !r.done`.
+// loop models `for !r.d.Done()`.
 func (f *fastRun) loop() {
-	if f.done && !f.exited {
+	if f.d.Done() && !f.exited {
 		f.exit()
 	}
 }
 
 // exit models run's deferred cleanup: cancel calls in flight, stop
-// listening, let the dispatcher drain, and return once it has.
+// listening, let the dispatcher and the notifier drain, and return once
+// they have.
 func (f *fastRun) exit() {
 	f.exited = true
 	f.abandon()
@@ -200,97 +145,86 @@ func (f *fastRun) abandon() {
 	}
 }
 
-// apply models runner.apply.
-func (f *fastRun) apply(out election.Output) {
-	now := f.now()
-	if out.Abandon != 0 && out.Abandon == f.op {
-		f.abandon()
-	}
-	if out.Op != nil {
-		f.startOp(*out.Op, now)
-	}
-	if t, ok := f.m.Term(); ok && f.term != nil { // r.publish
-		f.term.deadline = t.Deadline
-	}
-	f.applying++
-	var leader *election.Leader
-	for _, e := range out.Events {
-		if e.Kind == election.EventLeaderChanged {
-			leader = &e.Leader
-			continue
-		}
-		f.event(e)
-	}
-	if leader != nil {
-		f.notif.push(*leader)
-	}
-	f.done = out.Done
-	switch {
-	case out.Wake.IsZero():
-		f.dropWake()
-	case f.wtm == nil || !out.Wake.Equal(f.wake):
-		f.wake = out.Wake
-		f.dropWake()
-		var tm *timer
-		tm = f.after(srcRunner, out.Wake.Sub(now), func() { f.onWake(tm) })
-		f.wtm = tm
-	}
-	f.applying--
-	if f.applying == 0 && f.heldReady {
-		// The loop takes r.held once the current apply has returned.
-		f.heldReady = false
-		f.callbacksDone()
-	}
-}
+// The driver.Effects of the fast tier.
 
-func (f *fastRun) dropWake() {
+func (f *fastRun) Now() time.Time { return f.now() }
+
+func (f *fastRun) Cancel(uint64) { f.abandon() }
+
+func (f *fastRun) Wake(at time.Time) {
 	if f.wtm != nil {
 		f.wtm.dead = true
 		f.wtm = nil
 	}
+	if at.IsZero() {
+		return
+	}
+	var tm *timer
+	tm = f.after(srcRunner, at.Sub(f.now()), func() {
+		if f.exited || tm != f.wtm {
+			return
+		}
+		f.wtm = nil
+		f.d.Tick()
+		f.loop()
+	})
+	f.wtm = tm
 }
 
-func (f *fastRun) startOp(op election.Op, now time.Time) {
-	f.op = op.ID
+func (f *fastRun) ReleaseTimer(d time.Duration) {
+	f.giveUp = f.after(srcRunner, d, func() {
+		if !f.exited {
+			f.d.GiveUp()
+			f.loop()
+		}
+	})
+}
+
+func (f *fastRun) Send(op election.Op) {
 	rec := op.Record
 	if rec.WrittenAt.IsZero() { // the naive strategy stamps its own wall time
-		rec.WrittenAt = now.Round(0).UTC()
+		rec.WrittenAt = f.now().Round(0).UTC()
 	}
 	req := &request{in: f.in, kind: op.Kind, opID: op.ID, rec: rec, expect: op.Expect}
 	f.req = req
 	f.w.stage(item{in: f.in, src: srcStore, kind: itRequest, req: req})
 }
 
-// event models runner.event, with the sim's callbacks queued on the model
-// of the dispatcher.
-func (f *fastRun) event(e election.Event) {
-	switch e.Kind {
-	case election.EventElected:
-		t := &fastTerm{tok: e.Term.Token}
-		if tm, ok := f.m.Term(); ok { // the naive baseline has no deadline to check
-			t.deadline = tm.Deadline
-		}
-		f.term = t
-		f.w.stage(item{in: f.in, src: srcRunner, kind: itElected, tok: t.tok})
-		f.disp.push(&job{kind: jElected, term: t})
-	case election.EventDemoted:
-		t := f.term
-		if t == nil {
-			f.w.stage(item{in: f.in, src: srcRunner, kind: itViolation, inv: Callbacks, s: "EventDemoted without a term"})
-			return
-		}
-		f.term = nil
-		t.cancelled = true
-		f.disp.cancelled(t)
-		reason := tenure.DemotionReason(e.Reason).String()
-		f.w.stage(item{in: f.in, src: srcRunner, kind: itDemoted, tok: t.tok, s: reason, deadline: e.Term.Deadline})
-		f.disp.push(&job{kind: jDemoted, term: t, reason: reason})
-		if !f.stopped {
-			f.held = &job{kind: jHeld}
-			f.disp.push(f.held)
-		}
+func (f *fastRun) Publish(s driver.Snapshot) {
+	if s.Leading && f.term != nil {
+		f.term.deadline = s.Term.Deadline
 	}
 }
+
+func (f *fastRun) Elected(et election.Term) {
+	t := &fastTerm{tok: et.Token}
+	if _, ok := f.m.Term(); ok { // the naive baseline has no deadline to check
+		t.deadline = et.Deadline
+	}
+	f.term = t
+	f.w.stage(item{in: f.in, src: srcRunner, kind: itElected, tok: t.tok})
+	f.disp.push(&job{kind: jElected, term: t})
+}
+
+func (f *fastRun) Demoted(et election.Term, r election.Reason) {
+	t := f.term
+	if t == nil {
+		f.w.stage(item{in: f.in, src: srcRunner, kind: itViolation, inv: Callbacks, s: "EventDemoted without a term"})
+		return
+	}
+	f.term = nil
+	t.cancelled = true
+	f.disp.cancelled(t)
+	reason := tenure.DemotionReason(r).String()
+	f.w.stage(item{in: f.in, src: srcRunner, kind: itDemoted, tok: t.tok, s: reason, deadline: et.Deadline})
+	f.disp.push(&job{kind: jDemoted, term: t, reason: reason})
+}
+
+func (f *fastRun) LeaderChanged(l election.Leader) { f.notif.push(l) }
+
+func (f *fastRun) Anomaly(error) {}
+
+func (f *fastRun) Barrier(b driver.Barrier) { f.disp.push(&job{kind: jBarrier, barrier: b}) }
 
 func (f *fastRun) crash() {
 	f.dead = true
@@ -305,7 +239,7 @@ func (f *fastRun) poll() {}
 // finish models Run's return: the sim's goroutine that called Run reports it.
 func (f *fastRun) finish() {
 	s := ""
-	if f.failed {
+	if f.d.GaveUp() {
 		s = "release not confirmed"
 	}
 	f.w.stage(item{in: f.in, src: srcRun, kind: itRunDone, s: s})
@@ -328,7 +262,6 @@ const (
 	jElected jobKind = iota + 1
 	jDemoted
 	jBarrier
-	jHeld // the barrier after a term's callbacks: the candidate may campaign
 )
 
 type job struct {
@@ -338,7 +271,7 @@ type job struct {
 	leader  election.Leader
 	waiting bool   // jElected: waiting for the next round of work
 	tm      *timer // what it waits for
-	dead    bool   // jHeld: nobody waits for it any more
+	barrier driver.Barrier // jBarrier
 }
 
 func (d *dispatcher) push(j *job) {
@@ -403,16 +336,8 @@ func (d *dispatcher) begin(j *job) {
 			done()
 		}
 	case jBarrier:
-		f.drained()
-		d.next()
-	case jHeld:
-		if !j.dead {
-			if f.applying > 0 {
-				f.heldReady = true
-			} else {
-				f.callbacksDone()
-			}
-		}
+		f.d.Reached(j.barrier)
+		f.loop()
 		d.next()
 	}
 }

@@ -97,6 +97,9 @@ func (n *naive) Release(now time.Time) election.Output {
 
 func (n *naive) Leader() election.Leader { return n.leader }
 
+// Err: the baseline keeps no error.
+func (n *naive) Err() error { return nil }
+
 // CallbacksDone: the baseline campaigns whether or not callbacks run.
 func (n *naive) CallbacksDone(now time.Time) election.Output { return n.flush(now) }
 

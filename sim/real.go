@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"runtime"
 	"slices"
 	"strconv"
@@ -16,7 +15,7 @@ import (
 
 	"github.com/tenure-go/tenure"
 	"github.com/tenure-go/tenure/election"
-	"github.com/tenure-go/tenure/fencing"
+	"github.com/tenure-go/tenure/internal/seam"
 	"github.com/tenure-go/tenure/lease"
 )
 
@@ -86,13 +85,13 @@ func (r *realRun) start() {
 	cfg := in.cfg
 	cfg.Store = realStore{in}
 	cfg.Clock = realClock{in, srcRunner}
-	cfg.Logger = slog.New(termLog{in})
 	cfg.Rand = w.machineRand(in)
 	cfg.Callbacks = r.callbacks()
 	c, err := tenure.New(cfg)
 	if err != nil {
 		panic(fmt.Sprintf("sim: %s: %v", in.label, err)) // the config passed Validate before
 	}
+	seam.Observe(c, termObserver{in})
 	r.c = c
 	ctx, cancel := context.WithCancel(context.Background())
 	r.cancel = cancel
@@ -142,8 +141,8 @@ func (r *realRun) poll() {
 	if st := r.c.Status(); st.Leading {
 		in.deadline = st.Deadline
 		if t := w.chk.open[in]; t == nil || t.tok != uint64(st.Token) {
-			// The terms come from the Candidate's "elected" log record.
-			w.chk.violate(Callbacks, in, fmt.Sprintf("%s: Status leads with token %d, but no term began: the simulator's log hook missed it", in.label, st.Token))
+			// The terms come from the Candidate's observer (termObserver).
+			w.chk.violate(Callbacks, in, fmt.Sprintf("%s: Status leads with token %d, but no term began: the simulator's observer missed it", in.label, st.Token))
 		}
 	}
 	w.mu.Lock()
@@ -298,43 +297,17 @@ func (s realStore) call(ctx context.Context, kind election.OpKind, rec lease.Rec
 	}
 }
 
-// termLog receives the Candidate's log: its "elected" and "demoted" records
-// mark the exact moments a term begins and its context is cancelled (the
-// runner logs them as it does so), which I1 measures.
-type termLog struct{ in *instance }
+// termObserver learns from the Candidate's loop, through internal/seam, the
+// exact moments a term begins and its context is cancelled, which I1
+// measures.
+type termObserver struct{ in *instance }
 
-func (h termLog) Enabled(_ context.Context, l slog.Level) bool { return l == slog.LevelInfo }
-func (h termLog) WithAttrs([]slog.Attr) slog.Handler           { return h }
-func (h termLog) WithGroup(string) slog.Handler                { return h }
+func (o termObserver) Elected(tok uint64) {
+	o.in.w.stage(item{in: o.in, src: srcRunner, kind: itElected, tok: tok})
+}
 
-func (h termLog) Handle(_ context.Context, rec slog.Record) error {
-	it := item{in: h.in, src: srcRunner}
-	switch rec.Message {
-	case "elected":
-		it.kind = itElected
-	case "demoted":
-		it.kind = itDemoted
-	default:
-		return nil
-	}
-	rec.Attrs(func(a slog.Attr) bool {
-		switch a.Key {
-		case "token":
-			switch v := a.Value.Any().(type) {
-			case fencing.Token:
-				it.tok = uint64(v)
-			case uint64:
-				it.tok = v
-			case int64:
-				it.tok = uint64(v)
-			}
-		case "reason":
-			it.s = a.Value.String()
-		}
-		return true
-	})
-	h.in.w.stage(it)
-	return nil
+func (o termObserver) Demoted(tok uint64, reason string) {
+	o.in.w.stage(item{in: o.in, src: srcRunner, kind: itDemoted, tok: tok, s: reason})
 }
 
 // goroutines maps the IDs of a synctest bubble's goroutines to their stacks.

@@ -1,0 +1,252 @@
+// Package driver carries out the decisions of an election.Machine: it turns
+// each Output into store calls, a wake-up timer, callbacks and barriers,
+// through a small Effects interface, and feeds the Machine the results. It
+// starts no goroutines and reads no clock but through Effects, so the same
+// code runs a tenure.Candidate (goroutines, the real clock) and the
+// simulator's fast tier (one thread, a virtual clock): a change here cannot
+// make the two disagree.
+//
+// A Driver is not safe for concurrent use: one goroutine (or the
+// simulator's scheduler) calls it, one event at a time.
+package driver
+
+import (
+	"errors"
+	"time"
+
+	"github.com/tenure-go/tenure/election"
+	"github.com/tenure-go/tenure/lease"
+)
+
+// Machine is the decision logic a Driver runs: *election.Machine, or a
+// simulator's baseline.
+type Machine interface {
+	Start(now time.Time) election.Output
+	Tick(now time.Time) election.Output
+	Done(now time.Time, res election.Result) election.Output
+	Stop(now time.Time) election.Output
+	Release(now time.Time) election.Output
+	CallbacksDone(now time.Time) election.Output
+	Leader() election.Leader
+	Term() (election.Term, bool)
+	Err() error
+}
+
+// Barrier names a point in the callback queue that the Driver waits for.
+type Barrier int
+
+const (
+	// Held follows the callbacks of a term that ended: until it is
+	// reached, the Machine does not campaign.
+	Held Barrier = iota + 1
+	// Drained follows every callback queued before the stop: the release
+	// goes out only once it is reached.
+	Drained
+)
+
+// Effects is what a Driver asks of the runtime around it. The Driver calls
+// them from the goroutine that calls it, in the order listed within one
+// step: Cancel, Send, Publish, the events in order (Elected, Demoted and
+// their Barrier, Anomaly), LeaderChanged with the latest leader, Wake.
+type Effects interface {
+	// Now reads the clock that the Machine's times come from.
+	Now() time.Time
+	// Send starts a store call; its outcome comes back through
+	// Driver.Result.
+	Send(op election.Op)
+	// Cancel abandons the call in flight: its result will be ignored.
+	Cancel(id uint64)
+	// Wake arranges for Driver.Tick at the given instant, replacing any
+	// earlier wake-up; the zero time cancels it. It is called only when
+	// the instant changes.
+	Wake(at time.Time)
+	// ReleaseTimer arranges for Driver.GiveUp once d has passed.
+	ReleaseTimer(d time.Duration)
+	// Publish reports what the Machine knows now, before any callback of
+	// this step is queued.
+	Publish(s Snapshot)
+	// Elected begins a term: make its context and queue OnElected.
+	Elected(t election.Term)
+	// Demoted ends the current term: cancel its context, then queue
+	// OnDemoted.
+	Demoted(t election.Term, r election.Reason)
+	// LeaderChanged reports the observed leader, at most once a step.
+	LeaderChanged(l election.Leader)
+	// Anomaly reports a misbehaving store or a duplicate ID, to log.
+	Anomaly(err error)
+	// Barrier queues b behind the callbacks queued so far; Driver.Reached
+	// is called once they have all returned.
+	Barrier(b Barrier)
+}
+
+// Snapshot is what the Machine knows after a step.
+type Snapshot struct {
+	Leader  election.Leader
+	Term    election.Term // while Leading
+	Leading bool
+	Err     error
+}
+
+// Driver runs one Machine until it is done.
+type Driver struct {
+	m       Machine
+	fx      Effects
+	release time.Duration // bound on the release after Drained
+
+	op       uint64    // the call in flight
+	wake     time.Time // the wake-up asked of Effects, if wakeSet
+	wakeSet  bool
+	answered bool // a store call has been answered
+	stopping bool
+	held     bool      // a Held barrier is pending
+	ended    time.Time // when the last term ended
+	applying bool      // inside step: a barrier reached now waits for its end
+	reached  []Barrier
+	done     bool
+	gaveUp   bool
+}
+
+// New returns a Driver for m. release bounds the release after Stop (the
+// Candidate's ReleaseTimeout).
+func New(m Machine, fx Effects, release time.Duration) *Driver {
+	return &Driver{m: m, fx: fx, release: release}
+}
+
+// Start begins campaigning.
+func (d *Driver) Start() { d.step(d.m.Start(d.fx.Now())) }
+
+// Tick is the wake-up Effects.Wake arranged.
+func (d *Driver) Tick() {
+	d.wakeSet = false
+	d.step(d.m.Tick(d.fx.Now()))
+}
+
+// Result reports the outcome of a store call. It returns the error when the
+// first answer of the run is an error that retrying cannot cure
+// (lease.ErrPermanent): the caller should give up at once.
+func (d *Driver) Result(res election.Result) error {
+	if !d.answered {
+		switch {
+		case res.Err != nil && errors.Is(res.Err, lease.ErrPermanent):
+			d.done = true
+			return res.Err
+		case res.Err == nil || errors.Is(res.Err, lease.ErrNotFound) || errors.Is(res.Err, lease.ErrConflict):
+			d.answered = true
+		}
+	}
+	d.step(d.m.Done(d.fx.Now(), res))
+	return nil
+}
+
+// Stop ends campaigning: the term ends, and once the callbacks queued so far
+// have returned (Drained) the lease is released. A second call does nothing.
+func (d *Driver) Stop() {
+	if d.stopping || d.done {
+		return
+	}
+	d.stopping, d.held = true, false // no campaign now: only the release waits
+	d.step(d.m.Stop(d.fx.Now()))
+	d.fx.Barrier(Drained)
+}
+
+// Stopping reports whether Stop was called.
+func (d *Driver) Stopping() bool { return d.stopping }
+
+// Reached reports that a barrier was reached: every callback queued before
+// it has returned. A barrier reached while the Driver is in a step (the
+// simulator runs callbacks synchronously) is taken once the step is over,
+// as a goroutine running the Driver would.
+func (d *Driver) Reached(b Barrier) {
+	if d.applying {
+		d.reached = append(d.reached, b)
+		return
+	}
+	d.take(b)
+}
+
+func (d *Driver) take(b Barrier) {
+	switch {
+	case d.done:
+	case b == Held && d.held && !d.stopping:
+		d.held = false
+		d.step(d.m.CallbacksDone(d.fx.Now()))
+	case b == Drained:
+		d.fx.ReleaseTimer(d.release)
+		d.step(d.m.Release(d.fx.Now()))
+	}
+}
+
+// GiveUp is the end of the release timer: the release was not confirmed.
+func (d *Driver) GiveUp() {
+	if !d.done {
+		d.done, d.gaveUp = true, true
+	}
+}
+
+// Machine returns the Machine the Driver runs.
+func (d *Driver) Machine() Machine { return d.m }
+
+// Done reports whether the run is over: released, given up, or failed at
+// the start.
+func (d *Driver) Done() bool { return d.done }
+
+// GaveUp reports whether the release timer ended the run.
+func (d *Driver) GaveUp() bool { return d.gaveUp }
+
+// Held reports whether a term's callbacks are still running since the term
+// ended at the returned instant: the Machine does not campaign meanwhile.
+func (d *Driver) Held() (time.Time, bool) { return d.ended, d.held }
+
+// step carries out an Output.
+func (d *Driver) step(out election.Output) {
+	d.applying = true
+	if out.Abandon != 0 && out.Abandon == d.op {
+		d.fx.Cancel(d.op)
+	}
+	if out.Op != nil {
+		d.op = out.Op.ID
+		d.fx.Send(*out.Op)
+	}
+	s := Snapshot{Leader: d.m.Leader(), Err: d.m.Err()}
+	s.Term, s.Leading = d.m.Term()
+	d.fx.Publish(s)
+	var leader *election.Leader
+	for _, e := range out.Events {
+		switch e.Kind {
+		case election.EventElected:
+			d.fx.Elected(e.Term)
+		case election.EventDemoted:
+			d.fx.Demoted(e.Term, e.Reason)
+			if !d.stopping {
+				d.ended, d.held = d.fx.Now(), true
+				d.fx.Barrier(Held)
+			}
+		case election.EventLeaderChanged:
+			leader = &e.Leader // only the latest is reported
+		case election.EventAnomaly:
+			d.fx.Anomaly(e.Err)
+		}
+	}
+	if leader != nil {
+		d.fx.LeaderChanged(*leader)
+	}
+	if out.Done {
+		d.done = true
+	}
+	switch {
+	case out.Wake.IsZero() || d.done:
+		if d.wakeSet {
+			d.wakeSet = false
+			d.fx.Wake(time.Time{})
+		}
+	case !d.wakeSet || !out.Wake.Equal(d.wake):
+		d.wake, d.wakeSet = out.Wake, true
+		d.fx.Wake(out.Wake)
+	}
+	d.applying = false
+	for len(d.reached) > 0 {
+		b := d.reached[0]
+		d.reached = d.reached[1:]
+		d.take(b)
+	}
+}
