@@ -134,8 +134,8 @@ type runner struct {
 	results chan election.Result // store call results; senders give up on quit
 	quit    chan struct{}        // closed when the loop stops listening
 	panics  chan *CallbackPanic
-	held    chan struct{} // size 1: the Held barrier was reached
-	drained chan struct{} // size 1: the Drained barrier was reached
+	held    chan struct{}  // size 1: the Held barrier was reached
+	drained chan struct{}  // size 1: the Drained barrier was reached
 	wg      sync.WaitGroup // every goroutine Run started
 
 	runCtx   context.Context

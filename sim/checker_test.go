@@ -16,7 +16,7 @@ var expired = tenure.ReasonExpired.String()
 // checker by hand.
 func testWorld(t *testing.T) (*world, *instance, *instance) {
 	t.Helper()
-	w := newWorld(Lookup("steady-state"), 1, Options{}, false)
+	w := newWorld(Lookup("steady-state"), 1, Options{}, newFastRun)
 	mk := func(n *node) *instance {
 		n.clk.ppb = 0 // readings advance with true time
 		in := &instance{w: w, node: n, num: len(w.insts), ID: n.Name, label: n.Name, cfg: n.spec.config(n.Name), resumedAt: -1}

@@ -43,7 +43,7 @@ func (f *fastRun) over(t *fastTerm) bool {
 	return t.cancelled || !t.deadline.IsZero() && !f.now().Before(t.deadline)
 }
 
-func newFastRun(in *instance) *fastRun {
+func newFastRun(in *instance) instRuntime {
 	f := &fastRun{in: in, w: in.w}
 	c := in.cfg
 	ec := election.Config{
@@ -269,8 +269,8 @@ type job struct {
 	term    *fastTerm
 	reason  string
 	leader  election.Leader
-	waiting bool   // jElected: waiting for the next round of work
-	tm      *timer // what it waits for
+	waiting bool           // jElected: waiting for the next round of work
+	tm      *timer         // what it waits for
 	barrier driver.Barrier // jBarrier
 }
 

@@ -48,7 +48,7 @@ type Options struct {
 	Strategy Strategy
 	Resource Resource
 	Trace    io.Writer // the event trace as text; nil for none (its hash is always kept)
-	Timeline bool      // keep what WriteSVG draws
+	Timeline bool      // keep a Timeline of the run in Result.Timeline
 }
 
 // Result is what a run found.
@@ -69,7 +69,7 @@ type Result struct {
 	Lines   int64         // trace lines
 	Hash    uint64        // hash of the trace: equal seeds give equal hashes
 
-	tl *timeline
+	Timeline *Timeline // with Options.Timeline
 }
 
 // Failed reports whether the run broke an invariant its scenario promises.
@@ -110,7 +110,7 @@ func (r *Result) String() string {
 // naive strategy) driven single-threaded by a model of the Candidate's loop.
 func Run(sc *Scenario, seed uint64, opt Options) *Result {
 	start := time.Now()
-	w := newWorld(sc, seed, opt, false)
+	w := newWorld(sc, seed, opt, newFastRun)
 	w.settle = func(*instance) { w.flush() }
 	w.run()
 	w.finish()
@@ -139,7 +139,7 @@ func (w *world) result(tier string) *Result {
 		Events:     w.events,
 		Lines:      w.tr.lines,
 		Hash:       w.tr.h,
-		tl:         w.tl,
+		Timeline:   w.tl,
 	}
 	r.Options.Trace = nil
 	if w.tl != nil {

@@ -245,23 +245,6 @@ func TestScenarioNames(t *testing.T) {
 	}
 }
 
-func TestWriteSVG(t *testing.T) {
-	r := Run(Lookup("gc-pause"), 1, Options{Timeline: true})
-	var b bytes.Buffer
-	if err := r.WriteSVG(&b); err != nil {
-		t.Fatal(err)
-	}
-	svg := b.String()
-	for _, s := range []string{"<svg", "gc-pause, seed 1", "paused", "write refused", "wall ", "</svg>"} {
-		if !strings.Contains(svg, s) {
-			t.Errorf("SVG lacks %q", s)
-		}
-	}
-	if err := Run(Lookup("gc-pause"), 1, Options{}).WriteSVG(&b); err != ErrNoTimeline {
-		t.Fatalf("WriteSVG without a timeline: %v", err)
-	}
-}
-
 // TestParallelRunsShareNothing runs the same seed on many goroutines: a
 // shared variable between runs would show as a race or a differing hash.
 func TestParallelRunsShareNothing(t *testing.T) {

@@ -48,7 +48,7 @@ type world struct {
 	res   *resource
 	chk   *checker
 	tr    *tracer
-	tl    *timeline // nil unless Options.Timeline
+	tl    *Timeline // nil unless Options.Timeline
 
 	triggers []trigger
 	healed   bool // heal ran: brownouts that end later leave the store healthy
@@ -57,7 +57,7 @@ type world struct {
 	// settle lets the instance that just received an event (nil: any) run
 	// until it is idle, then flushes what it staged.
 	settle func(in *instance)
-	real   bool
+	runtime func(*instance) instRuntime // makes what runs an instance
 
 	mu     sync.Mutex // guards staged and every instance.n: real-tier goroutines stage concurrently
 	staged []item
@@ -292,7 +292,9 @@ func (q *eventQueue) pop() event {
 	return e
 }
 
-func newWorld(sc *Scenario, seed uint64, opt Options, real bool) *world {
+// newWorld returns a world whose instances runtime makes: newFastRun for
+// the fast tier; the real tier (a test) passes its own.
+func newWorld(sc *Scenario, seed uint64, opt Options, runtime func(*instance) instRuntime) *world {
 	plan := sc.plan(seed)
 	w := &world{
 		sc:   sc,
@@ -300,11 +302,11 @@ func newWorld(sc *Scenario, seed uint64, opt Options, real bool) *world {
 		opt:  opt,
 		seed: seed,
 		rng:  rand.New(rand.NewPCG(seed, 0x5eed_0001)),
-		real: real,
+		runtime: runtime,
 	}
 	w.tr = newTracer(opt.Trace)
 	if opt.Timeline {
-		w.tl = &timeline{}
+		w.tl = &Timeline{}
 	}
 	w.store = newStore(w, plan.Latency, plan.Faults)
 	w.res = &resource{w: w, fenced: opt.Resource != Unfenced}
@@ -595,16 +597,9 @@ func (w *world) startOn(n *node, id string) *instance {
 	if w.tl != nil {
 		w.tl.up(n, w.now)
 	}
-	in.rt = w.newRuntime(in)
+	in.rt = w.runtime(in)
 	in.rt.start()
 	return in
-}
-
-func (w *world) newRuntime(in *instance) instRuntime {
-	if w.real {
-		return newRealRun(in)
-	}
-	return newFastRun(in)
 }
 
 // restart starts the next process on n: with n's first ID, or with a new one.

@@ -256,7 +256,7 @@ func writeSVG(path string, r *sim.Result) error {
 	if err != nil {
 		return err
 	}
-	if err := r.WriteSVG(f); err != nil {
+	if err := writeTimeline(f, r); err != nil {
 		f.Close()
 		return err
 	}

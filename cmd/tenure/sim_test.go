@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/tenure-go/tenure/sim"
 )
 
 func runTenure(t *testing.T, args ...string) (code int, stdout, stderr string) {
@@ -94,5 +96,22 @@ func TestSimUsageErrors(t *testing.T) {
 	}
 	if code, _, errs := runTenure(t, "sim", "-h"); code != 0 || !strings.Contains(errs, "drift-beyond-bound") {
 		t.Errorf("-h: exit %d, want 0 and the usage listing the scenarios:\n%s", code, errs)
+	}
+}
+
+func TestTimelineSVG(t *testing.T) {
+	r := sim.Run(sim.Lookup("gc-pause"), 1, sim.Options{Timeline: true})
+	var b bytes.Buffer
+	if err := writeTimeline(&b, r); err != nil {
+		t.Fatal(err)
+	}
+	svg := b.String()
+	for _, s := range []string{"<svg", "gc-pause, seed 1", "paused", "write refused", "wall ", "I1", "</svg>"} {
+		if !strings.Contains(svg, s) {
+			t.Errorf("SVG lacks %q", s)
+		}
+	}
+	if err := writeTimeline(&b, sim.Run(sim.Lookup("gc-pause"), 1, sim.Options{})); err != errNoTimeline {
+		t.Fatalf("without a timeline: %v", err)
 	}
 }

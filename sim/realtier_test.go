@@ -35,7 +35,7 @@ func RunReal(t *testing.T, sc *Scenario, seed uint64, opt Options) *Result {
 	start := time.Now()
 	var r *Result
 	synctest.Test(t, func(t *testing.T) {
-		w := newWorld(sc, seed, opt, true)
+		w := newWorld(sc, seed, opt, newRealRun)
 		w.settle = w.settleReal
 		before := bubble()
 		w.run()
@@ -77,7 +77,7 @@ type realRun struct {
 	ctxTok uint64
 }
 
-func newRealRun(in *instance) *realRun { return &realRun{in: in} }
+func newRealRun(in *instance) instRuntime { return &realRun{in: in} }
 
 func (r *realRun) start() {
 	in := r.in
