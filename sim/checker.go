@@ -73,7 +73,7 @@ func (c *checker) violate(inv Invariant, in *instance, msg string) {
 	if len(c.viol) < maxKept {
 		c.viol = append(c.viol, Violation{Inv: inv, At: c.w.now, Msg: msg})
 	}
-	c.w.trace(in, line{what: mViolation, a: int64(inv), s: msg})
+	c.w.trace(in, line{what: mViolation, code: int64(inv), text: msg})
 	if tl := c.w.tl; tl != nil {
 		tl.violation(c.w.now, inv)
 	}
@@ -82,7 +82,7 @@ func (c *checker) violate(inv Invariant, in *instance, msg string) {
 // elected: in's loop began a term with token tok. I1, I2.
 func (c *checker) elected(in *instance, tok uint64) {
 	w := c.w
-	w.trace(in, line{what: mElected, a: int64(tok)})
+	w.trace(in, line{what: mElected, tok: int64(tok)})
 	if t := c.open[in]; t != nil {
 		c.violate(Callbacks, in, fmt.Sprintf("%s elected with token %d while its term %d is open", in.label, tok, t.tok))
 	}
@@ -110,7 +110,7 @@ func (c *checker) elected(in *instance, tok uint64) {
 // demoted: in's loop ended its term and cancelled the term's context.
 func (c *checker) demoted(in *instance, tok uint64, reason string) {
 	w := c.w
-	w.trace(in, line{what: mDemoted, a: int64(tok), s: reason})
+	w.trace(in, line{what: mDemoted, tok: int64(tok), text: reason})
 	t := c.open[in]
 	if t == nil || t.tok != tok {
 		c.violate(Callbacks, in, fmt.Sprintf("%s demoted from token %d without such a term", in.label, tok))
@@ -149,7 +149,7 @@ func (c *checker) crashed(in *instance) {
 }
 
 func (c *checker) cbElected(in *instance, tok uint64) {
-	c.w.trace(in, line{what: mOnElected, a: int64(tok)})
+	c.w.trace(in, line{what: mOnElected, tok: int64(tok)})
 	if in.cb.open {
 		c.violate(Callbacks, in, fmt.Sprintf("%s: OnElected(%d) before OnDemoted(%d)", in.label, tok, in.cb.tok))
 	}
@@ -165,7 +165,7 @@ func (c *checker) cbReturned(in *instance) {
 }
 
 func (c *checker) cbDemoted(in *instance, tok uint64, reason string, ctxDone bool) {
-	c.w.trace(in, line{what: mOnDemoted, a: int64(tok), s: reason})
+	c.w.trace(in, line{what: mOnDemoted, tok: int64(tok), text: reason})
 	switch {
 	case !in.cb.open:
 		c.violate(Callbacks, in, fmt.Sprintf("%s: OnDemoted(%d) without OnElected", in.label, tok))
@@ -323,7 +323,7 @@ func (r *resource) write(in *instance, tok uint64) {
 	if fate == wAccepted && tok < prev {
 		fate = wStale
 	}
-	w.trace(in, line{what: mWrite, a: int64(tok), b: int64(fate), c: int64(prev)})
+	w.trace(in, line{what: mWrite, tok: int64(tok), code: int64(fate), prev: int64(prev)})
 	if w.tl != nil {
 		w.tl.write(in.node, w.now, fate)
 	}

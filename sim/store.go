@@ -93,16 +93,16 @@ func (s *store) send(r *request) {
 				w.chk.violate(Callbacks, in, fmt.Sprintf("%s released the lease before the callbacks of its term returned", in.label))
 			}
 		}
-		w.trace(in, line{what: mSend, a: r.id, b: int64(r.kind), c: int64(r.rec.Token), s: string(r.expect), t: flags})
+		w.trace(in, line{what: mSend, req: r.id, op: int64(r.kind), tok: int64(r.rec.Token), text: string(r.expect), flags: flags})
 		if s.exists && r.rec.Token == s.rec.Token && r.rec.Holder == s.rec.Holder && !r.rec.Released {
 			w.hook(hookRenewalSent, in)
 		}
 	} else {
-		w.trace(in, line{what: mSend, a: r.id, b: int64(r.kind)})
+		w.trace(in, line{what: mSend, req: r.id, op: int64(r.kind)})
 	}
 	if in.node.cut {
 		w.chk.stats.Dropped++
-		w.trace(in, line{what: mDrop, a: r.id, s: "cut off from the store"})
+		w.trace(in, line{what: mDrop, req: r.id, text: "cut off from the store"})
 		return
 	}
 	up, down := s.lat.draw(w.rng), s.lat.draw(w.rng)
@@ -140,10 +140,10 @@ func (s *store) arrive(r *request) {
 	case election.OpGet:
 		if !s.exists {
 			r.res = reply{err: lease.NotFound(leaseName)}
-			w.trace(in, line{what: mApply, a: r.id, b: int64(r.kind), c: oNotFound})
+			w.trace(in, line{what: mApply, req: r.id, op: int64(r.kind), code: oNotFound})
 		} else {
 			r.res = reply{rec: s.rec.Clone(), ver: s.ver}
-			w.trace(in, line{what: mApply, a: r.id, b: int64(r.kind), c: oOK, s: string(s.ver), t: s.rec.Holder, d: int64(s.rec.Token)})
+			w.trace(in, line{what: mApply, req: r.id, op: int64(r.kind), code: oOK, text: string(s.ver), holder: s.rec.Holder, tok: int64(s.rec.Token)})
 		}
 	case election.OpPut:
 		if s.exists != (r.expect != lease.NoVersion) || s.exists && s.ver != r.expect {
@@ -153,7 +153,7 @@ func (s *store) arrive(r *request) {
 			} else {
 				r.res = reply{err: &lease.ConflictError{Name: leaseName, Current: s.rec.Clone(), Version: s.ver, Found: s.exists}}
 			}
-			w.trace(in, line{what: mApply, a: r.id, b: int64(r.kind), c: oConflict, s: string(s.ver)})
+			w.trace(in, line{what: mApply, req: r.id, op: int64(r.kind), code: oConflict, text: string(s.ver)})
 			break
 		}
 		s.checkWrite(in, r.rec)
@@ -169,11 +169,11 @@ func (s *store) arrive(r *request) {
 		s.ver = lease.Version("v" + strconv.Itoa(s.verN))
 		s.rec, s.exists = r.rec.Clone(), true
 		r.res = reply{ver: s.ver}
-		w.trace(in, line{what: mApply, a: r.id, b: int64(r.kind), c: oOK, s: string(s.ver), t: r.rec.Holder, d: int64(r.rec.Token)})
+		w.trace(in, line{what: mApply, req: r.id, op: int64(r.kind), code: oOK, text: string(s.ver), holder: r.rec.Holder, tok: int64(r.rec.Token)})
 		if r.renewal && chance(w.rng, s.f.LostRenewPPM) || takeover && chance(w.rng, s.f.LostTakeoverPPM) {
 			w.chk.stats.Lost++
 			if !chance(w.rng, s.f.LostAsErrorPPM) {
-				w.trace(in, line{what: mLost, a: r.id, s: "the answer is lost"})
+				w.trace(in, line{what: mLost, req: r.id, text: "the answer is lost"})
 				return
 			}
 			r.res = reply{err: fmt.Errorf("put lease %q: %w", leaseName, ErrReset)}
@@ -212,16 +212,16 @@ func (s *store) respond(e *event) {
 	w.mu.Unlock()
 	switch {
 	case abandoned:
-		w.trace(in, line{what: mLost, a: r.id, s: "the caller gave up"})
+		w.trace(in, line{what: mLost, req: r.id, text: "the caller gave up"})
 		return
 	case in.node.cut:
-		w.trace(in, line{what: mLost, a: r.id, s: "cut off from the store"})
+		w.trace(in, line{what: mLost, req: r.id, text: "cut off from the store"})
 		return
 	case in.paused:
 		in.held = append(in.held, *e)
 		return
 	}
-	w.trace(in, line{what: mRecv, a: r.id, b: outcome(r.res.err), s: string(r.res.ver)})
+	w.trace(in, line{what: mRecv, req: r.id, code: outcome(r.res.err), text: string(r.res.ver)})
 	in.rt.deliver(r)
 	w.settle(in)
 	if r.renewal && r.res.err == nil {

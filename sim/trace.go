@@ -17,23 +17,23 @@ import (
 type msg uint8
 
 const (
-	mFault       msg = iota + 1 // s: what the scheduler did
-	mSend                       // a: request, b: op kind, c: token, s: expected version, t: flags
-	mDrop                       // a: request, s: why it never reached the store
-	mApply                      // a: request, b: op kind, c: outcome, d: token, s: version, t: holder
-	mRecv                       // a: request, b: outcome, s: version or error
-	mLost                       // a: request, s: why the answer never arrived
-	mElected                    // a: token
-	mDemoted                    // a: token, s: reason
-	mOnElected                  // a: token
+	mFault       msg = iota + 1 // text: what the scheduler did
+	mSend                       // req, op, tok, text: expected version, flags
+	mDrop                       // req, text: why it never reached the store
+	mApply                      // req, op, code: outcome, tok, text: version, holder
+	mRecv                       // req, code: outcome, text: version or error
+	mLost                       // req, text: why the answer never arrived
+	mElected                    // tok
+	mDemoted                    // tok, text: reason
+	mOnElected                  // tok
 	mReturned                   // OnElected returned
-	mOnDemoted                  // a: token, s: reason
+	mOnDemoted                  // tok, text: reason
 	mDemotedDone                // OnDemoted returned
-	mOnLeader                   // a: token, s: holder
-	mCheck                      // a: token
-	mWrite                      // a: token, b: fate, c: highest token accepted before
-	mRunDone                    // s: Run's error, if any
-	mViolation                  // a: invariant, s: message
+	mOnLeader                   // tok, holder
+	mCheck                      // tok
+	mWrite                      // tok, code: fate, prev
+	mRunDone                    // text: Run's error, if any
+	mViolation                  // code: invariant, text: message
 )
 
 // Outcomes of a store request (mApply, mRecv).
@@ -51,11 +51,17 @@ const (
 	wStale // accepted with a stale token: an I3 violation
 )
 
+// line is one trace line; which fields it uses depends on what (see msg).
 type line struct {
-	what    msg
-	a, b, c int64
-	d       int64
-	s, t    string
+	what   msg
+	req    int64  // request number
+	op     int64  // op kind: 1 get, 2 put
+	tok    int64  // token
+	code   int64  // outcome (mApply, mRecv), fate (mWrite), invariant (mViolation)
+	prev   int64  // mWrite: the highest token accepted before
+	text   string // what happened, a version, a reason, a message
+	holder string // mApply: the record's holder; mOnLeader: the leader
+	flags  string // mSend: "released"
 }
 
 type tracer struct {
@@ -79,12 +85,14 @@ func (t *tracer) add(now time.Duration, who string, l line) {
 	h = mix(h, uint64(now))
 	h = mixString(h, who)
 	h = mix(h, uint64(l.what))
-	h = mix(h, uint64(l.a))
-	h = mix(h, uint64(l.b))
-	h = mix(h, uint64(l.c))
-	h = mix(h, uint64(l.d))
-	h = mixString(h, l.s)
-	h = mixString(h, l.t)
+	h = mix(h, uint64(l.req))
+	h = mix(h, uint64(l.op))
+	h = mix(h, uint64(l.tok))
+	h = mix(h, uint64(l.code))
+	h = mix(h, uint64(l.prev))
+	h = mixString(h, l.text)
+	h = mixString(h, l.holder)
+	h = mixString(h, l.flags)
 	t.h = h
 	if t.out == nil {
 		return
@@ -140,125 +148,125 @@ var outcomeNames = [...]string{"", "ok", "conflict", "not found", "error"}
 
 func (l line) format(b []byte) []byte {
 	num := func(b []byte, v int64) []byte { return strconv.AppendInt(b, v, 10) }
-	req := func(b []byte) []byte { return num(append(b, '#'), l.a) }
+	req := func(b []byte) []byte { return num(append(b, '#'), l.req) }
 	switch l.what {
 	case mFault:
-		b = append(b, l.s...)
+		b = append(b, l.text...)
 	case mSend:
 		b = append(b, "send "...)
-		b = append(b, opNames[l.b]...)
+		b = append(b, opNames[l.op]...)
 		b = append(b, ' ')
 		b = req(b)
-		if l.b == 2 {
+		if l.op == 2 {
 			b = append(b, " token="...)
-			b = num(b, l.c)
+			b = num(b, l.tok)
 			b = append(b, " expect="...)
-			if l.s == "" {
+			if l.text == "" {
 				b = append(b, "none"...)
 			} else {
-				b = append(b, l.s...)
+				b = append(b, l.text...)
 			}
-			if l.t != "" {
+			if l.flags != "" {
 				b = append(b, ' ')
-				b = append(b, l.t...)
+				b = append(b, l.flags...)
 			}
 		}
 	case mDrop:
 		b = append(b, "drop "...)
 		b = req(b)
 		b = append(b, ": "...)
-		b = append(b, l.s...)
+		b = append(b, l.text...)
 	case mApply:
 		b = append(b, "store "...)
-		b = append(b, opNames[l.b]...)
+		b = append(b, opNames[l.op]...)
 		b = append(b, ' ')
 		b = req(b)
 		b = append(b, ": "...)
-		b = append(b, outcomeNames[l.c]...)
-		if l.s != "" {
+		b = append(b, outcomeNames[l.code]...)
+		if l.text != "" {
 			b = append(b, ' ')
-			b = append(b, l.s...)
+			b = append(b, l.text...)
 		}
-		if l.t != "" {
+		if l.holder != "" {
 			b = append(b, " holder="...)
-			b = append(b, l.t...)
+			b = append(b, l.holder...)
 			b = append(b, " token="...)
-			b = num(b, l.d)
+			b = num(b, l.tok)
 		}
 	case mRecv:
 		b = append(b, "recv "...)
 		b = req(b)
 		b = append(b, ": "...)
-		b = append(b, outcomeNames[l.b]...)
-		if l.s != "" {
+		b = append(b, outcomeNames[l.code]...)
+		if l.text != "" {
 			b = append(b, ' ')
-			b = append(b, l.s...)
+			b = append(b, l.text...)
 		}
 	case mLost:
 		b = append(b, "lose "...)
 		b = req(b)
 		b = append(b, ": "...)
-		b = append(b, l.s...)
+		b = append(b, l.text...)
 	case mElected:
 		b = append(b, "ELECTED token="...)
-		b = num(b, l.a)
+		b = num(b, l.tok)
 	case mDemoted:
 		b = append(b, "DEMOTED token="...)
-		b = num(b, l.a)
+		b = num(b, l.tok)
 		b = append(b, " ("...)
-		b = append(b, l.s...)
+		b = append(b, l.text...)
 		b = append(b, ')')
 	case mOnElected:
 		b = append(b, "OnElected token="...)
-		b = num(b, l.a)
+		b = num(b, l.tok)
 	case mReturned:
 		b = append(b, "OnElected returned"...)
 	case mOnDemoted:
 		b = append(b, "OnDemoted token="...)
-		b = num(b, l.a)
+		b = num(b, l.tok)
 		b = append(b, " ("...)
-		b = append(b, l.s...)
+		b = append(b, l.text...)
 		b = append(b, ')')
 	case mDemotedDone:
 		b = append(b, "OnDemoted returned"...)
 	case mOnLeader:
 		b = append(b, "OnLeaderChange "...)
-		if l.s == "" {
+		if l.holder == "" {
 			b = append(b, "none"...)
 		} else {
-			b = append(b, l.s...)
+			b = append(b, l.holder...)
 			b = append(b, " token="...)
-			b = num(b, l.a)
+			b = num(b, l.tok)
 		}
 	case mCheck:
 		b = append(b, "check token="...)
-		b = num(b, l.a)
+		b = num(b, l.tok)
 	case mWrite:
 		b = append(b, "write token="...)
-		b = num(b, l.a)
-		switch l.b {
+		b = num(b, l.tok)
+		switch l.code {
 		case wAccepted:
 			b = append(b, ": accepted"...)
 		case wRefused:
 			b = append(b, ": refused, token "...)
-			b = num(b, l.c)
+			b = num(b, l.prev)
 			b = append(b, " already accepted"...)
 		case wStale:
 			b = append(b, ": ACCEPTED although token "...)
-			b = num(b, l.c)
+			b = num(b, l.prev)
 			b = append(b, " was accepted before"...)
 		}
 	case mRunDone:
 		b = append(b, "Run returned"...)
-		if l.s != "" {
+		if l.text != "" {
 			b = append(b, ": "...)
-			b = append(b, l.s...)
+			b = append(b, l.text...)
 		}
 	case mViolation:
 		b = append(b, "VIOLATION "...)
-		b = append(b, Invariant(l.a).String()...)
+		b = append(b, Invariant(l.code).String()...)
 		b = append(b, ": "...)
-		b = append(b, l.s...)
+		b = append(b, l.text...)
 	}
 	return b
 }

@@ -56,7 +56,7 @@ type world struct {
 
 	// settle lets the instance that just received an event (nil: any) run
 	// until it is idle, then flushes what it staged.
-	settle func(in *instance)
+	settle  func(in *instance)
 	runtime func(*instance) instRuntime // makes what runs an instance
 
 	mu     sync.Mutex // guards staged and every instance.n: real-tier goroutines stage concurrently
@@ -297,11 +297,11 @@ func (q *eventQueue) pop() event {
 func newWorld(sc *Scenario, seed uint64, opt Options, runtime func(*instance) instRuntime) *world {
 	plan := sc.plan(seed)
 	w := &world{
-		sc:   sc,
-		plan: plan,
-		opt:  opt,
-		seed: seed,
-		rng:  rand.New(rand.NewPCG(seed, 0x5eed_0001)),
+		sc:      sc,
+		plan:    plan,
+		opt:     opt,
+		seed:    seed,
+		rng:     rand.New(rand.NewPCG(seed, 0x5eed_0001)),
 		runtime: runtime,
 	}
 	w.tr = newTracer(opt.Trace)
@@ -464,7 +464,7 @@ func (w *world) process(it *item) {
 		in.finished = true
 		w.running--
 		if !in.crashed {
-			w.trace(in, line{what: mRunDone, s: it.s})
+			w.trace(in, line{what: mRunDone, text: it.s})
 		}
 		if w.tl != nil && in == in.node.cur {
 			w.tl.down(in.node, w.now)
@@ -493,9 +493,9 @@ func (w *world) process(it *item) {
 	case itCbDemotedDone:
 		w.chk.cbDemotedDone(in)
 	case itCbLeader:
-		w.trace(in, line{what: mOnLeader, a: int64(it.tok), s: it.s})
+		w.trace(in, line{what: mOnLeader, tok: int64(it.tok), holder: it.s})
 	case itCheck:
-		w.trace(in, line{what: mCheck, a: int64(it.tok)})
+		w.trace(in, line{what: mCheck, tok: int64(it.tok)})
 		w.hook(hookCheck, in)
 	case itWrite:
 		w.res.write(in, it.tok)
@@ -562,7 +562,7 @@ func (w *world) trace(in *instance, l line) {
 }
 
 func (w *world) fault(who, format string, args ...any) {
-	w.tr.add(w.now, who, line{what: mFault, s: fmt.Sprintf(format, args...)})
+	w.tr.add(w.now, who, line{what: mFault, text: fmt.Sprintf(format, args...)})
 }
 
 // Scenario actions. They run as events, in both tiers alike. Once heal has
