@@ -302,8 +302,8 @@ func (r *runner) Demoted(_ election.Term, why election.Reason) {
 }
 
 func (r *runner) LeaderChanged(el election.Leader) {
-	l := Leader{ID: el.Holder, Token: fencing.Token(el.Token), Payload: el.Payload}
-	r.log(slog.LevelDebug, "leader changed", "leader", l.ID, "token", l.Token)
+	l := Leader{Holder: el.Holder, Token: fencing.Token(el.Token), Payload: el.Payload}
+	r.log(slog.LevelDebug, "leader changed", "leader", l.Holder, "token", l.Token)
 	if r.notify != nil {
 		r.notify.push(l)
 	}
@@ -316,7 +316,7 @@ func (r *runner) Anomaly(err error) { r.log(slog.LevelError, "lease anomaly", "e
 func (r *runner) Publish(snap driver.Snapshot) {
 	l := snap.Leader
 	s := Status{
-		Leader: Leader{ID: l.Holder, Token: fencing.Token(l.Token), Payload: l.Payload},
+		Leader: Leader{Holder: l.Holder, Token: fencing.Token(l.Token), Payload: l.Payload},
 		Err:    snap.Err,
 	}
 	if snap.Leading {

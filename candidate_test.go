@@ -139,7 +139,7 @@ func (w *world) callbacks(node string, work func(ctx context.Context)) tenure.Ca
 			w.enter(node + "/leader")
 			defer w.leave(node + "/leader")
 			w.mu.Lock()
-			w.leaders = append(w.leaders, node+" saw "+l.ID)
+			w.leaders = append(w.leaders, node+" saw "+l.Holder)
 			w.mu.Unlock()
 		},
 	}
@@ -217,7 +217,7 @@ func TestFirstElection(t *testing.T) {
 			t.Fatalf("term = %+v, want a elected at once with token 1", tm)
 		}
 		st := a.c.Status()
-		if !st.Leading || st.Token != tok(1) || st.Leader.ID != "a" || !st.Deadline.Equal(t0.Add(8990*time.Millisecond)) {
+		if !st.Leading || st.Token != tok(1) || st.Leader.Holder != "a" || !st.Deadline.Equal(t0.Add(8990*time.Millisecond)) {
 			t.Fatalf("status = %+v", st)
 		}
 		if err := a.stop(); err != nil {
@@ -247,7 +247,7 @@ func TestSteadyRenewalOverHours(t *testing.T) {
 			if gets, puts := n.faults.Counts(); puts != 0 || gets < int(3*time.Hour/(2*time.Second)) {
 				t.Fatalf("follower: %d gets, %d puts; want polls only, every 2s at most", gets, puts)
 			}
-			if st := n.c.Status(); st.Leading || st.Leader.ID != "a" {
+			if st := n.c.Status(); st.Leading || st.Leader.Holder != "a" {
 				t.Fatalf("follower status = %+v", st)
 			}
 		}
@@ -376,7 +376,7 @@ func TestConflictDemotesAtOnce(t *testing.T) {
 		if want := t0.Add(6 * time.Second); !tm.cancelled.Equal(want) || tm.reason != tenure.ReasonLost {
 			t.Fatalf("term ended at %v (%v), want at %v, lost", tm.cancelled.Sub(t0), tm.reason, want.Sub(t0))
 		}
-		if st := a.c.Status(); st.Leading || st.Leader.ID != "intruder" {
+		if st := a.c.Status(); st.Leading || st.Leader.Holder != "intruder" {
 			t.Fatalf("status = %+v", st)
 		}
 		if err := a.stop(); err != nil {

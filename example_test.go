@@ -96,7 +96,7 @@ func ExampleCandidate_Status() {
 		Callbacks: tenure.Callbacks{
 			OnElected: func(ctx context.Context, term tenure.Term) {
 				st := c.Status()
-				fmt.Println(st.Leading, st.Leader.ID, st.Token == term.Token, st.Deadline.After(time.Now()))
+				fmt.Println(st.Leading, st.Leader.Holder, st.Token == term.Token, st.Deadline.After(time.Now()))
 				stop()
 			},
 		},

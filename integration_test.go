@@ -82,7 +82,7 @@ func (ev *events) callbacks(id string) tenure.Callbacks {
 		},
 		OnLeaderChange: func(l tenure.Leader) {
 			select {
-			case ev.seen <- id + " saw " + l.ID:
+			case ev.seen <- id + " saw " + l.Holder:
 			default: // nobody waits for it
 			}
 		},

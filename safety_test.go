@@ -166,7 +166,7 @@ func TestSlowLeaderChangeDoesNotDelayElected(t *testing.T) {
 			OnElected: func(ctx context.Context, term tenure.Term) { elected <- time.Now() },
 			OnLeaderChange: func(l tenure.Leader) {
 				mu.Lock()
-				seen = append(seen, l.ID)
+				seen = append(seen, l.Holder)
 				mu.Unlock()
 				wait(30 * time.Second)
 			},
@@ -463,7 +463,7 @@ func TestPermanentErrorLaterIsSurfaced(t *testing.T) {
 		if g, _ := store.Counts(); g <= gets {
 			t.Fatal("no retry after the error")
 		}
-		if st := c.Status(); st.Err != nil || !st.Leading && st.Leader.ID == "" {
+		if st := c.Status(); st.Err != nil || !st.Leading && st.Leader.Holder == "" {
 			t.Fatalf("after the error cleared: %+v", st)
 		}
 	})

@@ -127,7 +127,7 @@ func (r *realRun) deliver(req *request) {
 
 func (r *realRun) observed() election.Leader {
 	st := r.c.Status()
-	return election.Leader{Holder: st.Leader.ID, Token: uint64(st.Leader.Token)}
+	return election.Leader{Holder: st.Leader.Holder, Token: uint64(st.Leader.Token)}
 }
 
 // poll reads the deadline the checker holds the term to (I4), and checks
@@ -218,7 +218,7 @@ func (r *realRun) callbacks() tenure.Callbacks {
 		},
 		OnLeaderChange: func(l tenure.Leader) {
 			// On a goroutine of its own: it may overlap the others.
-			w.stage(item{in: in, src: srcLeader, kind: itCbLeader, tok: uint64(l.Token), s: l.ID})
+			w.stage(item{in: in, src: srcLeader, kind: itCbLeader, tok: uint64(l.Token), s: l.Holder})
 			if d := in.slow(slowLeader); d > 0 {
 				<-realClock{in, srcLeader}.After(d)
 			}

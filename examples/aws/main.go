@@ -155,11 +155,11 @@ func run(ctx context.Context, store lease.Store, name, id string, leaseFor time.
 				say("demoted token=%d (%v)", term.Token, reason)
 			},
 			OnLeaderChange: func(l tenure.Leader) {
-				if l.ID == "" {
+				if l.Holder == "" {
 					say("no leader")
 					return
 				}
-				say("leader is %s (token=%d)", l.ID, l.Token)
+				say("leader is %s (token=%d)", l.Holder, l.Token)
 			},
 		},
 	})
