@@ -62,9 +62,12 @@ type Status struct {
 	Err error
 }
 
-// New returns a Candidate for cfg, after cfg.Validate filled in its defaults.
+// New returns a Candidate for cfg, with the defaults of the fields left zero
+// filled in (on New's copy: cfg is not changed), or the first problem
+// Config.Validate finds.
 func New(cfg Config) (*Candidate, error) {
-	if err := cfg.Validate(); err != nil {
+	cfg, err := cfg.resolved()
+	if err != nil {
 		return nil, err
 	}
 	return &Candidate{cfg: cfg}, nil

@@ -526,10 +526,14 @@ func TestConfigErrors(t *testing.T) {
 }
 
 func TestConfigDefaults(t *testing.T) {
-	cfg := tenure.Config{Lease: "x", Store: memlease.New()}
-	if err := cfg.Validate(); err != nil {
+	given := tenure.Config{Lease: "x", Store: memlease.New()}
+	if err := given.Validate(); err != nil {
 		t.Fatal(err)
 	}
+	if given.LeaseDuration != 0 || given.ID != "" || given.Clock != nil || given.Rand != nil {
+		t.Fatalf("Validate changed the config: %+v", given)
+	}
+	cfg := given.WithDefaults()
 	got := fmt.Sprint(cfg.LeaseDuration, cfg.RenewInterval, cfg.PollInterval, cfg.OpTimeout, cfg.RetryMin, cfg.RetryMax, cfg.Margin, cfg.ReleaseTimeout, cfg.MaxDrift)
 	if want := "10s 2s 2s 2s 100ms 1s 1s 5s 0.001"; got != want {
 		t.Fatalf("defaults = %s, want %s", got, want)
@@ -537,9 +541,7 @@ func TestConfigDefaults(t *testing.T) {
 	if cfg.ID == "" || cfg.Clock == nil || cfg.Rand == nil {
 		t.Fatalf("ID, Clock or Rand not filled in: %+v", cfg)
 	}
-	other := tenure.Config{Lease: "x", Store: memlease.New()}
-	_ = other.Validate()
-	if other.ID == cfg.ID {
+	if other := given.WithDefaults(); other.ID == cfg.ID {
 		t.Fatalf("two candidates got the same default ID %q", cfg.ID)
 	}
 }

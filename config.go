@@ -16,16 +16,17 @@ import (
 	"github.com/tenure-go/tenure/lease"
 )
 
-// Defaults, for the default LeaseDuration of 10s. Timings left zero are
-// derived from LeaseDuration so that a shorter or longer lease keeps the same
-// proportions; the values in brackets are those at 10s.
+// Defaults that are not derived from LeaseDuration (see election.Timing,
+// which holds every timing default).
 const (
-	DefaultLeaseDuration = 10 * time.Second
-	DefaultMaxDrift      = 1e-3
+	DefaultLeaseDuration = election.DefaultLeaseDuration
+	DefaultMaxDrift      = election.DefaultMaxDrift
 )
 
 // Config configures a Candidate. Lease and Store are required; every other
-// field has a default, filled in by Validate.
+// field has a default, which New fills in on its own copy. The timing fields
+// are those of election.Timing, which defines their defaults and rules; they
+// stand here flat so that a Config literal can set them.
 type Config struct {
 	// Lease names the lease to campaign for (see lease.ValidateName).
 	Lease string
@@ -83,55 +84,37 @@ type Config struct {
 	Rand *rand.Rand
 }
 
-// Validate fills in the defaults of the fields left zero and checks every
-// field and how they relate, e.g. that a renewal can be retried before the
-// deadline. It returns the first problem found; errors.As finds the
+// Validate checks every field, with the defaults filled in where a field is
+// zero, and how the fields relate, e.g. that a renewal can be retried
+// before the deadline. It changes nothing: New fills in the defaults on its
+// own copy. It returns the first problem found; errors.As finds the
 // *election.FieldError that names the field.
-func (c *Config) Validate() error {
-	if err := c.validate(); err != nil {
-		return fmt.Errorf("tenure: config: %w", err)
-	}
-	return nil
+func (c Config) Validate() error {
+	_, err := c.resolved()
+	return err
 }
 
-func (c *Config) validate() error {
+// resolved returns c with its defaults filled in, checked.
+func (c Config) resolved() (Config, error) {
 	if err := lease.ValidateName(c.Lease); err != nil {
-		return &election.FieldError{Field: "Lease", Err: err}
+		return c, fieldError(&election.FieldError{Field: "Lease", Err: err})
 	}
 	if c.Store == nil {
-		return &election.FieldError{Field: "Store", Reason: "is nil"}
+		return c, fieldError(&election.FieldError{Field: "Store", Reason: "is nil"})
 	}
-	if c.LeaseDuration == 0 {
-		c.LeaseDuration = DefaultLeaseDuration
+	c = c.WithDefaults()
+	ec := c.machineConfig()
+	if err := ec.Validate(); err != nil {
+		return c, fieldError(err)
 	}
-	if c.LeaseDuration < lease.MinDuration || c.LeaseDuration > lease.MaxDuration {
-		// Checked before the defaults derived from it, so that the error
-		// names the field the user set.
-		return &election.FieldError{Field: "LeaseDuration", Reason: fmt.Sprintf("%v must lie within [%v, %v]", c.LeaseDuration, lease.MinDuration, lease.MaxDuration)}
-	}
-	d := c.LeaseDuration
-	for _, f := range []struct {
-		p   *time.Duration
-		def time.Duration
-	}{
-		{&c.RenewInterval, d / 5},
-		{&c.PollInterval, d / 5},
-		{&c.OpTimeout, d / 5},
-		{&c.RetryMin, d / 100},
-		{&c.RetryMax, d / 10},
-		{&c.Margin, d / 10},
-		{&c.ReleaseTimeout, d / 2},
-	} {
-		if *f.p == 0 {
-			*f.p = f.def
-		}
-	}
-	if c.MaxDrift == 0 {
-		c.MaxDrift = DefaultMaxDrift
-	}
-	if err := election.CheckDuration("ReleaseTimeout", c.ReleaseTimeout, 0); err != nil {
-		return err
-	}
+	return c, nil
+}
+
+// WithDefaults returns a copy of c with every zero field that has a default
+// set to it: the timings (election.Timing.WithDefaults), ID, Clock and Rand.
+// It checks nothing.
+func (c Config) WithDefaults() Config {
+	c.setTiming(c.timing().WithDefaults())
 	if c.ID == "" {
 		c.ID = defaultID()
 	}
@@ -143,25 +126,27 @@ func (c *Config) validate() error {
 		_, _ = crand.Read(seed[:]) // never fails on supported platforms
 		c.Rand = rand.New(rand.NewPCG(binary.LittleEndian.Uint64(seed[:8]), binary.LittleEndian.Uint64(seed[8:])))
 	}
-	ec := c.machineConfig()
-	return ec.Validate()
+	return c
+}
+
+func fieldError(err error) error { return fmt.Errorf("tenure: config: %w", err) }
+
+func (c *Config) timing() election.Timing {
+	return election.Timing{
+		LeaseDuration: c.LeaseDuration, RenewInterval: c.RenewInterval, PollInterval: c.PollInterval,
+		OpTimeout: c.OpTimeout, RetryMin: c.RetryMin, RetryMax: c.RetryMax,
+		MaxDrift: c.MaxDrift, Margin: c.Margin, ReleaseTimeout: c.ReleaseTimeout,
+	}
+}
+
+func (c *Config) setTiming(t election.Timing) {
+	c.LeaseDuration, c.RenewInterval, c.PollInterval = t.LeaseDuration, t.RenewInterval, t.PollInterval
+	c.OpTimeout, c.RetryMin, c.RetryMax = t.OpTimeout, t.RetryMin, t.RetryMax
+	c.MaxDrift, c.Margin, c.ReleaseTimeout = t.MaxDrift, t.Margin, t.ReleaseTimeout
 }
 
 func (c *Config) machineConfig() election.Config {
-	return election.Config{
-		ID:            c.ID,
-		LeaseDuration: c.LeaseDuration,
-		RenewInterval: c.RenewInterval,
-		PollInterval:  c.PollInterval,
-		OpTimeout:     c.OpTimeout,
-		RetryMin:      c.RetryMin,
-		RetryMax:      c.RetryMax,
-		MaxDrift:      c.MaxDrift,
-		Margin:        c.Margin,
-		Payload:       c.Payload,
-		Rand:          c.Rand,
-		Wall:          wallOf(c.Clock),
-	}
+	return election.Config{ID: c.ID, Timing: c.timing(), Payload: c.Payload, Rand: c.Rand, Wall: wallOf(c.Clock)}
 }
 
 // wallOf returns the wall clock of clk: its Wall method if it has one (a

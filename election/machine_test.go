@@ -14,16 +14,18 @@ import (
 // = 10.01s.
 func testConfig(id string) Config {
 	return Config{
-		ID:            id,
-		LeaseDuration: 10 * time.Second,
-		RenewInterval: 2 * time.Second,
-		PollInterval:  2 * time.Second,
-		OpTimeout:     2 * time.Second,
-		RetryMin:      100 * time.Millisecond,
-		RetryMax:      time.Second,
-		MaxDrift:      1e-3,
-		Margin:        time.Second,
-		Rand:          rand.New(rand.NewPCG(1, 2)),
+		ID: id,
+		Timing: Timing{
+			LeaseDuration: 10 * time.Second,
+			RenewInterval: 2 * time.Second,
+			PollInterval:  2 * time.Second,
+			OpTimeout:     2 * time.Second,
+			RetryMin:      100 * time.Millisecond,
+			RetryMax:      time.Second,
+			MaxDrift:      1e-3,
+			Margin:        time.Second,
+		},
+		Rand: rand.New(rand.NewPCG(1, 2)),
 	}
 }
 

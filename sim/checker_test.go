@@ -19,7 +19,7 @@ func testWorld(t *testing.T) (*world, *instance, *instance) {
 	w := newWorld(Lookup("steady-state"), 1, Options{}, newFastRun)
 	mk := func(n *node) *instance {
 		n.clk.ppb = 0 // readings advance with true time
-		in := &instance{w: w, node: n, num: len(w.insts), ID: n.Name, label: n.Name, cfg: n.spec.config(n.Name), resumedAt: -1}
+		in := &instance{w: w, node: n, num: len(w.insts), ID: n.Name, label: n.Name, timing: n.spec.timing(), resumedAt: -1}
 		w.insts = append(w.insts, in)
 		return in
 	}

@@ -45,21 +45,7 @@ func (f *fastRun) over(t *fastTerm) bool {
 
 func newFastRun(in *instance) instRuntime {
 	f := &fastRun{in: in, w: in.w}
-	c := in.cfg
-	ec := election.Config{
-		ID:            c.ID,
-		LeaseDuration: c.LeaseDuration,
-		RenewInterval: c.RenewInterval,
-		PollInterval:  c.PollInterval,
-		OpTimeout:     c.OpTimeout,
-		RetryMin:      c.RetryMin,
-		RetryMax:      c.RetryMax,
-		MaxDrift:      c.MaxDrift,
-		Margin:        c.Margin,
-		Payload:       c.Payload,
-		Rand:          in.w.machineRand(in),
-		Wall:          in.wallNow,
-	}
+	ec := election.Config{ID: in.ID, Timing: in.timing, Rand: in.w.machineRand(in), Wall: in.wallNow}
 	if in.w.opt.Strategy == Naive {
 		f.m = newNaive(ec, in.wallNow)
 	} else {
@@ -69,7 +55,7 @@ func newFastRun(in *instance) instRuntime {
 		}
 		f.m = m
 	}
-	f.d = driver.New(f.m, f, in.cfg.ReleaseTimeout)
+	f.d = driver.New(f.m, f, in.timing.ReleaseTimeout)
 	f.disp.f = f
 	f.notif.f = f
 	return f

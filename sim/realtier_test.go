@@ -82,11 +82,14 @@ func newRealRun(in *instance) instRuntime { return &realRun{in: in} }
 func (r *realRun) start() {
 	in := r.in
 	w := in.w
-	cfg := in.cfg
-	cfg.Store = realStore{in}
-	cfg.Clock = realClock{in, srcRunner}
-	cfg.Rand = w.machineRand(in)
-	cfg.Callbacks = r.callbacks()
+	t := in.timing
+	cfg := tenure.Config{
+		Lease: leaseName, Store: realStore{in}, ID: in.ID, Callbacks: r.callbacks(),
+		LeaseDuration: t.LeaseDuration, RenewInterval: t.RenewInterval, PollInterval: t.PollInterval,
+		OpTimeout: t.OpTimeout, RetryMin: t.RetryMin, RetryMax: t.RetryMax,
+		MaxDrift: t.MaxDrift, Margin: t.Margin, ReleaseTimeout: t.ReleaseTimeout,
+		Clock: realClock{in, srcRunner}, Rand: w.machineRand(in),
+	}
 	c, err := tenure.New(cfg)
 	if err != nil {
 		panic(fmt.Sprintf("sim: %s: %v", in.label, err)) // the config passed Validate before

@@ -4,6 +4,8 @@ import (
 	"hash/fnv"
 	"math/rand/v2"
 	"time"
+
+	"github.com/tenure-go/tenure/election"
 )
 
 // Scenario is a named fault schedule. Its plan is drawn from a seed: the
@@ -45,14 +47,7 @@ type NodeSpec struct {
 	MonoOffset time.Duration // monotonic reading at true time zero
 	WallOffset time.Duration // wall reading minus monotonic reading
 	PPB        int64         // clock rate error, parts per billion
-	Timing     Timing        // zero fields take tenure's defaults
-}
-
-// Timing holds the tenure.Config timings of a node.
-type Timing struct {
-	LeaseDuration, RenewInterval, PollInterval, OpTimeout time.Duration
-	RetryMin, RetryMax, Margin, ReleaseTimeout            time.Duration
-	MaxDrift                                              float64
+	Timing     election.Timing // zero fields take their defaults
 }
 
 // Slow makes callbacks slow: one call in OneIn takes up to the given time.

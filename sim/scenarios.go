@@ -353,7 +353,7 @@ var scenarios = []*Scenario{
 						w.stop(l)
 						// An answer lost in silence costs an OpTimeout and a
 						// read-back before the release goes out.
-						w.expectLeader(l.cfg.OpTimeout+2*w.rtt()+w.releaseBound(l), "stop of "+l.label+" during a renewal")
+						w.expectLeader(l.timing.OpTimeout+2*w.rtt()+w.releaseBound(l), "stop of "+l.label+" during a renewal")
 						restartLater(w, l.node, 20*second, false)
 					})
 				})
@@ -477,7 +477,7 @@ func pauseAtCheck(p *Plan, t, d time.Duration) {
 		}
 		w.arm(l, hookCheck, func() {
 			w.pause(l, d, false)
-			if d > l.cfg.LeaseDuration {
+			if d > l.timing.LeaseDuration {
 				w.expectLeader(w.failoverBound(l), "pause of "+l.label)
 			}
 		})

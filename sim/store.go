@@ -125,7 +125,7 @@ func (s *store) send(r *request) {
 	}
 	if r.kind == election.OpPut && chance(w.rng, s.f.DelayPutPPM) {
 		w.chk.stats.Delayed++
-		up = in.cfg.OpTimeout + uniform(w.rng, time.Millisecond, max(s.f.DelayMax, time.Millisecond))
+		up = in.timing.OpTimeout + uniform(w.rng, time.Millisecond, max(s.f.DelayMax, time.Millisecond))
 	}
 	s.lastArrival = max(s.lastArrival, w.now+up)
 	in.lastArrival = max(in.lastArrival, w.now+up)

@@ -9,7 +9,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/tenure-go/tenure"
 	"github.com/tenure-go/tenure/election"
 	"github.com/tenure-go/tenure/lease"
 )
@@ -85,7 +84,7 @@ type instance struct {
 	num    int    // position in world.insts: orders staged items
 	ID     string // the Candidate's ID
 	label  string // in traces: ID, or ID#k for the k-th process with that ID
-	cfg    tenure.Config
+	timing election.Timing // with defaults
 	rt     instRuntime
 	cbRand *rand.Rand // slow callbacks' draws, made in callback order in both tiers
 	lcRand *rand.Rand // the same for OnLeaderChange, which has a goroutine of its own
@@ -583,9 +582,9 @@ func (w *world) startOn(n *node, id string) *instance {
 	if same > 0 {
 		label = fmt.Sprintf("%s#%d", id, same+1)
 	}
-	cfg := n.spec.config(id)
+	timing := n.spec.timing()
 	in := &instance{
-		w: w, node: n, num: len(w.insts), ID: id, label: label, cfg: cfg,
+		w: w, node: n, num: len(w.insts), ID: id, label: label, timing: timing,
 		cbRand:    rand.New(rand.NewPCG(w.seed, 0xcb00+uint64(len(w.insts)))),
 		lcRand:    rand.New(rand.NewPCG(w.seed, 0x1c00+uint64(len(w.insts)))),
 		resumedAt: -1,
@@ -593,7 +592,7 @@ func (w *world) startOn(n *node, id string) *instance {
 	w.insts = append(w.insts, in)
 	n.cur = in
 	w.running++
-	w.fault(label, "start: lease %v, clock %s", cfg.LeaseDuration, n.clockString(w.now))
+	w.fault(label, "start: lease %v, clock %s", timing.LeaseDuration, n.clockString(w.now))
 	if w.tl != nil {
 		w.tl.up(n, w.now)
 	}
@@ -895,7 +894,7 @@ func trueSpan(local time.Duration, ppb int64) time.Duration {
 // A write of the leader's that lands later than L (a delayed write) counts
 // as on the wire until it lands.
 func (w *world) failoverBound(in *instance) time.Duration {
-	ttl := in.cfg.LeaseDuration
+	ttl := in.timing.LeaseDuration
 	poll, rho := w.pollAndDrift(in)
 	ppb := ppbOf(rho)
 	l := w.store.lat.Bound()
@@ -914,11 +913,11 @@ func (w *world) releaseBound(in *instance) time.Duration {
 
 func (w *world) pollAndDrift(in *instance) (time.Duration, float64) {
 	var poll time.Duration
-	rho := in.cfg.MaxDrift
+	rho := in.timing.MaxDrift
 	for _, o := range w.liveInstances() {
 		if o != in {
-			poll = max(poll, o.cfg.PollInterval)
-			rho = max(rho, o.cfg.MaxDrift)
+			poll = max(poll, o.timing.PollInterval)
+			rho = max(rho, o.timing.MaxDrift)
 		}
 	}
 	return poll, rho
@@ -932,11 +931,11 @@ func (w *world) convergeBound() time.Duration {
 	var ttl, op, retry, poll time.Duration
 	rho := 0.0
 	for _, in := range w.liveInstances() {
-		ttl = max(ttl, in.cfg.LeaseDuration)
-		op = max(op, in.cfg.OpTimeout)
-		retry = max(retry, in.cfg.RetryMax)
-		poll = max(poll, in.cfg.PollInterval)
-		rho = max(rho, in.cfg.MaxDrift)
+		ttl = max(ttl, in.timing.LeaseDuration)
+		op = max(op, in.timing.OpTimeout)
+		retry = max(retry, in.timing.RetryMax)
+		poll = max(poll, in.timing.PollInterval)
+		rho = max(rho, in.timing.MaxDrift)
 	}
 	ppb := ppbOf(rho)
 	wire := max(w.store.lastArrival-w.now, 0)
@@ -969,42 +968,17 @@ func (n *node) clockString(now time.Duration) string {
 	return fmt.Sprintf("monotonic %+v, wall %+v, drift %+dppm", (mono - now).Round(time.Millisecond), (mono + n.clk.wall - now).Round(time.Millisecond), n.clk.ppb/1000)
 }
 
-// config returns the Candidate configuration of a process on the node,
-// with every default filled in.
-func (s *NodeSpec) config(id string) tenure.Config {
-	c := tenure.Config{
-		Lease:          leaseName,
-		Store:          placeholderStore{},
-		ID:             id,
-		LeaseDuration:  s.Timing.LeaseDuration,
-		RenewInterval:  s.Timing.RenewInterval,
-		PollInterval:   s.Timing.PollInterval,
-		OpTimeout:      s.Timing.OpTimeout,
-		RetryMin:       s.Timing.RetryMin,
-		RetryMax:       s.Timing.RetryMax,
-		MaxDrift:       s.Timing.MaxDrift,
-		Margin:         s.Timing.Margin,
-		ReleaseTimeout: s.Timing.ReleaseTimeout,
-		Clock:          placeholderClock{},
-		Rand:           rand.New(rand.NewPCG(1, 1)), // replaced per instance
-	}
-	if err := c.Validate(); err != nil {
+// timing returns the timings of a process on the node, every default
+// filled in and checked.
+func (s *NodeSpec) timing() election.Timing {
+	t := s.Timing.WithDefaults()
+	if err := t.Validate(); err != nil {
 		panic(fmt.Sprintf("sim: node %s: %v", s.Name, err)) // scenarios are fixed code
 	}
-	return c
+	return t
 }
 
-func (s *NodeSpec) maxDrift() float64 {
-	if s.Timing.MaxDrift == 0 {
-		return tenure.DefaultMaxDrift
-	}
-	return s.Timing.MaxDrift
-}
-
-// placeholderStore and placeholderClock let Validate fill in defaults; each
-// tier supplies its own store and clock.
-type placeholderStore struct{ lease.Store }
-type placeholderClock struct{ tenure.Clock }
+func (s *NodeSpec) maxDrift() float64 { return s.Timing.WithDefaults().MaxDrift }
 
 // machineRand seeds an instance's Candidate: distinct per instance, the
 // same in both tiers.

@@ -1,0 +1,137 @@
+package election
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/tenure-go/tenure/lease"
+)
+
+// Defaults of the timings that are not derived from LeaseDuration.
+const (
+	DefaultLeaseDuration = 10 * time.Second
+	DefaultMaxDrift      = 1e-3
+)
+
+// Timing holds every duration of the protocol, in one place: tenure.Config
+// exposes the same fields and converts, and the simulator uses Timing
+// directly. WithDefaults fills in the zero fields; Validate checks the
+// result. The derived defaults keep their proportion to LeaseDuration, so
+// that a shorter or longer lease behaves alike; the values in brackets are
+// those of the default 10s lease.
+type Timing struct {
+	// LeaseDuration is the lease asked for in every write (ttl): how long
+	// followers wait, stretched by MaxDrift, before taking over from a
+	// holder gone silent. Default DefaultLeaseDuration (10s); within
+	// [lease.MinDuration, lease.MaxDuration].
+	LeaseDuration time.Duration
+	// RenewInterval runs from the send of a confirmed write to the next
+	// renewal. Default LeaseDuration/5 [2s].
+	RenewInterval time.Duration
+	// PollInterval is how often a follower reads the lease (jitter only
+	// shortens it). Default LeaseDuration/5 [2s].
+	PollInterval time.Duration
+	// OpTimeout bounds one store call; one not answered by then has failed
+	// with an unknown outcome. Default LeaseDuration/5 [2s].
+	OpTimeout time.Duration
+	// RetryMin and RetryMax bound the jittered exponential backoff between
+	// failed calls. Defaults LeaseDuration/100 [100ms], LeaseDuration/10
+	// [1s].
+	RetryMin, RetryMax time.Duration
+	// MaxDrift (ρ) bounds how far any participant's clock rate strays from
+	// true time. Default DefaultMaxDrift (1e-3); at most MaxMaxDrift.
+	MaxDrift float64
+	// Margin ends a term this much before the lease could expire for
+	// others. Default LeaseDuration/10 [1s].
+	Margin time.Duration
+	// ReleaseTimeout bounds the release after a stop. Default
+	// LeaseDuration/2 [5s].
+	ReleaseTimeout time.Duration
+}
+
+// WithDefaults returns t with every zero field set to its default.
+func (t Timing) WithDefaults() Timing {
+	if t.LeaseDuration == 0 {
+		t.LeaseDuration = DefaultLeaseDuration
+	}
+	d := t.LeaseDuration
+	for _, f := range []struct {
+		p   *time.Duration
+		def time.Duration
+	}{
+		{&t.RenewInterval, d / 5}, {&t.PollInterval, d / 5}, {&t.OpTimeout, d / 5},
+		{&t.RetryMin, d / 100}, {&t.RetryMax, d / 10}, {&t.Margin, d / 10}, {&t.ReleaseTimeout, d / 2},
+	} {
+		if *f.p == 0 {
+			*f.p = f.def
+		}
+	}
+	if t.MaxDrift == 0 {
+		t.MaxDrift = DefaultMaxDrift
+	}
+	return t
+}
+
+// Validate checks each field and how they relate, LeaseDuration first (so
+// that an error names the field set, not one derived from it). Zero fields
+// are taken as given: call WithDefaults first. Errors are *FieldError, and
+// every duration is bounded by MaxSetting, so no sum the protocol forms can
+// overflow.
+func (t Timing) Validate() error {
+	if t.LeaseDuration < lease.MinDuration || t.LeaseDuration > lease.MaxDuration {
+		return fieldErr("LeaseDuration", "%v must lie within [%v, %v]", t.LeaseDuration, lease.MinDuration, lease.MaxDuration)
+	}
+	if !(t.MaxDrift >= 0 && t.MaxDrift <= MaxMaxDrift) { // also rejects NaN
+		return fieldErr("MaxDrift", "%v must lie within [0, %v]", t.MaxDrift, MaxMaxDrift)
+	}
+	for _, f := range []struct {
+		name string
+		d    time.Duration
+		min  time.Duration
+	}{
+		{"RenewInterval", t.RenewInterval, 1}, {"PollInterval", t.PollInterval, 1}, {"OpTimeout", t.OpTimeout, 1},
+		{"RetryMin", t.RetryMin, 1}, {"RetryMax", t.RetryMax, 1}, {"Margin", t.Margin, 0}, {"ReleaseTimeout", t.ReleaseTimeout, 0},
+	} {
+		if err := CheckDuration(f.name, f.d, f.min); err != nil {
+			return err
+		}
+	}
+	if t.RetryMax < t.RetryMin {
+		return fieldErr("RetryMax", "%v is below RetryMin %v", t.RetryMax, t.RetryMin)
+	}
+	window := LeadWindow(t.LeaseDuration, t.MaxDrift, t.Margin)
+	if window <= 0 {
+		return fieldErr("Margin", "%v leaves no lead window: LeaseDuration×(1-MaxDrift) is %v",
+			t.Margin, t.LeaseDuration-Drift(t.LeaseDuration, t.MaxDrift))
+	}
+	// A renewal sent at RenewInterval may time out (OpTimeout), be read back
+	// (OpTimeout) and back off (RetryMax); one more attempt must still be
+	// possible before the deadline, or a single slow request demotes.
+	if need := t.RenewInterval + 2*t.OpTimeout + t.RetryMax; need > window {
+		return fieldErr("RenewInterval", "%v + 2×OpTimeout %v + RetryMax %v = %v leaves no room to retry a renewal within the lead window %v (LeaseDuration×(1-MaxDrift)-Margin); shorten them or lengthen LeaseDuration",
+			t.RenewInterval, t.OpTimeout, t.RetryMax, need, window)
+	}
+	return nil
+}
+
+// MaxSetting is the longest duration any timing setting may take. Every sum
+// the protocol forms from a few settings then stays far from overflowing.
+const MaxSetting = lease.MaxDuration
+
+// CheckDuration reports, as a *FieldError naming field, a duration below min
+// (0: it must not be negative; 1: it must be positive) or above MaxSetting.
+func CheckDuration(field string, d, min time.Duration) error {
+	switch {
+	case d < min && min > 0:
+		return fieldErr(field, "%v must be positive", d)
+	case d < min:
+		return fieldErr(field, "%v must not be negative", d)
+	case d > MaxSetting:
+		return fieldErr(field, "%v exceeds the limit of %v", d, MaxSetting)
+	}
+	return nil
+}
+
+func fieldErr(field, format string, args ...any) error {
+	return &FieldError{Field: field, Reason: fmt.Sprintf(format, args...)}
+}
