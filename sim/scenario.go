@@ -43,10 +43,10 @@ type action struct {
 // NodeSpec describes a host and the Candidates that run on it.
 type NodeSpec struct {
 	Name       string
-	Start      time.Duration // when its first process starts; negative: not by itself
-	MonoOffset time.Duration // monotonic reading at true time zero
-	WallOffset time.Duration // wall reading minus monotonic reading
-	PPB        int64         // clock rate error, parts per billion
+	Start      time.Duration   // when its first process starts; negative: not by itself
+	MonoOffset time.Duration   // monotonic reading at true time zero
+	WallOffset time.Duration   // wall reading minus monotonic reading
+	PPB        int64           // clock rate error, parts per billion
 	Timing     election.Timing // zero fields take their defaults
 }
 

@@ -81,9 +81,9 @@ type node struct {
 type instance struct {
 	w      *world
 	node   *node
-	num    int    // position in world.insts: orders staged items
-	ID     string // the Candidate's ID
-	label  string // in traces: ID, or ID#k for the k-th process with that ID
+	num    int             // position in world.insts: orders staged items
+	ID     string          // the Candidate's ID
+	label  string          // in traces: ID, or ID#k for the k-th process with that ID
 	timing election.Timing // with defaults
 	rt     instRuntime
 	cbRand *rand.Rand // slow callbacks' draws, made in callback order in both tiers
