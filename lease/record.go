@@ -74,9 +74,9 @@ func (r Record) Validate(name string) error {
 		return bad("nonce", "not printable UTF-8: %q", r.Nonce)
 	case len(r.Payload) > MaxPayloadLen:
 		return bad("payload", "%d bytes, limit %d", len(r.Payload), MaxPayloadLen)
-	case r.WrittenAt.Year() < 1 || r.WrittenAt.Year() > 9999:
-		// Stores keep it as RFC 3339, which has four-digit years.
-		return bad("written_at", "year %d outside [1, 9999]", r.WrittenAt.Year())
+	case r.WrittenAt.UTC().Year() < 1 || r.WrittenAt.UTC().Year() > 9999:
+		// Stores keep it in UTC as RFC 3339, which has four-digit years.
+		return bad("written_at", "year %d outside [1, 9999]", r.WrittenAt.UTC().Year())
 	}
 	return nil
 }

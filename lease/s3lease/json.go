@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -46,10 +47,30 @@ var jsonKeys = [numFields]string{"v", "holder", "token", "duration_ns", "release
 // value came from a caller or from the bucket.
 var errorFields = [numFields]string{"v", "holder", "token", "duration", "released", "nonce", "written_at", "payload", "write_id"}
 
+// wants says what each field must hold, for errors.
+var wants = [numFields]string{"the number 1", "a string", "an integer from 1 to 2^63-1", "an integer number of nanoseconds",
+	"true or false", "a string", "an RFC 3339 time string", "a base64 string", "a string"}
+
 // required marks the fields every object must have. payload is left out when
 // empty; write_id exists only to make each body unique and its value is never
 // read.
 var required = [numFields]bool{true, true, true, true, true, true, true, false, false}
+
+// wire is a lease object as JSON. Numbers go through uint64 and int64, never
+// float64, so a token up to 2^63-1 and a duration up to 2^63-1 ns read back
+// exactly; times and payloads are strings, parsed with the strictness the
+// schema asks for.
+type wire struct {
+	V         int    `json:"v"`
+	Holder    string `json:"holder"`
+	Token     uint64 `json:"token"`
+	Duration  int64  `json:"duration_ns"`
+	Released  bool   `json:"released"`
+	Nonce     string `json:"nonce"`
+	WrittenAt string `json:"written_at"`
+	Payload   string `json:"payload,omitempty"` // standard padded base64
+	WriteID   string `json:"write_id"`
+}
 
 // encodeRecord returns the JSON body that stores rec, on one line:
 //
@@ -57,65 +78,17 @@ var required = [numFields]bool{true, true, true, true, true, true, true, false, 
 //	 "nonce":"a-1","written_at":"2025-03-14T09:39:26.535897932Z",
 //	 "payload":"YWRkcg==","write_id":"9f86d081884c7d659a2feaa0c55ad015"}
 //
-// rec must have passed Validate and checkWrittenAt; writeID must need no JSON
-// escaping (it is hex).
+// rec must have passed Validate.
 func encodeRecord(rec lease.Record, writeID string) []byte {
-	n := 192 + 2*len(rec.Holder) + 2*len(rec.Nonce) + base64.StdEncoding.EncodedLen(len(rec.Payload)) + len(writeID)
-	b := make([]byte, 0, n)
-	b = append(b, `{"v":`...)
-	b = strconv.AppendInt(b, SchemaVersion, 10)
-	b = append(b, `,"holder":`...)
-	b = appendString(b, rec.Holder)
-	b = append(b, `,"token":`...)
-	b = strconv.AppendUint(b, rec.Token, 10)
-	b = append(b, `,"duration_ns":`...)
-	b = strconv.AppendInt(b, int64(rec.Duration), 10)
-	b = append(b, `,"released":`...)
-	b = strconv.AppendBool(b, rec.Released)
-	b = append(b, `,"nonce":`...)
-	b = appendString(b, rec.Nonce)
-	b = append(b, `,"written_at":"`...)
-	b = rec.WrittenAt.UTC().AppendFormat(b, time.RFC3339Nano)
-	b = append(b, '"')
-	if len(rec.Payload) > 0 {
-		b = append(b, `,"payload":"`...)
-		b = base64.StdEncoding.AppendEncode(b, rec.Payload)
-		b = append(b, '"')
-	}
-	b = append(b, `,"write_id":"`...)
-	b = append(b, writeID...)
-	b = append(b, "\"}\n"...)
-	return b
-}
-
-// checkWrittenAt reports a WrittenAt that RFC 3339 cannot hold (a year outside
-// 0000-9999) as a *lease.RecordError. lease.Record.Validate does not look at
-// WrittenAt, which is for humans only, but a Put must not store a time that Get
-// could not read back.
-func checkWrittenAt(name string, rec lease.Record) error {
-	if y := rec.WrittenAt.UTC().Year(); y < 0 || y > 9999 {
-		return &lease.RecordError{Name: name, Field: "written_at", Reason: fmt.Sprintf("year %d cannot be written in RFC 3339 (years 0000 to 9999)", y)}
-	}
-	return nil
-}
-
-// appendString appends s to b as a JSON string. Only '"', '\\' and control
-// bytes are escaped; s is valid UTF-8 (Validate checked it is printable), so
-// every other byte goes through unchanged and the object stays readable.
-func appendString(b []byte, s string) []byte {
-	const hex = "0123456789abcdef"
-	b = append(b, '"')
-	for i := 0; i < len(s); i++ {
-		switch c := s[i]; {
-		case c == '"' || c == '\\':
-			b = append(b, '\\', c)
-		case c < 0x20:
-			b = append(b, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
-		default:
-			b = append(b, c)
-		}
-	}
-	return append(b, '"')
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false) // holders and nonces stay readable in the bucket
+	_ = enc.Encode(wire{
+		V: SchemaVersion, Holder: rec.Holder, Token: rec.Token, Duration: int64(rec.Duration),
+		Released: rec.Released, Nonce: rec.Nonce, WrittenAt: rec.WrittenAt.UTC().Format(time.RFC3339Nano),
+		Payload: base64.StdEncoding.EncodeToString(rec.Payload), WriteID: writeID,
+	}) // cannot fail: every field is a string, a number or a bool
+	return b.Bytes()
 }
 
 // composite stands for an object or array value, which no field may hold.
@@ -206,71 +179,35 @@ func decodeRecord(name string, data []byte) (lease.Record, error) {
 		}
 	}
 
-	var rec lease.Record
-	str := func(f int) (string, bool) {
-		s, ok := vals[f].(string)
-		return s, ok
-	}
-	var s string
-	if s, ok = str(fieldHolder); !ok {
-		return bad("holder", `key "holder" is %s, want a string`, describe(vals[fieldHolder]))
-	}
-	rec.Holder = s
-
-	num, ok := vals[fieldToken].(json.Number)
-	if !ok {
-		return bad("token", `key "token" is %s, want an integer from 1 to 2^63-1`, describe(vals[fieldToken]))
-	}
-	if rec.Token, err = strconv.ParseUint(num.String(), 10, 64); err != nil {
-		return bad("token", `key "token" is %s, want an integer from 1 to 2^63-1`, num)
-	}
-
-	if num, ok = vals[fieldDuration].(json.Number); !ok {
-		return bad("duration", `key "duration_ns" is %s, want an integer number of nanoseconds`, describe(vals[fieldDuration]))
-	}
-	if strings.HasPrefix(num.String(), "-") {
-		return bad("duration", `key "duration_ns" is negative: %s`, num)
-	}
-	d, err := strconv.ParseInt(num.String(), 10, 64)
-	if err != nil {
-		return bad("duration", `key "duration_ns" is %s, want an integer number of nanoseconds up to %d`, num, int64(lease.MaxDuration))
-	}
-	rec.Duration = time.Duration(d)
-
-	if rec.Released, ok = vals[fieldReleased].(bool); !ok {
-		return bad("released", `key "released" is %s, want true or false`, describe(vals[fieldReleased]))
-	}
-
-	if s, ok = str(fieldNonce); !ok {
-		return bad("nonce", `key "nonce" is %s, want a string`, describe(vals[fieldNonce]))
-	}
-	rec.Nonce = s
-
-	if s, ok = str(fieldWrittenAt); !ok {
-		return bad("written_at", `key "written_at" is %s, want an RFC 3339 time string`, describe(vals[fieldWrittenAt]))
-	}
-	if rec.WrittenAt, err = time.Parse(time.RFC3339Nano, s); err != nil {
-		return bad("written_at", `key "written_at" is %s, want an RFC 3339 time: %v`, quoteShort(s), err)
-	}
-
-	if seen[fieldPayload] {
-		if s, ok = str(fieldPayload); !ok {
-			return bad("payload", `key "payload" is %s, want a base64 string`, describe(vals[fieldPayload]))
+	for f := range numFields {
+		if seen[f] && vals[f] == nil {
+			return bad(errorFields[f], "key %q is null, want %s", jsonKeys[f], wants[f])
 		}
-		// The whole object is at most MaxObjectSize bytes, so this allocation
-		// is bounded; Validate reports a payload that decodes too long.
-		if s != "" {
-			if rec.Payload, err = base64.StdEncoding.Strict().DecodeString(s); err != nil {
-				return bad("payload", `key "payload" is not standard padded base64: %v`, err)
+	}
+	var w wire
+	if err := json.Unmarshal(data, &w); err != nil {
+		var te *json.UnmarshalTypeError
+		if f := -1; errors.As(err, &te) {
+			if f = fieldOf(te.Field); f >= 0 {
+				return bad(errorFields[f], "key %q is %s, want %s", jsonKeys[f], describe(vals[f]), wants[f])
 			}
 		}
+		return bad("json", "%v", err)
 	}
-	if seen[fieldWriteID] {
-		if _, ok = str(fieldWriteID); !ok {
-			return bad("write_id", `key "write_id" is %s, want a string`, describe(vals[fieldWriteID]))
+	if w.Duration < 0 {
+		return bad("duration", `key "duration_ns" is negative: %d`, w.Duration)
+	}
+	rec := lease.Record{Holder: w.Holder, Token: w.Token, Duration: time.Duration(w.Duration), Released: w.Released, Nonce: w.Nonce}
+	if rec.WrittenAt, err = time.Parse(time.RFC3339Nano, w.WrittenAt); err != nil {
+		return bad("written_at", `key "written_at" is %s, want an RFC 3339 time: %v`, quoteShort(w.WrittenAt), err)
+	}
+	// The whole object is at most MaxObjectSize bytes, so this allocation is
+	// bounded; Validate reports a payload that decodes too long.
+	if w.Payload != "" {
+		if rec.Payload, err = base64.StdEncoding.Strict().DecodeString(w.Payload); err != nil {
+			return bad("payload", `key "payload" is not standard padded base64: %v`, err)
 		}
 	}
-
 	if err := rec.Validate(name); err != nil {
 		return lease.Record{}, err
 	}

@@ -231,19 +231,6 @@ func TestDecodeLongValuesAreCutInErrors(t *testing.T) {
 	}
 }
 
-func TestCheckWrittenAt(t *testing.T) {
-	for _, y := range []int{-1, 10000} {
-		rec := sampleRecord()
-		rec.WrittenAt = time.Date(y, 1, 1, 0, 0, 0, 0, time.UTC)
-		var re *lease.RecordError
-		if err := checkWrittenAt("x", rec); !errors.As(err, &re) || re.Field != "written_at" {
-			t.Errorf("year %d: %v, want a RecordError for written_at", y, err)
-		}
-	}
-	if err := checkWrittenAt("x", sampleRecord()); err != nil {
-		t.Error(err)
-	}
-}
 
 // FuzzDecodeRecord checks that no body makes decodeRecord panic, and that
 // whatever it accepts is a valid record that survives a round trip.

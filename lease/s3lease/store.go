@@ -362,9 +362,6 @@ func (s *Store) Put(ctx context.Context, name string, rec lease.Record, expect l
 	if err := rec.Validate(name); err != nil {
 		return lease.NoVersion, fmt.Errorf("put: %w", err)
 	}
-	if err := checkWrittenAt(name, rec); err != nil {
-		return lease.NoVersion, fmt.Errorf("put: %w", err)
-	}
 	if err := checkVersion(expect); err != nil {
 		// No stored object has such an ETag, so the versions differ.
 		return lease.NoVersion, fmt.Errorf("put lease %q: %v: %w", name, err, lease.ErrConflict)
