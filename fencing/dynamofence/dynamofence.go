@@ -12,6 +12,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/tenure-go/tenure/fencing"
+	"github.com/tenure-go/tenure/internal/awskit"
 )
 
 // API is the part of the DynamoDB client a Client uses. *dynamodb.Client
@@ -318,24 +319,17 @@ func (c *Client) FenceOf(item map[string]types.AttributeValue) (fencing.Fence, e
 	}
 	n, ok := tv.(*types.AttributeValueMemberN)
 	if !ok {
-		return fencing.Fence{}, fmt.Errorf("dynamofence: attribute %q is %s, want a number", c.tok, typeName(tv))
+		return fencing.Fence{}, fmt.Errorf("dynamofence: attribute %q is %s, want a number", c.tok, awskit.AttributeType(tv))
 	}
 	s, ok := lv.(*types.AttributeValueMemberS)
 	if !ok {
-		return fencing.Fence{}, fmt.Errorf("dynamofence: attribute %q is %s, want a string", c.lease, typeName(lv))
+		return fencing.Fence{}, fmt.Errorf("dynamofence: attribute %q is %s, want a string", c.lease, awskit.AttributeType(lv))
 	}
 	tok, err := fencing.ParseToken(n.Value)
 	if err != nil {
 		return fencing.Fence{}, fmt.Errorf("dynamofence: attribute %q: %w", c.tok, err)
 	}
 	return fencing.Fence{Lease: s.Value, Token: tok}, nil
-}
-
-func typeName(v types.AttributeValue) string {
-	if v == nil {
-		return "missing"
-	}
-	return strings.TrimPrefix(fmt.Sprintf("%T", v), "*types.AttributeValueMember")
 }
 
 // explain turns a failed condition that the fence caused into a fencing

@@ -5,15 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math/rand/v2"
 	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
-	"github.com/aws/smithy-go"
 
 	"github.com/tenure-go/tenure/fencing"
+	"github.com/tenure-go/tenure/internal/awskit"
 )
 
 // API is the part of the S3 client a Client uses. *s3.Client implements it.
@@ -222,7 +221,7 @@ func (c *Client) put(ctx context.Context, in *s3.PutObjectInput, f fencing.Fence
 		if err == nil {
 			return out, nil
 		}
-		code, status := errorCode(err)
+		code, status := awskit.ErrorCode(err)
 		changed := status == 412 || code == "PreconditionFailed" ||
 			code == "NoSuchKey" && put.IfMatch != nil // If-Match on an object deleted meanwhile
 		switch {
@@ -241,7 +240,7 @@ func (c *Client) put(ctx context.Context, in *s3.PutObjectInput, f fencing.Fence
 		case code == "ConditionalRequestConflict":
 			conflicts++
 			if attempt < c.attempts {
-				if err := c.wait(ctx, conflicts); err != nil {
+				if err := awskit.Backoff(ctx, c.backoff, conflicts, maxBackoff); err != nil {
 					return nil, fmt.Errorf("waiting to retry after 409 ConditionalRequestConflict: %w", err)
 				}
 			}
@@ -266,7 +265,7 @@ func (c *Client) head(ctx context.Context, in *s3.PutObjectInput, optFns []func(
 		SSECustomerKeyMD5:    in.SSECustomerKeyMD5,
 	}, optFns...)
 	if err != nil {
-		if code, status := errorCode(err); status == 404 || code == "NotFound" || code == "NoSuchKey" {
+		if code, status := awskit.ErrorCode(err); status == 404 || code == "NotFound" || code == "NoSuchKey" {
 			return fencing.Fence{}, "", nil
 		}
 		return fencing.Fence{}, "", fmt.Errorf("read the stored object's fence: %w", err)
@@ -280,20 +279,6 @@ func (c *Client) head(ctx context.Context, in *s3.PutObjectInput, optFns []func(
 		return fencing.Fence{}, "", fmt.Errorf("the stored object's fence refused the write: %w", err)
 	}
 	return f, etag, nil
-}
-
-// wait sleeps before the retry after the n-th 409 for a random time up to
-// backoff * 2^(n-1), capped at 1s, or until ctx is done.
-func (c *Client) wait(ctx context.Context, n int) error {
-	bound := min(c.backoff<<min(n-1, 16), maxBackoff)
-	t := time.NewTimer(rand.N(bound) + 1)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
 }
 
 // FenceOf returns the fence in an object's metadata (as HeadObject and
@@ -341,17 +326,4 @@ func lookup(metadata map[string]string, key string) (string, bool) {
 
 func isFenceKey(k string) bool {
 	return strings.EqualFold(k, TokenMetadata) || strings.EqualFold(k, LeaseMetadata) || strings.EqualFold(k, TombstoneMetadata)
-}
-
-// errorCode returns the S3 error code and HTTP status of err, where known.
-func errorCode(err error) (code string, status int) {
-	var apiErr smithy.APIError
-	if errors.As(err, &apiErr) {
-		code = apiErr.ErrorCode()
-	}
-	var withStatus interface{ HTTPStatusCode() int }
-	if errors.As(err, &withStatus) {
-		status = withStatus.HTTPStatusCode()
-	}
-	return code, status
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
+	"github.com/tenure-go/tenure/internal/awskit"
 	"github.com/tenure-go/tenure/lease"
 )
 
@@ -130,7 +131,7 @@ func badAttr(name, field, attr, reason string) error {
 }
 
 func wrongType(name, field, attr, want string, got types.AttributeValue) error {
-	return badAttr(name, field, attr, fmt.Sprintf("type %s, want %s", typeName(got), want))
+	return badAttr(name, field, attr, fmt.Sprintf("type %s, want %s", awskit.AttributeType(got), want))
 }
 
 // stringAttr returns attribute attr of type S, or "" when it is absent and
@@ -235,33 +236,4 @@ func bytesAttr(name string, item map[string]types.AttributeValue, attr, field st
 		return nil, wrongType(name, field, attr, "B", av)
 	}
 	return v.Value, nil
-}
-
-// typeName is DynamoDB's name for the type of av.
-func typeName(av types.AttributeValue) string {
-	switch av.(type) {
-	case *types.AttributeValueMemberS:
-		return "S"
-	case *types.AttributeValueMemberN:
-		return "N"
-	case *types.AttributeValueMemberB:
-		return "B"
-	case *types.AttributeValueMemberBOOL:
-		return "BOOL"
-	case *types.AttributeValueMemberNULL:
-		return "NULL"
-	case *types.AttributeValueMemberM:
-		return "M"
-	case *types.AttributeValueMemberL:
-		return "L"
-	case *types.AttributeValueMemberSS:
-		return "SS"
-	case *types.AttributeValueMemberNS:
-		return "NS"
-	case *types.AttributeValueMemberBS:
-		return "BS"
-	case nil:
-		return "none"
-	}
-	return fmt.Sprintf("%T", av)
 }

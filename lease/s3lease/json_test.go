@@ -231,7 +231,6 @@ func TestDecodeLongValuesAreCutInErrors(t *testing.T) {
 	}
 }
 
-
 // FuzzDecodeRecord checks that no body makes decodeRecord panic, and that
 // whatever it accepts is a valid record that survives a round trip.
 func FuzzDecodeRecord(f *testing.F) {

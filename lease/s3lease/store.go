@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math/rand/v2"
 	"net"
 	"slices"
 	"strings"
@@ -18,8 +17,8 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
-	"github.com/aws/smithy-go"
 
+	"github.com/tenure-go/tenure/internal/awskit"
 	"github.com/tenure-go/tenure/lease"
 )
 
@@ -246,7 +245,7 @@ func permanent(code string) bool {
 // failed wraps an SDK error with the operation, the lease and the object,
 // marking it lease.Permanent when retrying cannot cure it.
 func (s *Store) failed(op, name, key string, err error, hint string) error {
-	code, _ := errorCode(err)
+	code, _ := awskit.ErrorCode(err)
 	dir := "to"
 	if op == "get" {
 		dir = "from"
@@ -289,7 +288,7 @@ func (s *Store) Get(ctx context.Context, name string) (lease.Record, lease.Versi
 		Key:    aws.String(s.Key(name)),
 	})
 	if err != nil {
-		code, _ := errorCode(err)
+		code, _ := awskit.ErrorCode(err)
 		switch code {
 		case "NoSuchKey":
 			return lease.Record{}, lease.NoVersion, lease.NotFound(name)
@@ -398,7 +397,7 @@ func (s *Store) Put(ctx context.Context, name string, rec lease.Record, expect l
 			}
 			return lease.Version(etag), nil
 		}
-		code, status := errorCode(err)
+		code, status := awskit.ErrorCode(err)
 		switch {
 		case status == 412 || code == "PreconditionFailed":
 			return lease.NoVersion, lease.Conflict(name)
@@ -411,7 +410,7 @@ func (s *Store) Put(ctx context.Context, name string, rec lease.Record, expect l
 				return lease.NoVersion, fmt.Errorf("put lease %q to s3://%s/%s: %d attempts were each answered 409 (a competing conditional write was in flight each time); not applied: %w",
 					name, s.bucket, key, attempt, err)
 			}
-			if err := s.wait(ctx, attempt); err != nil {
+			if err := awskit.Backoff(ctx, s.backoff, attempt, maxConflictBackoff); err != nil {
 				return lease.NoVersion, fmt.Errorf("put lease %q: waiting to retry after 409 ConditionalRequestConflict: %w", name, err)
 			}
 		default:
@@ -426,22 +425,6 @@ func (s *Store) Put(ctx context.Context, name string, rec lease.Record, expect l
 // write: a false conflict, where the contract wants an error that makes the
 // caller read back and compare its nonce.
 func noSDKRetries(o *s3.Options) { o.RetryMaxAttempts = 1 }
-
-// wait sleeps before retry number attempt (1 for the first) for a random time
-// up to backoff * 2^(attempt-1), capped at maxConflictBackoff, or until ctx is
-// done.
-func (s *Store) wait(ctx context.Context, attempt int) error {
-	bound := min(s.backoff<<min(attempt-1, 20), maxConflictBackoff)
-	d := rand.N(bound) + 1
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
 
 // checkVersion rejects an expected version that could make If-Match match an
 // object it should not: "*" (MinIO then overwrites any object), a list of
@@ -463,18 +446,4 @@ func newWriteID() string {
 	var b [16]byte
 	_, _ = cryptorand.Read(b[:]) // never fails
 	return hex.EncodeToString(b[:])
-}
-
-// errorCode returns the API error code and HTTP status of an SDK error, or ""
-// and 0.
-func errorCode(err error) (code string, status int) {
-	var ae smithy.APIError
-	if errors.As(err, &ae) {
-		code = ae.ErrorCode()
-	}
-	var re interface{ HTTPStatusCode() int }
-	if errors.As(err, &re) {
-		status = re.HTTPStatusCode()
-	}
-	return code, status
 }

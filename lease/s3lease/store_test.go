@@ -19,6 +19,7 @@ import (
 	"github.com/aws/smithy-go"
 	smithyhttp "github.com/aws/smithy-go/transport/http"
 
+	"github.com/tenure-go/tenure/internal/awskit"
 	"github.com/tenure-go/tenure/lease"
 )
 
@@ -335,7 +336,7 @@ func TestPut409GivesUp(t *testing.T) {
 		if err == nil || errors.Is(err, lease.ErrConflict) || !strings.Contains(err.Error(), "3 attempts") {
 			t.Fatalf("Put: %v; want a non-conflict error after 3 attempts", err)
 		}
-		if code, _ := errorCode(err); code != "ConditionalRequestConflict" {
+		if code, _ := awskit.ErrorCode(err); code != "ConditionalRequestConflict" {
 			t.Errorf("error %v does not wrap the server's", err)
 		}
 		if n := api.putCount(); n != 3 {
@@ -368,23 +369,6 @@ func TestPut409WaitEndsWithContext(t *testing.T) {
 		}
 		if waited := time.Since(start); waited > time.Millisecond {
 			t.Errorf("Put returned %v after the deadline passed", waited-time.Millisecond)
-		}
-	})
-}
-
-func TestWaitBounds(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		s := newTestStore(t, &stubAPI{}, Config{ConflictBackoff: 300 * time.Millisecond})
-		for attempt, bound := range map[int]time.Duration{1: 300 * time.Millisecond, 2: 600 * time.Millisecond, 3: time.Second, 40: time.Second} {
-			for range 50 {
-				start := time.Now()
-				if err := s.wait(t.Context(), attempt); err != nil {
-					t.Fatal(err)
-				}
-				if d := time.Since(start); d <= 0 || d > bound {
-					t.Fatalf("wait before retry %d took %v, want (0, %v]", attempt, d, bound)
-				}
-			}
 		}
 	})
 }
