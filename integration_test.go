@@ -182,7 +182,7 @@ func TestIntegrationCandidate(t *testing.T) {
 		t.Run(srv.Name, func(t *testing.T) {
 			t.Parallel()
 			c := srv.Client()
-			store, err := s3lease.New(s3lease.Config{Client: c, Bucket: testservers.NewBucket(t, c), Prefix: "tenure/"})
+			store, err := s3lease.New(c, s3lease.Config{Bucket: testservers.NewBucket(t, c), Prefix: "tenure/"})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -331,7 +331,7 @@ func TestIntegrationPermanentErrorFailsFast(t *testing.T) {
 		t.Run(srv.Name, func(t *testing.T) {
 			t.Parallel()
 			bucket := testservers.UniqueName("tenure-missing")
-			store, err := s3lease.New(s3lease.Config{Client: srv.Client(), Bucket: bucket})
+			store, err := s3lease.New(srv.Client(), s3lease.Config{Bucket: bucket})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -372,7 +372,7 @@ func TestIntegrationRecordLost(t *testing.T) {
 			t.Parallel()
 			c := srv.Client()
 			bucket := testservers.NewBucket(t, c)
-			store, err := s3lease.New(s3lease.Config{Client: c, Bucket: bucket, Prefix: "tenure/"})
+			store, err := s3lease.New(c, s3lease.Config{Bucket: bucket, Prefix: "tenure/"})
 			if err != nil {
 				t.Fatal(err)
 			}

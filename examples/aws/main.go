@@ -118,7 +118,7 @@ func openStore(ctx context.Context, backend, table, bucket, prefix, region, endp
 				return nil, err
 			}
 		}
-		return s3lease.New(s3lease.Config{Client: client, Bucket: bucket, Prefix: prefix})
+		return s3lease.New(client, s3lease.Config{Bucket: bucket, Prefix: prefix})
 	}
 	return nil, fmt.Errorf("-backend %q: want dynamodb or s3", backend)
 }

@@ -138,11 +138,11 @@
 //
 // # Clients
 //
-// The caller builds the S3 client and passes it in Config.Client; Store uses
+// The caller builds the S3 client and passes it to New; Store uses
 // only GetObject and PutObject (the API interface). For AWS:
 //
 //	cfg, err := config.LoadDefaultConfig(ctx)
-//	store, err := s3lease.New(s3lease.Config{Client: s3.NewFromConfig(cfg), Bucket: "my-leases", Prefix: "tenure/"})
+//	store, err := s3lease.New(s3.NewFromConfig(cfg), s3lease.Config{Bucket: "my-leases", Prefix: "tenure/"})
 //
 // For an S3-compatible server (MinIO, versitygw, Ceph RGW, ...), set its
 // endpoint, address buckets by path (the bucket is not a DNS name there), and

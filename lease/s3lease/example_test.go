@@ -18,8 +18,7 @@ func ExampleNew() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	store, err := s3lease.New(s3lease.Config{
-		Client: s3.NewFromConfig(cfg),
+	store, err := s3lease.New(s3.NewFromConfig(cfg), s3lease.Config{
 		Bucket: "my-leases",
 		Prefix: "tenure/",
 	})
@@ -42,7 +41,7 @@ func ExampleNew_compatibleServer() {
 		o.RequestChecksumCalculation = aws.RequestChecksumCalculationWhenRequired
 		o.ResponseChecksumValidation = aws.ResponseChecksumValidationWhenRequired
 	})
-	store, err := s3lease.New(s3lease.Config{Client: client, Bucket: "leases"})
+	store, err := s3lease.New(client, s3lease.Config{Bucket: "leases"})
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -54,7 +54,7 @@ func eachServer(t *testing.T, f func(t *testing.T, srv server)) {
 // prefix path is exercised too.
 func (srv server) newStore(t testing.TB) *s3lease.Store {
 	t.Helper()
-	s, err := s3lease.New(s3lease.Config{Client: srv.client, Bucket: srv.bucket, Prefix: "tenure/leases/"})
+	s, err := s3lease.New(srv.client, s3lease.Config{Bucket: srv.bucket, Prefix: "tenure/leases/"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -111,7 +111,7 @@ func (c *conflictFirst) PutObject(ctx context.Context, in *s3.PutObjectInput, op
 func TestIntegrationConformanceWith409(t *testing.T) {
 	eachServer(t, func(t *testing.T, srv server) {
 		api := &conflictFirst{API: srv.client, seen: map[string]bool{}}
-		store, err := s3lease.New(s3lease.Config{Client: api, Bucket: srv.bucket, Prefix: "tenure/", ConflictBackoff: time.Millisecond})
+		store, err := s3lease.New(api, s3lease.Config{Bucket: srv.bucket, Prefix: "tenure/", ConflictBackoff: time.Millisecond})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -129,7 +129,7 @@ func TestIntegration409GivesUp(t *testing.T) {
 		ctx := t.Context()
 		plain := srv.newStore(t)
 		api := &conflictFirst{API: srv.client, seen: map[string]bool{}}
-		store, err := s3lease.New(s3lease.Config{Client: api, Bucket: srv.bucket, Prefix: "tenure/leases/", ConflictAttempts: 1})
+		store, err := s3lease.New(api, s3lease.Config{Bucket: srv.bucket, Prefix: "tenure/leases/", ConflictAttempts: 1})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -343,7 +343,7 @@ func BenchmarkIntegrationRenew(b *testing.B) {
 			ctx := context.Background()
 
 			b.Run("tenure", func(b *testing.B) {
-				store, err := s3lease.New(s3lease.Config{Client: c, Bucket: bucket, Prefix: "bench/"})
+				store, err := s3lease.New(c, s3lease.Config{Bucket: bucket, Prefix: "bench/"})
 				if err != nil {
 					b.Fatal(err)
 				}
@@ -364,7 +364,7 @@ func BenchmarkIntegrationRenew(b *testing.B) {
 			b.Run("raw-sdk", func(b *testing.B) {
 				// The same request by hand: one PutObject with If-Match and a
 				// body of the same size, and nothing else.
-				store, err := s3lease.New(s3lease.Config{Client: c, Bucket: bucket})
+				store, err := s3lease.New(c, s3lease.Config{Bucket: bucket})
 				if err != nil {
 					b.Fatal(err)
 				}

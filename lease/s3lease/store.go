@@ -60,13 +60,8 @@ const maxSegmentLen = 255
 // bytes an S3 key may have.
 const MaxPrefixLen = maxKeyLen - 3*lease.MaxNameLen
 
-// Config configures a Store. Client and Bucket are required.
+// Config configures a Store. Bucket is required.
 type Config struct {
-	// Client makes the S3 calls, usually an *s3.Client. For an S3-compatible
-	// server build it with UsePathStyle, BaseEndpoint and checksums "when
-	// required" (see the package doc).
-	Client API
-
 	// Bucket holds the lease objects. It must follow the S3 bucket naming
 	// rules: 3 to 63 bytes of lowercase letters, digits, '.' and '-',
 	// starting and ending with a letter or digit.
@@ -96,9 +91,6 @@ type Config struct {
 
 // validate fills in defaults and reports the first field that is wrong.
 func (c *Config) validate() error {
-	if c.Client == nil {
-		return errors.New("s3lease: Config.Client is nil: pass an *s3.Client (or another API)")
-	}
 	if err := validateBucket(c.Bucket); err != nil {
 		return err
 	}
@@ -198,14 +190,20 @@ type Store struct {
 
 var _ lease.Store = (*Store)(nil)
 
-// New returns a Store configured by cfg, after checking it. It makes no
-// request.
-func New(cfg Config) (*Store, error) {
+// New returns a Store that keeps leases in the bucket cfg names, through api
+// (usually an *s3.Client; for an S3-compatible server build it with
+// UsePathStyle, BaseEndpoint and checksums "when required", see the package
+// doc). It checks cfg but makes no request. It takes the same shape as
+// dynamolease.New.
+func New(api API, cfg Config) (*Store, error) {
+	if api == nil {
+		return nil, errors.New("s3lease: nil API: pass an *s3.Client (or another API)")
+	}
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
 	return &Store{
-		api:      cfg.Client,
+		api:      api,
 		bucket:   cfg.Bucket,
 		prefix:   cfg.Prefix,
 		attempts: cfg.ConflictAttempts,

@@ -77,11 +77,10 @@ func apiError(op string, status int, code string) error {
 
 func newTestStore(t *testing.T, api API, cfg Config) *Store {
 	t.Helper()
-	cfg.Client = api
 	if cfg.Bucket == "" {
 		cfg.Bucket = "leases"
 	}
-	s, err := New(cfg)
+	s, err := New(api, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -100,7 +99,7 @@ func TestConfigDefaults(t *testing.T) {
 }
 
 func TestConfigValidate(t *testing.T) {
-	ok := Config{Client: &stubAPI{}, Bucket: "my-leases.prod-1"}
+	ok := Config{Bucket: "my-leases.prod-1"}
 	tests := []struct {
 		label string
 		edit  func(*Config)
@@ -117,7 +116,6 @@ func TestConfigValidate(t *testing.T) {
 		{"valid 3-byte bucket", func(c *Config) { c.Bucket = "abc" }, ""},
 		{"valid 63-byte bucket", func(c *Config) { c.Bucket = strings.Repeat("b", 63) }, ""},
 
-		{"no client", func(c *Config) { c.Client = nil }, "Config.Client is nil"},
 		{"no bucket", func(c *Config) { c.Bucket = "" }, "Config.Bucket is empty"},
 		{"bucket URL", func(c *Config) { c.Bucket = "s3://leases" }, "bare bucket name"},
 		{"bucket ARN", func(c *Config) { c.Bucket = "arn:aws:s3:::leases" }, "bare bucket name"},
@@ -146,7 +144,7 @@ func TestConfigValidate(t *testing.T) {
 	for _, tt := range tests {
 		cfg := ok
 		tt.edit(&cfg)
-		s, err := New(cfg)
+		s, err := New(&stubAPI{}, cfg)
 		switch {
 		case tt.want == "" && err != nil:
 			t.Errorf("%s: New: %v", tt.label, err)
@@ -543,5 +541,11 @@ func BenchmarkReadCapped(b *testing.B) {
 		if _, err := readCapped(bytes.NewReader(data), int64(len(data))); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+func TestNewNilAPI(t *testing.T) {
+	if _, err := New(nil, Config{Bucket: "leases"}); err == nil || !strings.Contains(err.Error(), "nil API") {
+		t.Fatalf("New(nil) = %v", err)
 	}
 }
