@@ -71,6 +71,17 @@ const (
 	doRenew                       // leader's write to keep it
 	doRelease                     // write to give it up
 	doReadBack                    // read to resolve a write of unknown outcome
+	doCheck                       // read before releasing: did a write of ours land?
+)
+
+// phase is where the machine is in its life; it only moves forward.
+type phase int
+
+const (
+	running   phase = iota // campaigning, leading or following
+	stopped                // Stop was called: no campaigns, no renewals
+	releasing              // Release was called: give back what the store holds of ours
+	done                   // nothing more will happen
 )
 
 // state is the machine's role.
@@ -113,10 +124,8 @@ type Machine struct {
 	nonceN  int
 	first   time.Time // local time of the first answer
 
-	state     state
-	stopping  bool // Stop was called: no campaigns, no renewals
-	releasing bool // Release was called
-	finished  bool
+	phase phase
+	state state
 
 	// Our term (acquiring, leading) and our last confirmed write.
 	token     uint64
@@ -175,8 +184,8 @@ func (m *Machine) Done(now time.Time, res Result) Output {
 // new is started, and an op in flight is left to finish. The driver then waits
 // for the term's callbacks to return and calls Release.
 func (m *Machine) Stop(now time.Time) Output {
-	if !m.stopping {
-		m.stopping = true
+	if m.phase == running {
+		m.phase = stopped
 		if m.state == leading {
 			m.demote(now, ReasonShutDown)
 		}
@@ -188,10 +197,10 @@ func (m *Machine) Stop(now time.Time) Output {
 // Release gives up the lease if the store still holds a write of ours,
 // resolving writes of unknown outcome first. Output.Done reports the end.
 func (m *Machine) Release(now time.Time) Output {
-	if !m.stopping {
+	if m.phase == running {
 		m.Stop(now)
 	}
-	m.releasing = true
+	m.phase = max(m.phase, releasing)
 	if m.op != nil && m.op.do == doPoll {
 		// A follower's read changes nothing in the store: decide from what
 		// is known rather than wait for it (up to OpTimeout).
@@ -262,7 +271,7 @@ func (m *Machine) flush(now time.Time) Output {
 			m.handle(now, op, Result{ID: op.id, Err: &TimeoutError{Op: op.do.String(), After: m.cfg.OpTimeout, Last: last}})
 			continue
 		}
-		if m.releasing && !m.finished && m.op == nil && m.nextDo == 0 {
+		if m.phase == releasing && m.op == nil && m.nextDo == 0 {
 			m.releaseNext(now)
 		}
 		if m.op == nil && m.nextDo != 0 && !now.Before(m.next) {
@@ -274,7 +283,7 @@ func (m *Machine) flush(now time.Time) Output {
 	out := m.out
 	m.out = Output{}
 	switch {
-	case m.finished:
+	case m.phase == done:
 		out.Done = true
 		return out
 	case m.op != nil:
@@ -305,7 +314,7 @@ func (m *Machine) emit(e Event) { m.out.Events = append(m.out.Events, e) }
 func (m *Machine) demote(now time.Time, r Reason) {
 	if m.announced {
 		m.announced = false
-		m.held = !m.stopping
+		m.held = m.phase == running
 		m.emit(Event{Kind: EventDemoted, Term: m.term(), Reason: r})
 	}
 	m.state = following
@@ -318,7 +327,7 @@ func (m *Machine) schedule(at time.Time, do purpose) {
 
 // retry schedules do again after a jittered, growing backoff.
 func (m *Machine) retry(now time.Time, do purpose) {
-	if m.stopping && do != doRelease {
+	if m.phase != running && do != doRelease && do != doCheck {
 		return // a pending nonce is resolved by Release instead
 	}
 	d := m.backoff()
@@ -376,6 +385,8 @@ func (p purpose) String() string {
 		return "release"
 	case doReadBack:
 		return "read back"
+	case doCheck:
+		return "check before release"
 	}
 	return "op"
 }
@@ -388,7 +399,7 @@ func (m *Machine) start(now time.Time) {
 	case doPoll, doReadBack:
 		m.send(now, &flight{do: do})
 	case doAcquire:
-		if m.stopping {
+		if m.phase != running {
 			return
 		}
 		if m.state == leading { // obsolete: keep renewing instead
@@ -422,7 +433,7 @@ func (m *Machine) start(now time.Time) {
 		rec := lease.Record{Holder: m.cfg.ID, Token: token, Duration: m.cfg.LeaseDuration, Payload: m.cfg.Payload}
 		m.write(now, doAcquire, rec, expect)
 	case doRenew:
-		if m.stopping {
+		if m.phase != running {
 			return
 		}
 		if m.state != leading {
@@ -432,7 +443,7 @@ func (m *Machine) start(now time.Time) {
 			return
 		}
 		m.write(now, doRenew, m.ownRec, m.ownVer)
-	case doRelease:
+	case doRelease, doCheck:
 		if m.ownVer == lease.NoVersion {
 			m.finish()
 			return
@@ -498,7 +509,7 @@ func (m *Machine) handle(now time.Time, op *flight, res Result) {
 		case errors.Is(res.Err, lease.ErrNotFound):
 			m.observe(now, false, lease.Record{}, lease.NoVersion)
 		default:
-			if !m.stopping {
+			if m.phase == running {
 				m.schedule(m.pollAfter(now), doPoll)
 			}
 			return
@@ -560,9 +571,8 @@ func (m *Machine) resolve(now time.Time, w *flight, found bool, cur lease.Record
 		// Nothing changed: w did not apply, so far. Its nonce stays pending in
 		// case it lands late.
 		m.read = now
-		if w.rec.Nonce == "" {
-			// A check before release, not a write: none of ours landed.
-			m.pending = nil
+		if w.do == doCheck {
+			m.pending = nil // none of ours landed
 		} else {
 			m.retry(now, w.do)
 		}
@@ -583,7 +593,7 @@ func (m *Machine) resolve(now time.Time, w *flight, found bool, cur lease.Record
 	}
 	m.observe(now, found, cur, ver)
 	switch {
-	case w.do == doRelease || m.releasing:
+	case w.do == doRelease || w.do == doCheck || m.phase >= releasing:
 		m.finish()
 	case m.state == acquiring:
 		m.state, m.pending = following, nil
@@ -602,7 +612,7 @@ func (m *Machine) confirm(now time.Time, do purpose, sent time.Time, rec lease.R
 	case rec.Released:
 		m.finish()
 		return
-	case m.releasing:
+	case m.phase >= releasing:
 		// A write of ours landed late; release that version instead.
 		m.schedule(now, doRelease)
 		return
@@ -617,7 +627,7 @@ func (m *Machine) confirm(now time.Time, do purpose, sent time.Time, rec lease.R
 	}
 	m.state = leading
 	m.deadline = m.sent.Add(m.window)
-	if m.stopping {
+	if m.phase != running {
 		return // held, not announced; Release gives it back
 	}
 	if !m.announced && now.Before(m.deadline) {
@@ -682,7 +692,7 @@ func (m *Machine) free() bool {
 // follow schedules a follower's next step: take the lease when the protocol
 // allows it, else poll. While a term's callbacks run it only polls.
 func (m *Machine) follow(now time.Time) {
-	if m.stopping || m.state == leading {
+	if m.phase != running || m.state == leading {
 		return
 	}
 	poll := m.pollAfter(now)
@@ -711,7 +721,7 @@ func (m *Machine) releaseNext(now time.Time) {
 	switch {
 	case len(m.pending) > 0:
 		// A write of ours may have landed: read before deciding.
-		m.unresolved = &flight{do: doRelease, expect: m.ver}
+		m.unresolved = &flight{do: doCheck, expect: m.ver}
 		if !m.exists {
 			m.unresolved.expect = lease.NoVersion
 		}
@@ -724,5 +734,5 @@ func (m *Machine) releaseNext(now time.Time) {
 }
 
 func (m *Machine) finish() {
-	m.finished, m.nextDo, m.unresolved = true, 0, nil
+	m.phase, m.nextDo, m.unresolved = done, 0, nil
 }
