@@ -64,7 +64,6 @@ func (x *h) take(o Output) Output {
 func (x *h) start(now time.Time) Output { x.now = now; return x.take(x.m.Start(now)) }
 func (x *h) tick(now time.Time) Output  { x.now = now; return x.take(x.m.Tick(now)) }
 
-
 // reply answers the op in flight.
 func (x *h) reply(now time.Time, op *Op, rec lease.Record, ver lease.Version, err error) Output {
 	x.t.Helper()
@@ -85,11 +84,6 @@ func (x *h) wantOp(kind OpKind) *Op {
 	}
 	return x.out.Op
 }
-
-
-
-
-
 
 func TestBoundaries(t *testing.T) {
 	if got, want := WaitBeforeTakeover(10*time.Second, 1e-3), 10010*time.Millisecond; got != want {
@@ -279,4 +273,3 @@ func TestConfigRoomToRetry(t *testing.T) {
 		t.Fatalf("one past the bound: %v", err)
 	}
 }
-
