@@ -164,14 +164,6 @@ func signal(ch chan struct{}) {
 	}
 }
 
-// barrier returns a channel closed once every callback pushed before it has
-// returned.
-func (d *dispatcher) barrier() <-chan struct{} {
-	ch := make(chan struct{})
-	d.push("", func() { close(ch) })
-	return ch
-}
-
 // close lets run return once the queue is empty.
 func (d *dispatcher) close() {
 	d.mu.Lock()

@@ -277,7 +277,7 @@ func TestTermEndsWithoutTheLoop(t *testing.T) {
 		}})
 		stop := run(t, c, context.Background())
 		ctx := <-ctxs
-		derived, cancel := context.WithCancel(context.WithValue(ctx, leaseName, 1))
+		derived, cancel := context.WithCancel(context.WithValue(ctx, ctxKey{}, 1))
 		defer cancel()
 		st := c.Status()
 		if !st.Leading || ctx.Err() != nil || fencing.Err(derived) != nil {

@@ -254,7 +254,6 @@ type job struct {
 	kind    jobKind
 	term    *fastTerm
 	reason  string
-	leader  election.Leader
 	waiting bool           // jElected: waiting for the next round of work
 	tm      *timer         // what it waits for
 	barrier driver.Barrier // jBarrier
@@ -326,14 +325,6 @@ func (d *dispatcher) begin(j *job) {
 		f.loop()
 		d.next()
 	}
-}
-
-func (d *dispatcher) sleep(dur time.Duration) {
-	if dur <= 0 {
-		d.next()
-		return
-	}
-	d.cur.tm = d.f.after(srcCallbacks, dur, d.next)
 }
 
 // workLoop models the top of OnElected's loop: a select on the term's
