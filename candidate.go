@@ -97,9 +97,9 @@ func (c *Candidate) Status() Status {
 // not be confirmed in time (the lease then expires on its own). It returns
 // only after every goroutine it started has exited.
 //
-// If the first store call fails with an error that retrying cannot cure
-// (lease.ErrPermanent: a missing table or bucket, access denied), Run
-// returns it at once. Later such errors are logged, kept in Status().Err,
+// If a store call fails with an error that retrying cannot cure
+// (lease.ErrPermanent: a missing table or bucket, access denied) before the
+// store has answered once, Run returns it at once. Later such errors are logged, kept in Status().Err,
 // and retried.
 //
 // If a callback panics, Run ends the term and releases the lease as if ctx

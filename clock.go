@@ -4,7 +4,9 @@ import "time"
 
 // Clock is the part of a clock a Candidate uses. A
 // github.com/benbjohnson/clock Clock satisfies it unchanged (clock.New(),
-// clock.NewMock()), and so does any clock a simulator supplies.
+// clock.NewMock()), and so does any clock a simulator supplies. It must be
+// safe for concurrent use: the term's context reads Now from the goroutines
+// that check it.
 //
 // Differences of Now readings must measure elapsed time: time.Now's monotonic
 // reading does, so a wall-clock step does not move a deadline. Now also
