@@ -36,6 +36,7 @@ func RunReal(t *testing.T, sc *Scenario, seed uint64, opt Options) *Result {
 	var r *Result
 	synctest.Test(t, func(t *testing.T) {
 		w := newWorld(sc, seed, opt, newRealRun)
+		w.shared = true
 		w.settle = w.settleReal
 		before := bubble()
 		w.run()
@@ -151,7 +152,10 @@ func (r *realRun) poll() {
 	w.mu.Lock()
 	ctx, tok := r.ctx, r.ctxTok
 	w.mu.Unlock()
-	if ctx == nil || ctx.Err() != nil {
+	// context.Cause reads whether the context was cancelled without asking
+	// it to check its deadline: ctx.Err() could cancel it now, waking the
+	// callback goroutine after the phase has settled.
+	if ctx == nil || context.Cause(ctx) != nil {
 		return
 	}
 	if t := w.chk.open[in]; t == nil || t.tok != tok {

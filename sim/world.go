@@ -57,6 +57,7 @@ type world struct {
 	// until it is idle, then flushes what it staged.
 	settle  func(in *instance)
 	runtime func(*instance) instRuntime // makes what runs an instance
+	shared  bool                        // real tier: goroutines read now (under mu)
 
 	mu     sync.Mutex // guards staged and every instance.n: real-tier goroutines stage concurrently
 	staged []item
@@ -341,7 +342,7 @@ func (w *world) run() {
 		if e.at > limit {
 			break
 		}
-		w.now = e.at
+		w.setNow(e.at)
 		w.events++
 		w.fire(&e)
 		if w.ending && w.running == 0 {
@@ -355,6 +356,17 @@ func (w *world) run() {
 	}
 	w.chk.finish()
 	w.tr.flush()
+}
+
+// setNow advances true time. In the real tier it does so under mu, which
+// the instances' clocks take to read it: synctest.Wait orders the phases in
+// time, but the race detector only sees the mutex.
+func (w *world) setNow(t time.Duration) {
+	if w.shared {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+	}
+	w.now = t
 }
 
 func (w *world) push(e event) {
