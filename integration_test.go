@@ -162,20 +162,27 @@ func (r *running) stop(t *testing.T) error {
 	}
 }
 
+// dynamoStore makes a table of its own on DynamoDB Local and a store on it.
+func dynamoStore(t *testing.T, prefix string) (*dynamodb.Client, string, lease.Store) {
+	t.Helper()
+	api := testservers.DynamoDB(t)
+	table := testservers.UniqueName(prefix)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := dynamolease.CreateTable(ctx, api, table, dynamolease.TableOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	store, err := dynamolease.New(api, dynamolease.Config{Table: table})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return api, table, store
+}
+
 func TestIntegrationCandidate(t *testing.T) {
 	t.Run("dynamodb-local", func(t *testing.T) {
 		t.Parallel()
-		api := testservers.DynamoDB(t)
-		table := testservers.UniqueName("tenure-e2e")
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		defer cancel()
-		if err := dynamolease.CreateTable(ctx, api, table, dynamolease.TableOptions{}); err != nil {
-			t.Fatal(err)
-		}
-		store, err := dynamolease.New(api, dynamolease.Config{Table: table})
-		if err != nil {
-			t.Fatal(err)
-		}
+		_, _, store := dynamoStore(t, "tenure-e2e")
 		candidateEndToEnd(t, store)
 	})
 	for _, srv := range testservers.S3Servers(t) {
@@ -348,17 +355,7 @@ func TestIntegrationPermanentErrorFailsFast(t *testing.T) {
 func TestIntegrationRecordLost(t *testing.T) {
 	t.Run("dynamodb-local", func(t *testing.T) {
 		t.Parallel()
-		api := testservers.DynamoDB(t)
-		table := testservers.UniqueName("tenure-lost")
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		defer cancel()
-		if err := dynamolease.CreateTable(ctx, api, table, dynamolease.TableOptions{}); err != nil {
-			t.Fatal(err)
-		}
-		store, err := dynamolease.New(api, dynamolease.Config{Table: table})
-		if err != nil {
-			t.Fatal(err)
-		}
+		api, table, store := dynamoStore(t, "tenure-lost")
 		recordLost(t, store, func(ctx context.Context, name string) error {
 			_, err := api.DeleteItem(ctx, &dynamodb.DeleteItemInput{
 				TableName: &table,
