@@ -412,3 +412,56 @@ func recordLost(t *testing.T, store lease.Store, del func(ctx context.Context, n
 	}
 	t.Logf("%s leads again %v after the delete, token %d after %d", next.id, next.at.Sub(deleted).Round(time.Millisecond), next.term.Token, e.term.Token)
 }
+
+// Locks on each real server: refused while held, taken with the next token
+// once given back, and released for good by Close.
+func TestIntegrationLocker(t *testing.T) {
+	check := func(t *testing.T, store lease.Store) {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		a, err := tenure.NewLocker(tenure.LockerConfig{Store: store, ID: "a", LeaseDuration: e2eLease, OpTimeout: time.Second, RetryMax: 200 * time.Millisecond})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer a.Close()
+		b, err := tenure.NewLocker(tenure.LockerConfig{Store: store, ID: "b", LeaseDuration: e2eLease, OpTimeout: time.Second, RetryMax: 200 * time.Millisecond})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer b.Close()
+		h, err := a.TryLock(ctx, "e2e/lock")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := b.TryLock(ctx, "e2e/lock"); !errors.Is(err, tenure.ErrLocked) {
+			t.Fatalf("TryLock while held: %v", err)
+		}
+		if err := h.Unlock(ctx); err != nil {
+			t.Fatal(err)
+		}
+		h2, err := b.TryLock(ctx, "e2e/lock")
+		if err != nil || h2.Token() != h.Token()+1 {
+			t.Fatalf("after Unlock: %v (token %v after %d)", err, h2, h.Token())
+		}
+		b.Close()
+		if rec, _, err := store.Get(ctx, "e2e/lock"); err != nil || !rec.Released || rec.Token != uint64(h2.Token()) {
+			t.Fatalf("after Close: %+v, %v", rec, err)
+		}
+	}
+	t.Run("dynamodb-local", func(t *testing.T) {
+		t.Parallel()
+		_, _, store := dynamoStore(t, "tenure-locks")
+		check(t, store)
+	})
+	for _, srv := range testservers.S3Servers(t) {
+		t.Run(srv.Name, func(t *testing.T) {
+			t.Parallel()
+			c := srv.Client()
+			store, err := s3lease.New(c, s3lease.Config{Bucket: testservers.NewBucket(t, c), Prefix: "tenure/"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			check(t, store)
+		})
+	}
+}

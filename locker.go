@@ -1,0 +1,416 @@
+package tenure
+
+import (
+	"container/heap"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	"github.com/tenure-go/tenure/election"
+	"github.com/tenure-go/tenure/fencing"
+	"github.com/tenure-go/tenure/internal/driver"
+	"github.com/tenure-go/tenure/lease"
+)
+
+var (
+	// ErrLocked is wrapped by TryLock's error when another holder has the
+	// lock; errors.As finds the *LockedError that names it.
+	ErrLocked = errors.New("tenure: locked")
+	// ErrClosed is returned by a Locker's methods after Close.
+	ErrClosed = errors.New("tenure: Locker closed")
+)
+
+// LockedError says who holds a lock that TryLock could not take, as the
+// store showed it. The holder may already be dead: only waiting out its
+// lease (Lock) tells.
+type LockedError struct {
+	Name    string
+	Holder  string
+	Token   fencing.Token
+	Payload []byte
+}
+
+func (e *LockedError) Error() string {
+	return fmt.Sprintf("tenure: lock %q is held by %q (token %d)", e.Name, e.Holder, e.Token)
+}
+
+// Is makes errors.Is(err, ErrLocked) true.
+func (e *LockedError) Is(target error) bool { return target == ErrLocked }
+
+// LockerConfig configures a Locker. Store is required; the other fields are
+// as in Config, with the same defaults.
+type LockerConfig struct {
+	Store lease.Store
+	ID    string
+	// LeaseDuration is each lock's lease (a lock may ask for its own with
+	// WithLeaseDuration); the other timings derive from it as in Config.
+	LeaseDuration  time.Duration
+	RenewInterval  time.Duration
+	PollInterval   time.Duration
+	OpTimeout      time.Duration
+	RetryMin       time.Duration
+	RetryMax       time.Duration
+	MaxDrift       float64
+	Margin         time.Duration
+	ReleaseTimeout time.Duration
+	Clock          Clock
+	Logger         *slog.Logger
+	Rand           *rand.Rand
+}
+
+// LockOption changes how one call of TryLock, Lock or Do takes its lock.
+type LockOption func(*lockOptions)
+
+type lockOptions struct {
+	payload []byte
+	ttl     time.Duration
+}
+
+// WithPayload stores b with the lock while it is held, for others to read
+// (LockedError.Payload). At most lease.MaxPayloadLen bytes.
+func WithPayload(b []byte) LockOption { return func(o *lockOptions) { o.payload = b } }
+
+// WithLeaseDuration gives the lock a lease of its own; the timings derived
+// from it follow.
+func WithLeaseDuration(d time.Duration) LockOption { return func(o *lockOptions) { o.ttl = d } }
+
+// Locker takes and holds locks on leases, many at once, under the rules of
+// leadership (see the package doc): a lock is a lease taken for a piece of
+// work and given back. One goroutine renews every held lock; a store call
+// in flight has a goroutine of its own while it lasts. A lock name follows
+// lease.ValidateName; locks and Candidates may share one store.
+//
+// A held lock's context is cancelled at its local deadline, when it is
+// lost, on Unlock and on Close; its token is above every earlier holder's.
+type Locker struct {
+	cfg  LockerConfig
+	reqs chan func() // run on the loop goroutine
+	res  chan lockResult
+	quit chan struct{} // closed when the loop ends
+	wg   sync.WaitGroup
+	base context.Context // parent of store calls: cancelled at the end
+	stop context.CancelFunc
+
+	closeOnce sync.Once
+
+	// Owned by the loop goroutine.
+	entries map[*lockEntry]struct{}
+	names   map[string][]*lockEntry // per name: the active entry, then those waiting in this process
+	wakes   wakeHeap
+	timer   <-chan time.Time
+	timerAt time.Time
+	closing bool
+	drained chan struct{} // closed when closing and no entry is left
+}
+
+type lockResult struct {
+	e   *lockEntry
+	res election.Result
+}
+
+// NewLocker returns a Locker for cfg and starts its loop; Close stops it.
+func NewLocker(cfg LockerConfig) (*Locker, error) {
+	c := Config{
+		Lease: "locker", Store: cfg.Store, ID: cfg.ID, LeaseDuration: cfg.LeaseDuration, RenewInterval: cfg.RenewInterval,
+		PollInterval: cfg.PollInterval, OpTimeout: cfg.OpTimeout, RetryMin: cfg.RetryMin, RetryMax: cfg.RetryMax,
+		MaxDrift: cfg.MaxDrift, Margin: cfg.Margin, ReleaseTimeout: cfg.ReleaseTimeout, Clock: cfg.Clock, Logger: cfg.Logger, Rand: cfg.Rand,
+	}
+	r, err := c.resolved()
+	if err != nil {
+		return nil, err
+	}
+	cfg.ID, cfg.Clock, cfg.Rand = r.ID, r.Clock, r.Rand
+	t := r.timing()
+	cfg.LeaseDuration, cfg.RenewInterval, cfg.PollInterval, cfg.OpTimeout = t.LeaseDuration, t.RenewInterval, t.PollInterval, t.OpTimeout
+	cfg.RetryMin, cfg.RetryMax, cfg.MaxDrift, cfg.Margin, cfg.ReleaseTimeout = t.RetryMin, t.RetryMax, t.MaxDrift, t.Margin, t.ReleaseTimeout
+	base, stop := context.WithCancel(context.Background())
+	l := &Locker{
+		cfg: cfg, reqs: make(chan func()), res: make(chan lockResult), quit: make(chan struct{}),
+		base: base, stop: stop, entries: map[*lockEntry]struct{}{}, names: map[string][]*lockEntry{},
+	}
+	l.wg.Go(l.loop)
+	return l, nil
+}
+
+// Lock is a held lock.
+type Lock struct {
+	name  string
+	token fencing.Token
+	ctx   *termContext
+	e     *lockEntry
+	l     *Locker
+}
+
+// Name returns the lock's name.
+func (h *Lock) Name() string { return h.name }
+
+// Token returns the lock's fencing token: above every earlier holder's.
+func (h *Lock) Token() fencing.Token { return h.token }
+
+// Context returns a context cancelled at the lock's local deadline (unless
+// renewed), when the lock is lost, on Unlock and on Close. It carries the
+// lock's fencing.Fence.
+func (h *Lock) Context() context.Context { return h.ctx }
+
+// TryLock takes the lock if nobody holds it, and otherwise returns at once
+// an error wrapping ErrLocked (a *LockedError naming the holder). It waits
+// only for the store's answers, bounded by ctx.
+func (l *Locker) TryLock(ctx context.Context, name string, opts ...LockOption) (*Lock, error) {
+	return l.take(ctx, name, true, opts)
+}
+
+// Lock takes the lock, waiting for it as long as ctx allows: a deadline on
+// ctx waits that long, none waits forever. A holder gone silent is waited
+// out for its lease × (1+MaxDrift) on this Locker's clock. It returns ctx's
+// error when ctx is done first.
+func (l *Locker) Lock(ctx context.Context, name string, opts ...LockOption) (*Lock, error) {
+	return l.take(ctx, name, false, opts)
+}
+
+// Do takes the lock (as Lock), runs fn with the lock's context and token,
+// and unlocks, whatever fn returns. It returns fn's error, or the error of
+// taking or releasing the lock.
+func (l *Locker) Do(ctx context.Context, name string, fn func(ctx context.Context, token fencing.Token) error, opts ...LockOption) error {
+	h, err := l.Lock(ctx, name, opts...)
+	if err != nil {
+		return err
+	}
+	ferr := fn(h.Context(), h.Token())
+	uerr := h.Unlock(context.WithoutCancel(ctx))
+	return errors.Join(ferr, uerr)
+}
+
+// Unlock gives the lock back, with its token kept: only if the store still
+// holds this holder's write (it never releases someone else's). It returns
+// once the release is confirmed, or ctx is done; the release goes on in the
+// background for at most ReleaseTimeout. An unconfirmed release wraps
+// ErrReleaseUnconfirmed: the lock then expires on its own.
+func (h *Lock) Unlock(ctx context.Context) error {
+	done := make(chan error, 1)
+	if !h.l.do(func() { h.e.unlock(done) }) {
+		return ErrClosed
+	}
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Close releases every held lock (each within ReleaseTimeout), makes
+// waiting Lock calls return ErrClosed, stops the loop and waits for every
+// goroutine the Locker started.
+func (l *Locker) Close() error {
+	l.closeOnce.Do(func() {
+		ok := l.do(func() {
+			l.closing = true
+			l.drained = make(chan struct{})
+			for _, q := range l.names {
+				for _, e := range q {
+					e.fail(ErrClosed)
+				}
+			}
+			for e := range l.entries {
+				e.stopDriver()
+			}
+			l.checkDrained()
+		})
+		if ok {
+			<-l.quit
+		}
+		l.stop()
+		l.wg.Wait()
+	})
+	return nil
+}
+
+// do runs f on the loop goroutine; false if the Locker is closed.
+func (l *Locker) do(f func()) bool {
+	select {
+	case l.reqs <- f:
+		return true
+	case <-l.quit:
+		return false
+	}
+}
+
+func (l *Locker) take(ctx context.Context, name string, try bool, opts []LockOption) (*Lock, error) {
+	if err := lease.ValidateName(name); err != nil {
+		return nil, fmt.Errorf("tenure: lock: %w", err)
+	}
+	var o lockOptions
+	for _, opt := range opts {
+		opt(&o)
+	}
+	ec, err := l.machineConfig(o)
+	if err != nil {
+		return nil, err
+	}
+	e := &lockEntry{l: l, name: name, try: try, ec: ec, result: make(chan takeResult, 1), idx: -1}
+	if !l.do(func() { l.add(e) }) {
+		return nil, ErrClosed
+	}
+	select {
+	case r := <-e.result:
+		return r.lock, r.err
+	case <-ctx.Done():
+		// Give up: whatever the store holds of ours is released.
+		l.do(func() { e.fail(ctx.Err()); e.stopDriver() })
+		r := <-e.result
+		if r.lock != nil { // taken just now: give it back
+			_ = r.lock.Unlock(context.WithoutCancel(ctx))
+		}
+		return nil, ctx.Err()
+	}
+}
+
+func (l *Locker) machineConfig(o lockOptions) (election.Config, error) {
+	c := l.cfg
+	t := election.Timing{
+		LeaseDuration: c.LeaseDuration, RenewInterval: c.RenewInterval, PollInterval: c.PollInterval, OpTimeout: c.OpTimeout,
+		RetryMin: c.RetryMin, RetryMax: c.RetryMax, MaxDrift: c.MaxDrift, Margin: c.Margin, ReleaseTimeout: c.ReleaseTimeout,
+	}
+	if o.ttl != 0 {
+		t = election.Timing{LeaseDuration: o.ttl, MaxDrift: c.MaxDrift}.WithDefaults()
+	}
+	// The loop gives each lock a Rand of its own (add): Config.Rand is
+	// the loop's alone. This one only lets Validate pass.
+	ec := election.Config{ID: c.ID, Timing: t, Payload: o.payload, Rand: rand.New(rand.NewPCG(0, 0)), Wall: wallOf(c.Clock)}
+	if err := ec.Validate(); err != nil {
+		return ec, fieldError(err)
+	}
+	return ec, nil
+}
+
+// loop is the Locker's one goroutine: it runs every lock's driver.
+func (l *Locker) loop() {
+	defer close(l.quit)
+	for {
+		select {
+		case f := <-l.reqs:
+			f()
+		case r := <-l.res:
+			if _, ok := l.entries[r.e]; ok {
+				_ = r.e.d.Result(r.res)
+				r.e.after()
+			}
+		case <-l.timer:
+			l.timer = nil
+			now := l.cfg.Clock.Now()
+			for len(l.wakes) > 0 && !l.wakes[0].due().After(now) {
+				e := l.wakes[0]
+				e.fireDue(now)
+			}
+		}
+		if l.closing && len(l.entries) == 0 {
+			return
+		}
+		l.arm()
+	}
+}
+
+// arm sets the loop's timer for the earliest wake-up of any lock.
+func (l *Locker) arm() {
+	if len(l.wakes) == 0 {
+		l.timer = nil
+		return
+	}
+	at := l.wakes[0].due()
+	if l.timer != nil && at.Equal(l.timerAt) {
+		return
+	}
+	l.timerAt = at
+	l.timer = l.cfg.Clock.After(at.Sub(l.cfg.Clock.Now()))
+}
+
+// add takes e's name in this process: a name another call of this Locker
+// holds or waits for is refused (TryLock) or queued behind it (Lock), so
+// that the store never sees two holders with this Locker's ID.
+func (l *Locker) add(e *lockEntry) {
+	if l.closing {
+		e.fail(ErrClosed)
+		return
+	}
+	q := l.names[e.name]
+	if len(q) > 0 && e.try {
+		a := q[0]
+		le := &LockedError{Name: e.name, Holder: l.cfg.ID}
+		if a.held != nil {
+			le.Token, le.Payload = a.held.token, a.ec.Payload
+		}
+		e.fail(le)
+		return
+	}
+	l.names[e.name] = append(q, e)
+	if len(q) == 0 {
+		l.begin(e)
+	}
+}
+
+// begin starts e's driver.
+func (l *Locker) begin(e *lockEntry) {
+	if e.replied { // its caller gave up while it waited in this process
+		l.dequeue(e)
+		return
+	}
+	e.ec.Rand = rand.New(rand.NewPCG(l.cfg.Rand.Uint64(), l.cfg.Rand.Uint64()))
+	m, err := election.New(e.ec)
+	if err != nil {
+		e.fail(err) // Validate passed in take: not reached
+		return
+	}
+	l.entries[e] = struct{}{}
+	e.m = m
+	e.d = driver.New(e.m, e, e.ec.ReleaseTimeout)
+	e.d.Start()
+	e.after()
+}
+
+func (l *Locker) remove(e *lockEntry) {
+	delete(l.entries, e)
+	if e.idx >= 0 {
+		heap.Remove(&l.wakes, e.idx)
+	}
+	l.dequeue(e)
+	l.checkDrained()
+}
+
+// dequeue drops e from its name's queue and starts the next in line.
+func (l *Locker) dequeue(e *lockEntry) {
+	q := l.names[e.name]
+	for i, o := range q {
+		if o == e {
+			q = append(q[:i], q[i+1:]...)
+			break
+		}
+	}
+	if len(q) == 0 {
+		delete(l.names, e.name)
+		return
+	}
+	l.names[e.name] = q
+	if q[0].d == nil {
+		l.begin(q[0])
+	}
+}
+
+func (l *Locker) checkDrained() {
+	if l.closing && len(l.entries) == 0 && l.drained != nil {
+		select {
+		case <-l.drained:
+		default:
+			close(l.drained)
+		}
+	}
+}
+
+func (l *Locker) log(level slog.Level, msg string, args ...any) {
+	if lg := l.cfg.Logger; lg != nil {
+		lg.Log(context.Background(), level, msg, append([]any{"id", l.cfg.ID}, args...)...)
+	}
+}

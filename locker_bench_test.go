@@ -1,0 +1,79 @@
+package tenure_test
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/tenure-go/tenure"
+	"github.com/tenure-go/tenure/lease"
+	"github.com/tenure-go/tenure/lease/memlease"
+)
+
+// countingStore counts the writes that reach a store.
+type countingStore struct {
+	lease.Store
+	puts atomic.Int64
+}
+
+func (c *countingStore) Put(ctx context.Context, name string, rec lease.Record, expect lease.Version) (lease.Version, error) {
+	c.puts.Add(1)
+	return c.Store.Put(ctx, name, rec, expect)
+}
+
+// BenchmarkLocker10k holds 10,000 locks in one Locker on memlease, in real
+// time with a 1s lease (renewals every 200ms), and reports the goroutines
+// and heap per held lock, the renewals per second, and the time to take and
+// to give back all of them.
+//
+//	go test -run '^$' -bench Locker10k -benchtime 1x .
+func BenchmarkLocker10k(b *testing.B) {
+	const n = 10_000
+	for range b.N {
+		store := &countingStore{Store: memlease.New()}
+		l, err := tenure.NewLocker(tenure.LockerConfig{Store: store, ID: "bench", LeaseDuration: time.Second})
+		if err != nil {
+			b.Fatal(err)
+		}
+		ctx := context.Background()
+		runtime.GC()
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		g0 := runtime.NumGoroutine()
+		start := time.Now()
+		held := make([]*tenure.Lock, n)
+		for i := range held {
+			if held[i], err = l.TryLock(ctx, fmt.Sprintf("bench/%d", i)); err != nil {
+				b.Fatal(err)
+			}
+		}
+		took := time.Since(start)
+		puts0 := store.puts.Load()
+		time.Sleep(2 * time.Second) // a benchmark, not a test: renewals in real time
+		renewals := float64(store.puts.Load()-puts0) / 2
+		runtime.GC()
+		runtime.ReadMemStats(&after)
+		goroutines := runtime.NumGoroutine() - g0
+		for _, h := range held {
+			if h.Context().Err() != nil {
+				b.Fatalf("%s lost: %v", h.Name(), context.Cause(h.Context()))
+			}
+		}
+		start = time.Now()
+		for _, h := range held {
+			if err := h.Unlock(ctx); err != nil {
+				b.Fatal(err)
+			}
+		}
+		released := time.Since(start)
+		l.Close()
+		b.ReportMetric(float64(after.HeapAlloc-before.HeapAlloc)/n, "heap-B/lock")
+		b.ReportMetric(float64(goroutines), "goroutines")
+		b.ReportMetric(renewals, "renewals/s")
+		b.ReportMetric(took.Seconds(), "s-to-lock-all")
+		b.ReportMetric(released.Seconds(), "s-to-unlock-all")
+	}
+}

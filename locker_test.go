@@ -1,0 +1,248 @@
+package tenure_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/tenure-go/tenure"
+	"github.com/tenure-go/tenure/election"
+	"github.com/tenure-go/tenure/fencing"
+	"github.com/tenure-go/tenure/lease"
+	"github.com/tenure-go/tenure/lease/leasetest"
+	"github.com/tenure-go/tenure/lease/memlease"
+)
+
+func newLocker(t *testing.T, store lease.Store, id string) *tenure.Locker {
+	t.Helper()
+	l, err := tenure.NewLocker(tenure.LockerConfig{Store: store, ID: id})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	return l
+}
+
+// TryLock takes a free lock at once and refuses a held one at once, naming
+// the holder; Unlock gives it back with its token, and the next holder's
+// token is the next one.
+func TestTryLock(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		store := memlease.New()
+		a, b := newLocker(t, store, "a"), newLocker(t, store, "b")
+		start := time.Now()
+		h, err := a.TryLock(ctx, "reports/2026-11-23", tenure.WithPayload([]byte("addr-a")))
+		if err != nil || time.Since(start) != 0 {
+			t.Fatalf("TryLock of a free lock: %v after %v", err, time.Since(start))
+		}
+		if h.Token() < fencing.Token(start.UnixMilli()) || h.Context().Err() != nil {
+			t.Fatalf("token %d, context %v", h.Token(), h.Context().Err())
+		}
+		_, err = b.TryLock(ctx, "reports/2026-11-23")
+		var le *tenure.LockedError
+		if !errors.Is(err, tenure.ErrLocked) || !errors.As(err, &le) || le.Holder != "a" || le.Token != h.Token() || string(le.Payload) != "addr-a" || time.Since(start) != 0 {
+			t.Fatalf("TryLock of a held lock: %v", err)
+		}
+		if err := h.Unlock(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if h.Context().Err() == nil {
+			t.Fatal("the lock's context outlives Unlock")
+		}
+		rec, _, err := store.Get(ctx, "reports/2026-11-23")
+		if err != nil || !rec.Released || rec.Token != uint64(h.Token()) {
+			t.Fatalf("after Unlock: %+v, %v", rec, err)
+		}
+		h2, err := b.TryLock(ctx, "reports/2026-11-23")
+		if err != nil || h2.Token() != h.Token()+1 {
+			t.Fatalf("next holder: %v, token %v after %v", err, h2, h.Token())
+		}
+	})
+}
+
+// Lock waits: until the holder unlocks (within a poll interval), or until
+// ctx's deadline (ctx's error), or, from a holder gone silent, for its
+// lease stretched by ρ.
+func TestLockWaits(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		mem := memlease.New()
+		silent := leasetest.NewFaults(mem) // the waiter's link to the store
+		a, waiter := newLocker(t, mem, "a"), newLocker(t, silent, "w")
+		h, err := a.Lock(ctx, "job")
+		if err != nil {
+			t.Fatal(err)
+		}
+		short, cancel := context.WithTimeout(ctx, 3*time.Second)
+		defer cancel()
+		start := time.Now()
+		if _, err := waiter.Lock(short, "job"); !errors.Is(err, context.DeadlineExceeded) || time.Since(start) != 3*time.Second {
+			t.Fatalf("Lock with a 3s deadline: %v after %v", err, time.Since(start))
+		}
+		go func() {
+			wait(5 * time.Second)
+			h.Unlock(ctx)
+		}()
+		start = time.Now()
+		h2, err := waiter.Lock(ctx, "job")
+		if waited := time.Since(start); err != nil || waited < 5*time.Second || waited > 5*time.Second+2*time.Second {
+			t.Fatalf("Lock after an Unlock 5s later: %v after %v", err, waited)
+		}
+		// The waiter now goes silent (its store calls fail): a is taken
+		// over only after the lease, stretched by ρ, and the silent
+		// holder's context ends by its deadline.
+		silent.FailAll()
+		start = time.Now()
+		h3, err := a.Lock(ctx, "job")
+		if waited := time.Since(start); err != nil || waited < election.WaitBeforeTakeover(10*time.Second, 1e-3)-2*time.Second {
+			t.Fatalf("Lock from a silent holder: %v after %v", err, waited)
+		}
+		if h2.Context().Err() == nil {
+			t.Fatal("the silent holder's context is alive")
+		}
+		if h3.Token() <= h2.Token() {
+			t.Fatalf("token %d after %d", h3.Token(), h2.Token())
+		}
+		silent.Heal()
+	})
+}
+
+// One Locker holds many locks with one goroutine: they stay held, renewed,
+// for minutes, and no goroutine is left per lock.
+func TestManyLocksOneLoop(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		l := newLocker(t, memlease.New(), "a")
+		synctest.Wait()
+		before := runtime.NumGoroutine()
+		var held []*tenure.Lock
+		for i := range 500 {
+			h, err := l.TryLock(ctx, fmt.Sprintf("job/%d", i))
+			if err != nil {
+				t.Fatal(err)
+			}
+			held = append(held, h)
+		}
+		wait(3 * time.Minute)
+		synctest.Wait()
+		if n := runtime.NumGoroutine(); n != before {
+			t.Fatalf("%d goroutines with 500 locks held, %d before", n, before)
+		}
+		for _, h := range held {
+			if h.Context().Err() != nil {
+				t.Fatalf("%s lost after 3 minutes: %v", h.Name(), context.Cause(h.Context()))
+			}
+		}
+		if err := l.Close(); err != nil {
+			t.Fatal(err)
+		}
+		for _, h := range held {
+			if h.Context().Err() == nil {
+				t.Fatalf("%s outlives Close", h.Name())
+			}
+		}
+	})
+}
+
+// Two calls of one Locker for one name: TryLock is refused, naming this
+// Locker; Lock waits in this process until the first unlocks.
+func TestSameNameInOneLocker(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		l := newLocker(t, memlease.New(), "a")
+		h, err := l.Lock(ctx, "job")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var le *tenure.LockedError
+		if _, err := l.TryLock(ctx, "job"); !errors.As(err, &le) || le.Holder != "a" || le.Token != h.Token() {
+			t.Fatalf("TryLock of a name this Locker holds: %v", err)
+		}
+		got := make(chan *tenure.Lock)
+		go func() {
+			h2, err := l.Lock(ctx, "job")
+			if err != nil {
+				t.Error(err)
+			}
+			got <- h2
+		}()
+		wait(time.Minute)
+		select {
+		case <-got:
+			t.Fatal("a second holder in one process")
+		default:
+		}
+		start := time.Now()
+		if err := h.Unlock(ctx); err != nil {
+			t.Fatal(err)
+		}
+		h2 := <-got
+		if time.Since(start) != 0 || h2.Token() != h.Token()+1 {
+			t.Fatalf("second holder after %v with token %d", time.Since(start), h2.Token())
+		}
+	})
+}
+
+// Do runs its function under the lock and gives the lock back.
+func TestDo(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		store := memlease.New()
+		l := newLocker(t, store, "a")
+		boom := errors.New("boom")
+		var ran fencing.Token
+		err := l.Do(ctx, "job", func(ctx context.Context, tok fencing.Token) error {
+			if f, ok := fencing.FromContext(ctx); !ok || f.Token != tok || f.Lease != "job" {
+				t.Errorf("fence %+v", f)
+			}
+			ran = tok
+			return boom
+		})
+		if !errors.Is(err, boom) || ran == 0 {
+			t.Fatalf("Do = %v, ran with token %d", err, ran)
+		}
+		if rec, _, err := store.Get(ctx, "job"); err != nil || !rec.Released {
+			t.Fatalf("after Do: %+v, %v", rec, err)
+		}
+	})
+}
+
+// A closed Locker refuses new calls, and a Lock waiting when it closes
+// returns ErrClosed. Bad names and options are refused up front.
+func TestLockerCloseAndErrors(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		store := memlease.New()
+		a, b := newLocker(t, store, "a"), newLocker(t, store, "b")
+		if _, err := a.Lock(ctx, "job"); err != nil {
+			t.Fatal(err)
+		}
+		errc := make(chan error)
+		go func() {
+			_, err := b.Lock(ctx, "job")
+			errc <- err
+		}()
+		wait(time.Second)
+		b.Close()
+		if err := <-errc; !errors.Is(err, tenure.ErrClosed) {
+			t.Fatalf("a Lock waiting at Close: %v", err)
+		}
+		if _, err := b.TryLock(ctx, "other"); !errors.Is(err, tenure.ErrClosed) {
+			t.Fatalf("TryLock after Close: %v", err)
+		}
+		if _, err := a.TryLock(ctx, "../x"); !errors.Is(err, lease.ErrInvalidName) {
+			t.Fatalf("bad name: %v", err)
+		}
+		if _, err := a.TryLock(ctx, "x", tenure.WithPayload(make([]byte, lease.MaxPayloadLen+1))); err == nil {
+			t.Fatal("oversized payload accepted")
+		}
+		if _, err := tenure.NewLocker(tenure.LockerConfig{}); err == nil {
+			t.Fatal("NewLocker without a store")
+		}
+	})
+}
