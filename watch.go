@@ -1,0 +1,149 @@
+package tenure
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/tenure-go/tenure/election"
+	"github.com/tenure-go/tenure/fencing"
+	"github.com/tenure-go/tenure/lease"
+)
+
+// WatchConfig configures Watch. Lease and Store are required.
+type WatchConfig struct {
+	Lease string
+	Store lease.Store
+	// PollInterval is how often the lease is read. Default 2s.
+	PollInterval time.Duration
+	// OpTimeout bounds one read. Default PollInterval.
+	OpTimeout time.Duration
+	// MaxDrift (ρ) stretches a holder's lease before Observation.Expired
+	// says it is silent, as a follower would wait. Default 1e-3.
+	MaxDrift float64
+	// Clock supplies time. Default: the system clock.
+	Clock Clock
+}
+
+// Observation is a lease as a Watcher saw it.
+type Observation struct {
+	Lease string
+	// Found reports that a record exists.
+	Found bool
+	// Holder, Token and Payload describe the holder; Holder is empty when
+	// the record is absent or released.
+	Holder   string
+	Token    fencing.Token
+	Payload  []byte
+	Released bool
+	// Duration is the lease the holder asked for; WrittenAt the writer's
+	// wall-clock time of the last write, for humans.
+	Duration  time.Duration
+	WrittenAt time.Time
+	// At is the local time of this observation; Since the local time this
+	// version of the record was first seen: At - Since is the record's age as
+	// this host observed it.
+	At, Since time.Time
+	// Expired reports that the record has been unchanged for longer than
+	// Duration×(1+MaxDrift) on this host's clock: its holder has gone
+	// silent, as far as this host can tell, and a follower may take over.
+	Expired bool
+	// Err is the error of the last read, if it failed; the other fields
+	// then tell what was seen before.
+	Err error
+}
+
+// Watch reads the lease every PollInterval, never writing, and calls fn
+// with what it saw first and again whenever that changes: another holder
+// or token, a release, the record vanishing, the holder going silent
+// (Expired), a read failing or recovering. A renewal alone is not a change.
+// fn runs on Watch's goroutine. Watch returns when ctx is done, or at once
+// if the first read fails with an error that retrying cannot cure
+// (lease.ErrPermanent).
+func Watch(ctx context.Context, cfg WatchConfig, fn func(Observation)) error {
+	if err := lease.ValidateName(cfg.Lease); err != nil {
+		return fieldError(&election.FieldError{Field: "Lease", Err: err})
+	}
+	if cfg.Store == nil {
+		return fieldError(&election.FieldError{Field: "Store", Reason: "is nil"})
+	}
+	if cfg.PollInterval == 0 {
+		cfg.PollInterval = election.DefaultLeaseDuration / 5
+	}
+	if cfg.OpTimeout == 0 {
+		cfg.OpTimeout = cfg.PollInterval
+	}
+	if cfg.MaxDrift == 0 {
+		cfg.MaxDrift = election.DefaultMaxDrift
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = Config{}.WithDefaults().Clock
+	}
+	for _, f := range []struct {
+		name string
+		d    time.Duration
+	}{{"PollInterval", cfg.PollInterval}, {"OpTimeout", cfg.OpTimeout}} {
+		if err := election.CheckDuration(f.name, f.d, 1); err != nil {
+			return fieldError(err)
+		}
+	}
+	if !(cfg.MaxDrift >= 0 && cfg.MaxDrift <= election.MaxMaxDrift) {
+		return fieldError(&election.FieldError{Field: "MaxDrift", Reason: fmt.Sprintf("%v must lie within [0, %v]", cfg.MaxDrift, election.MaxMaxDrift)})
+	}
+	var (
+		last    Observation
+		ver     lease.Version
+		seen    bool
+		errText string
+	)
+	for {
+		rctx, cancel := context.WithTimeout(ctx, cfg.OpTimeout)
+		rec, v, err := cfg.Store.Get(rctx, cfg.Lease)
+		cancel()
+		if ctx.Err() != nil {
+			return nil
+		}
+		now := cfg.Clock.Now()
+		o := last
+		o.Lease, o.Err, o.At = cfg.Lease, nil, now
+		switch {
+		case err == nil || errors.Is(err, lease.ErrNotFound):
+			found := err == nil
+			if !seen || found != o.Found || v != ver {
+				o = Observation{Lease: cfg.Lease, Found: found, At: now, Since: now}
+				if found {
+					o.Token, o.Released, o.Duration, o.WrittenAt = fencing.Token(rec.Token), rec.Released, rec.Duration, rec.WrittenAt
+					if !rec.Released {
+						o.Holder, o.Payload = rec.Holder, rec.Payload
+					}
+				}
+				ver = v
+			}
+			o.Expired = o.Found && !o.Released && now.Sub(o.Since) >= election.WaitBeforeTakeover(o.Duration, cfg.MaxDrift)
+		case !seen && errors.Is(err, lease.ErrPermanent):
+			return fmt.Errorf("tenure: watch lease %q: %w", cfg.Lease, err)
+		default:
+			o.Err = err
+		}
+		e := ""
+		if o.Err != nil {
+			e = o.Err.Error()
+		}
+		if !seen || e != errText || differs(o, last) {
+			fn(o)
+		}
+		seen, last, errText = true, o, e
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-cfg.Clock.After(cfg.PollInterval):
+		}
+	}
+}
+
+// differs reports a change worth telling: not a renewal alone.
+func differs(a, b Observation) bool {
+	return a.Found != b.Found || a.Holder != b.Holder || a.Token != b.Token || a.Released != b.Released ||
+		a.Expired != b.Expired || string(a.Payload) != string(b.Payload)
+}
