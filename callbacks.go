@@ -102,6 +102,8 @@ const (
 	// ReasonInvalidRecord: the store holds a record tenure cannot read,
 	// written by something else or corrupted. Logged at error level.
 	ReasonInvalidRecord = DemotionReason(election.ReasonInvalidRecord)
+	// ReasonResigned: Candidate.Resign ended the term.
+	ReasonResigned = DemotionReason(election.ReasonResigned)
 )
 
 func (r DemotionReason) String() string { return election.Reason(r).String() }

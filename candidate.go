@@ -35,7 +35,8 @@ type Candidate struct {
 	mu     sync.Mutex // guards status
 	status Status
 
-	obs seam.Observer // the simulator's, or nil
+	obs    seam.Observer      // the simulator's, or nil
+	resign chan chan struct{} // Resign's requests to the running loop
 }
 
 func init() {
@@ -70,7 +71,29 @@ func New(cfg Config) (*Candidate, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Candidate{cfg: cfg}, nil
+	return &Candidate{cfg: cfg, resign: make(chan chan struct{})}, nil
+}
+
+// Resign ends the current term, if any (ReasonResigned), and, once its
+// callbacks have returned, gives the lease back with its token kept, so that
+// another candidate takes over within a poll interval; this candidate stays
+// a follower for ResignHoldOff and then campaigns again. Use it for rolling
+// deploys and draining. It returns once the lease is given back (or this
+// candidate did not hold it), or with ctx's error; it waits for Run to be
+// running.
+func (c *Candidate) Resign(ctx context.Context) error {
+	done := make(chan struct{})
+	select {
+	case c.resign <- done:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 // ID returns the identity this candidate writes into the lease.
@@ -151,8 +174,9 @@ type runner struct {
 	wakeC <-chan time.Time
 	quitC <-chan time.Time // the release timer
 
-	warnAt  time.Time // next warning about a wedged OnElected
-	errAt   time.Time // when the current store error was last logged
+	resigns []chan struct{} // Resign calls waiting for the lease to be given back
+	warnAt  time.Time       // next warning about a wedged OnElected
+	errAt   time.Time       // when the current store error was last logged
 	lastErr string
 }
 
@@ -202,6 +226,15 @@ func (r *runner) run(ctx context.Context) (err error) {
 			if perr := r.d.Result(res); perr != nil {
 				return fmt.Errorf("tenure: lease %q: %w", cfg.Lease, perr)
 			}
+		case done := <-r.c.resign:
+			r.resigns = append(r.resigns, done)
+			r.d.Resign(cfg.ResignHoldOff)
+		}
+		if len(r.resigns) > 0 && !r.d.Resigning() {
+			for _, done := range r.resigns {
+				close(done)
+			}
+			r.resigns = nil
 		}
 		r.checkWedged()
 	}

@@ -72,6 +72,10 @@ type Config struct {
 	// ReleaseTimeout bounds how long Run spends giving the lease back after
 	// its context is done. Default: LeaseDuration/2 [5s].
 	ReleaseTimeout time.Duration
+	// ResignHoldOff is how long a candidate stays a follower after Resign.
+	// Default: 2×PollInterval [4s], so that another candidate's poll finds
+	// the lease free first.
+	ResignHoldOff time.Duration
 
 	// Clock supplies time. Default: clock.New() from
 	// github.com/benbjohnson/clock, the system clock.
@@ -103,6 +107,9 @@ func (c Config) resolved() (Config, error) {
 		return c, fieldError(&election.FieldError{Field: "Store", Reason: "is nil"})
 	}
 	c = c.WithDefaults()
+	if err := election.CheckDuration("ResignHoldOff", c.ResignHoldOff, 0); err != nil {
+		return c, fieldError(err)
+	}
 	ec := c.machineConfig()
 	if err := ec.Validate(); err != nil {
 		return c, fieldError(err)
@@ -115,6 +122,9 @@ func (c Config) resolved() (Config, error) {
 // It checks nothing.
 func (c Config) WithDefaults() Config {
 	c.setTiming(c.timing().WithDefaults())
+	if c.ResignHoldOff == 0 {
+		c.ResignHoldOff = 2 * c.PollInterval
+	}
 	if c.ID == "" {
 		c.ID = defaultID()
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"strings"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -119,7 +120,10 @@ func TestManyLocksOneLoop(t *testing.T) {
 		ctx := context.Background()
 		l := newLocker(t, memlease.New(), "a")
 		synctest.Wait()
-		before := runtime.NumGoroutine()
+		before := bubbleGoroutines()
+		if before < 1 {
+			t.Fatalf("%d goroutines in the bubble: the Locker's loop is not counted", before)
+		}
 		var held []*tenure.Lock
 		for i := range 500 {
 			h, err := l.TryLock(ctx, fmt.Sprintf("job/%d", i))
@@ -130,7 +134,7 @@ func TestManyLocksOneLoop(t *testing.T) {
 		}
 		wait(3 * time.Minute)
 		synctest.Wait()
-		if n := runtime.NumGoroutine(); n != before {
+		if n := bubbleGoroutines(); n != before {
 			t.Fatalf("%d goroutines with 500 locks held, %d before", n, before)
 		}
 		for _, h := range held {
@@ -245,4 +249,35 @@ func TestLockerCloseAndErrors(t *testing.T) {
 			t.Fatal("NewLocker without a store")
 		}
 	})
+}
+
+// bubbleGoroutines counts the goroutines of the caller's synctest bubble:
+// other tests' goroutines do not count.
+func bubbleGoroutines() int {
+	buf := make([]byte, 1<<20)
+	for {
+		n := runtime.Stack(buf, true)
+		if n < len(buf) {
+			buf = buf[:n]
+			break
+		}
+		buf = make([]byte, 2*len(buf))
+	}
+	blocks := strings.Split(string(buf), "\n\n")
+	bubble := func(b string) string {
+		header, _, _ := strings.Cut(b, "\n")
+		_, after, ok := strings.Cut(header, "synctest bubble ")
+		if !ok {
+			return ""
+		}
+		return strings.TrimRightFunc(after, func(r rune) bool { return r < '0' || r > '9' })
+	}
+	mine := bubble(blocks[0])
+	n := 0
+	for _, b := range blocks[1:] {
+		if mine != "" && bubble(b) == mine {
+			n++
+		}
+	}
+	return n
 }

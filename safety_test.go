@@ -552,3 +552,52 @@ func TestLostRecordLogged(t *testing.T) {
 		}
 	})
 }
+
+// Resign ends the term, gives the lease back once the callbacks returned,
+// another candidate takes over within a poll, and the resigned one stays a
+// follower; a candidate that does not lead returns from Resign at once.
+func TestResign(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		mem := memlease.New()
+		reasons := make(chan tenure.DemotionReason, 4)
+		elected := make(chan string, 4)
+		cb := func(id string) tenure.Callbacks {
+			return tenure.Callbacks{
+				OnElected: func(ctx context.Context, _ tenure.Term) { elected <- id; <-ctx.Done(); wait(time.Second) },
+				OnDemoted: func(_ tenure.Term, r tenure.DemotionReason) { reasons <- r },
+			}
+		}
+		a := newCandidate(t, tenure.Config{Store: mem, ID: "a", Callbacks: cb("a")})
+		run(t, a, context.Background())
+		if id := <-elected; id != "a" {
+			t.Fatalf("first leader %s", id)
+		}
+		b := newCandidate(t, tenure.Config{Store: mem, ID: "b", Callbacks: cb("b")})
+		run(t, b, context.Background())
+		wait(3 * time.Second)
+		start := time.Now()
+		if err := a.Resign(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		if took := time.Since(start); took != time.Second { // OnElected took 1s to return
+			t.Fatalf("Resign returned after %v", took)
+		}
+		if r := <-reasons; r != tenure.ReasonResigned {
+			t.Fatalf("reason %v", r)
+		}
+		if rec, _, _ := mem.Get(context.Background(), leaseName); !rec.Released {
+			t.Fatalf("not released after Resign: %+v", rec)
+		}
+		if id := <-elected; id != "b" || time.Since(start) > 3*time.Second {
+			t.Fatalf("%s took over %v after the resignation", id, time.Since(start))
+		}
+		wait(time.Minute)
+		if st := a.Status(); st.Leading || st.Leader.Holder != "b" {
+			t.Fatalf("after the hold-off: %+v", st)
+		}
+		start = time.Now()
+		if err := a.Resign(context.Background()); err != nil || time.Since(start) != 0 {
+			t.Fatalf("Resign of a follower: %v after %v", err, time.Since(start))
+		}
+	})
+}

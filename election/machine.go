@@ -72,6 +72,7 @@ const (
 	doRelease                     // write to give it up
 	doReadBack                    // read to resolve a write of unknown outcome
 	doCheck                       // read before releasing: did a write of ours land?
+	doResign                      // give the lease up and stay a follower (Resign)
 )
 
 // phase is where the machine is in its life; it only moves forward.
@@ -137,6 +138,8 @@ type Machine struct {
 	announced bool                 // EventElected emitted and no EventDemoted yet
 	failed    bool                 // a renewal failed with an error since the last confirmed write
 	held      bool                 // a term ended and its callbacks have not returned: no campaign
+	resigning bool                 // Resign: our record is to be released once the callbacks returned
+	holdUntil time.Time            // Resign: no campaign before this
 	pending   map[string]time.Time // nonce → send time of writes of unknown outcome
 
 	op         *flight // in flight
@@ -210,6 +213,31 @@ func (m *Machine) Release(now time.Time) Output {
 	return m.flush(now)
 }
 
+// Resign ends a term in progress (ReasonResigned) and, once the driver
+// reports that its callbacks returned (CallbacksDone), gives the lease back
+// with its token kept, as Release does, while the machine keeps running: it
+// campaigns again only holdOff after now. An acquiring write that lands
+// meanwhile is given back too. Resigning reports when it is over.
+func (m *Machine) Resign(now time.Time, holdOff time.Duration) Output {
+	if m.phase == running {
+		m.holdUntil = now.Add(holdOff)
+		switch m.state {
+		case leading:
+			m.resigning = true
+			m.demote(now, ReasonResigned)
+			if !m.held { // never announced: nothing to wait for
+				m.schedule(now, doResign)
+			}
+		case acquiring:
+			m.resigning = true
+		}
+	}
+	return m.flush(now)
+}
+
+// Resigning reports whether a Resign has yet to give the lease back.
+func (m *Machine) Resigning() bool { return m.resigning && m.phase == running }
+
 // CallbacksDone tells the machine that every callback of the term that
 // ended last has returned: from now on it may campaign again. Until then it
 // only polls, so that a term whose OnElected is still running (it ignored its
@@ -217,7 +245,10 @@ func (m *Machine) Release(now time.Time) Output {
 func (m *Machine) CallbacksDone(now time.Time) Output {
 	if m.held {
 		m.held = false
-		if m.state == following && m.op == nil && (m.nextDo == 0 || m.nextDo == doPoll) {
+		switch {
+		case m.resigning && m.op == nil:
+			m.schedule(now, doResign)
+		case m.state == following && m.op == nil && (m.nextDo == 0 || m.nextDo == doPoll):
 			m.follow(now)
 		}
 	}
@@ -387,6 +418,8 @@ func (p purpose) String() string {
 		return "read back"
 	case doCheck:
 		return "check before release"
+	case doResign:
+		return "resign"
 	}
 	return "op"
 }
@@ -406,7 +439,7 @@ func (m *Machine) start(now time.Time) {
 			m.schedule(m.sent.Add(m.cfg.RenewInterval), doRenew)
 			return
 		}
-		if m.held {
+		if m.held || now.Before(m.holdUntil) {
 			m.schedule(m.pollAfter(now), doPoll)
 			return
 		}
@@ -443,6 +476,18 @@ func (m *Machine) start(now time.Time) {
 			return
 		}
 		m.write(now, doRenew, m.ownRec, m.ownVer)
+	case doResign:
+		if m.phase != running {
+			return // Release gives it back
+		}
+		if m.ownVer == lease.NoVersion || !m.exists || m.ver != m.ownVer || m.rec.Released {
+			m.resigning = false // nothing of ours to give back
+			m.follow(now)
+			return
+		}
+		rec := m.ownRec
+		rec.Released = true
+		m.write(now, doResign, rec, m.ownVer)
 	case doRelease, doCheck:
 		if m.ownVer == lease.NoVersion {
 			m.finish()
@@ -595,6 +640,9 @@ func (m *Machine) resolve(now time.Time, w *flight, found bool, cur lease.Record
 	switch {
 	case w.do == doRelease || w.do == doCheck || m.phase >= releasing:
 		m.finish()
+	case w.do == doResign:
+		m.resigning = false
+		m.follow(now)
 	case m.state == acquiring:
 		m.state, m.pending = following, nil
 		m.follow(now)
@@ -609,6 +657,10 @@ func (m *Machine) confirm(now time.Time, do purpose, sent time.Time, rec lease.R
 	m.ownVer, m.ownRec = ver, rec
 	m.observe(now, true, rec, ver)
 	switch {
+	case rec.Released && m.phase == running: // Resign gave it back
+		m.state, m.resigning = following, false
+		m.follow(now)
+		return
 	case rec.Released:
 		m.finish()
 		return
@@ -629,6 +681,10 @@ func (m *Machine) confirm(now time.Time, do purpose, sent time.Time, rec lease.R
 	m.deadline = m.sent.Add(m.window)
 	if m.phase != running {
 		return // held, not announced; Release gives it back
+	}
+	if m.resigning && !m.announced {
+		m.schedule(now, doResign) // an acquire that landed after Resign
+		return
 	}
 	if !m.announced && now.Before(m.deadline) {
 		m.announced = true
@@ -696,7 +752,7 @@ func (m *Machine) follow(now time.Time) {
 		return
 	}
 	poll := m.pollAfter(now)
-	if m.held {
+	if m.held || now.Before(m.holdUntil) {
 		m.schedule(poll, doPoll)
 		return
 	}

@@ -29,6 +29,7 @@ import (
 //	                       op, retry-min, retry-max, drift, margin, wall
 //	start|tick|stop|release|callbacks-done [at=T]
 //	                       an input (tick with no time: at the wake-up)
+//	resign [at=T] hold=D   Resign, staying a follower for D
 //	reply [at=T] OUTCOME   answer the call in flight, where OUTCOME is
 //	                       ok ver=V | notfound | error MESSAGE |
 //	                       record RECORD ver=V | conflict RECORD ver=V |
@@ -172,6 +173,14 @@ func (s *scripted) do(line string) string {
 		return s.show(s.m.Release(s.time(at)))
 	case "callbacks-done":
 		return s.show(s.m.CallbacksDone(s.time(at)))
+	case "resign":
+		var hold time.Duration
+		for _, a := range args {
+			if v, ok := strings.CutPrefix(a, "hold="); ok {
+				hold, _ = time.ParseDuration(v)
+			}
+		}
+		return s.show(s.m.Resign(s.time(at), hold))
 	case "reply":
 		return s.reply(s.time(at), args)
 	case "poll":

@@ -138,6 +138,8 @@ const (
 	// ReasonInvalidRecord: the store holds a record that is not valid
 	// (written by something other than tenure, or corrupted).
 	ReasonInvalidRecord
+	// ReasonResigned: the candidate resigned (Candidate.Resign).
+	ReasonResigned
 )
 
 func (r Reason) String() string {
@@ -154,6 +156,8 @@ func (r Reason) String() string {
 		return "lease record lost"
 	case ReasonInvalidRecord:
 		return "invalid lease record"
+	case ReasonResigned:
+		return "resigned"
 	}
 	return "unknown reason"
 }

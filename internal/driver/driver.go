@@ -149,6 +149,27 @@ func (d *Driver) Stop() {
 	d.fx.Barrier(Drained)
 }
 
+// resigner is a Machine that can resign (election.Machine).
+type resigner interface {
+	Resign(now time.Time, holdOff time.Duration) election.Output
+	Resigning() bool
+}
+
+// Resign ends the term, gives the lease back once its callbacks returned,
+// and keeps campaigning only after holdOff. It does nothing for a Machine
+// that cannot resign, or once stopping.
+func (d *Driver) Resign(holdOff time.Duration) {
+	if r, ok := d.m.(resigner); ok && !d.stopping && !d.done {
+		d.step(r.Resign(d.fx.Now(), holdOff))
+	}
+}
+
+// Resigning reports whether a Resign has yet to give the lease back.
+func (d *Driver) Resigning() bool {
+	r, ok := d.m.(resigner)
+	return ok && !d.done && r.Resigning()
+}
+
 // Stopping reports whether Stop was called.
 func (d *Driver) Stopping() bool { return d.stopping }
 
