@@ -107,11 +107,11 @@ func (c Config) resolved() (Config, error) {
 		return c, fieldError(&election.FieldError{Field: "Store", Reason: "is nil"})
 	}
 	c = c.WithDefaults()
-	if err := election.CheckDuration("ResignHoldOff", c.ResignHoldOff, 0); err != nil {
-		return c, fieldError(err)
-	}
 	ec := c.machineConfig()
 	if err := ec.Validate(); err != nil {
+		return c, fieldError(err)
+	}
+	if err := election.CheckDuration("ResignHoldOff", c.ResignHoldOff, 0); err != nil {
 		return c, fieldError(err)
 	}
 	return c, nil
