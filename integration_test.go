@@ -163,7 +163,7 @@ func (r *running) stop(t *testing.T) error {
 }
 
 // dynamoStore makes a table of its own on DynamoDB Local and a store on it.
-func dynamoStore(t *testing.T, prefix string) (*dynamodb.Client, string, lease.Store) {
+func dynamoStore(t testing.TB, prefix string) (*dynamodb.Client, string, lease.Store) {
 	t.Helper()
 	api := testservers.DynamoDB(t)
 	table := testservers.UniqueName(prefix)

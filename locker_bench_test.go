@@ -77,3 +77,51 @@ func BenchmarkLocker10k(b *testing.B) {
 		b.ReportMetric(released.Seconds(), "s-to-unlock-all")
 	}
 }
+
+// BenchmarkIntegrationLocker1k holds 1,000 locks in one Locker on DynamoDB
+// Local (the default 10s lease, renewals every 2s) for 10s and reports the
+// same figures, and how many locks were lost.
+//
+//	scripts/testservers.sh run -- go test -run '^$' -bench IntegrationLocker1k -benchtime 1x .
+func BenchmarkIntegrationLocker1k(b *testing.B) {
+	const n = 1_000
+	for range b.N {
+		_, _, s := dynamoStore(b, "tenure-bench-locks")
+		store := &countingStore{Store: s}
+		l, err := tenure.NewLocker(tenure.LockerConfig{Store: store, ID: "bench", LeaseDuration: 10 * time.Second})
+		if err != nil {
+			b.Fatal(err)
+		}
+		ctx := context.Background()
+		g0 := runtime.NumGoroutine()
+		start := time.Now()
+		held := make([]*tenure.Lock, n)
+		for i := range held {
+			if held[i], err = l.TryLock(ctx, fmt.Sprintf("bench/%d", i)); err != nil {
+				b.Fatal(err)
+			}
+		}
+		took := time.Since(start)
+		puts0 := store.puts.Load()
+		time.Sleep(10 * time.Second)
+		renewals := float64(store.puts.Load()-puts0) / 10
+		goroutines := runtime.NumGoroutine() - g0
+		lost := 0
+		for _, h := range held {
+			if h.Context().Err() != nil {
+				lost++
+			}
+		}
+		start = time.Now()
+		for _, h := range held {
+			_ = h.Unlock(ctx)
+		}
+		released := time.Since(start)
+		l.Close()
+		b.ReportMetric(float64(goroutines), "goroutines")
+		b.ReportMetric(renewals, "renewals/s")
+		b.ReportMetric(float64(lost), "lost")
+		b.ReportMetric(took.Seconds(), "s-to-lock-all")
+		b.ReportMetric(released.Seconds(), "s-to-unlock-all")
+	}
+}
