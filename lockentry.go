@@ -210,8 +210,10 @@ func (e *lockEntry) Demoted(t election.Term, r election.Reason) {
 	e.lost = true // a lock is not taken again by itself
 }
 
+// LeaderChanged: for TryLock, any holder but this lock itself refuses it,
+// this Locker's ID included (a record left by an earlier process with it).
 func (e *lockEntry) LeaderChanged(l election.Leader) {
-	if e.try && !e.replied && l.Holder != "" && l.Holder != e.ec.ID {
+	if e.try && !e.replied && l.Holder != "" && e.held == nil {
 		e.reply(takeResult{err: &LockedError{Name: e.name, Holder: l.Holder, Token: fencing.Token(l.Token), Payload: l.Payload}})
 		e.stopping = true
 	}

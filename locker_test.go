@@ -281,3 +281,22 @@ func bubbleGoroutines() int {
 	}
 	return n
 }
+
+// TryLock does not wait out a record with this Locker's own ID left by an
+// earlier process: it is held, as far as this process can tell.
+func TestTryLockOwnIDFromEarlierProcess(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		store := memlease.New()
+		earlier := newLocker(t, leasetest.NewFaults(store), "a")
+		if _, err := earlier.TryLock(ctx, "job"); err != nil {
+			t.Fatal(err)
+		}
+		later := newLocker(t, store, "a")
+		start := time.Now()
+		var le *tenure.LockedError
+		if _, err := later.TryLock(ctx, "job"); !errors.As(err, &le) || le.Holder != "a" || time.Since(start) != 0 {
+			t.Fatalf("TryLock: %v after %v", err, time.Since(start))
+		}
+	})
+}
