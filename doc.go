@@ -28,6 +28,14 @@
 //     leader's last write in flight, the read that just missed it, the read
 //     that sees it, a read in flight when the wait ends, and the takeover.)
 //
+// # Locks and watching
+//
+// A Locker takes locks on leases for pieces of work (TryLock, Lock, Do) and
+// gives them back (Lock.Unlock), under the same rules: a held lock's context
+// ends at its local deadline, a silent holder is waited out for its lease
+// stretched by MaxDrift, tokens only rise. One goroutine renews every lock of
+// a Locker. Watch follows a lease's holder without writing.
+//
 // # Lost records
 //
 // A lease record can vanish or go back in time (an operator's delete, a TTL
