@@ -50,6 +50,7 @@ package election
 import (
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/tenure-go/tenure/lease"
@@ -121,7 +122,7 @@ type Machine struct {
 	// is at or below maxSeen, and a lost record is waited out for maxTTL.
 	maxSeen uint64
 	maxTTL  time.Duration
-	nonces  [recentNonces]string // our latest write nonces, for duplicate IDs
+	nonces  [recentNonces]uint64 // our latest write nonces, for duplicate IDs
 	nonceN  int
 	first   time.Time // local time of the first answer
 
@@ -387,17 +388,24 @@ func (m *Machine) pollAfter(now time.Time) time.Time {
 	return now.Add(d - time.Duration(m.cfg.Rand.Int64N(int64(d/5)+1)))
 }
 
+// nonce returns a new write nonce: 16 hex digits of randomness, kept as a
+// number among the latest few (a few bytes each, for many held locks).
 func (m *Machine) nonce() string {
-	n := fmt.Sprintf("%016x", m.cfg.Rand.Uint64())
-	m.nonces[m.nonceN%recentNonces] = n
+	v := m.cfg.Rand.Uint64()
+	m.nonces[m.nonceN%recentNonces] = v
 	m.nonceN++
-	return n
+	var b [16]byte
+	return string(strconv.AppendUint(b[:0], v, 16)) // unpadded: parse as written
 }
 
 // ours reports whether nonce is one of our latest writes'.
 func (m *Machine) ours(nonce string) bool {
-	for _, n := range m.nonces {
-		if n != "" && n == nonce {
+	v, err := strconv.ParseUint(nonce, 16, 64)
+	if err != nil {
+		return false
+	}
+	for i, n := range m.nonces {
+		if i < m.nonceN && n == v {
 			return true
 		}
 	}
