@@ -447,6 +447,55 @@ func TestIntegrationLocker(t *testing.T) {
 		if rec, _, err := store.Get(ctx, "e2e/lock"); err != nil || !rec.Released || rec.Token != uint64(h2.Token()) {
 			t.Fatalf("after Close: %+v, %v", rec, err)
 		}
+
+		// Fair waiters, through the queue record on the same server.
+		h3, err := a.Lock(ctx, "e2e/fair")
+		if err != nil {
+			t.Fatal(err)
+		}
+		order := make(chan string, 2)
+		// The queue record, watched: each waiter starts once the one
+		// before it holds a ticket.
+		queued := make(chan int, 16)
+		wctx, stopWatch := context.WithCancel(ctx)
+		defer stopWatch()
+		go tenure.Watch(wctx, tenure.WatchConfig{Lease: "e2e/fair::queue", Store: store, PollInterval: 100 * time.Millisecond}, func(o tenure.Observation) {
+			select {
+			case queued <- len(strings.Fields(string(o.Payload))):
+			default: // nobody waits any more
+			}
+		})
+		for n, id := range []string{"w1", "w2"} {
+			w, err := tenure.NewLocker(tenure.LockerConfig{Store: store, ID: id, LeaseDuration: e2eLease, OpTimeout: time.Second, RetryMax: 200 * time.Millisecond})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer w.Close()
+			go func() {
+				h, err := w.Lock(ctx, "e2e/fair", tenure.Fair())
+				if err != nil {
+					t.Error(err)
+					order <- "error"
+					return
+				}
+				order <- id
+				h.Unlock(ctx)
+			}()
+			for waiting := true; waiting; {
+				select {
+				case k := <-queued:
+					waiting = k < n+1
+				case <-ctx.Done():
+					t.Fatalf("%s never took a ticket", id)
+				}
+			}
+		}
+		if err := h3.Unlock(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if first, second := <-order, <-order; first != "w1" || second != "w2" {
+			t.Fatalf("fair waiters granted as %s, %s", first, second)
+		}
 	}
 	t.Run("dynamodb-local", func(t *testing.T) {
 		t.Parallel()

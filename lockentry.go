@@ -36,6 +36,8 @@ type lockEntry struct {
 	cancelOp context.CancelFunc
 	stopping bool // stop the driver once its current step is over
 	lost     bool // the term ended: give the lock up
+
+	fair *fairState // Fair: the lock's queue; nil otherwise
 }
 
 type takeResult struct {
@@ -87,6 +89,11 @@ func (e *lockEntry) after() {
 		e.reschedule()
 		return
 	}
+	if f := e.fair; f != nil && !f.gone {
+		e.leaveQueue() // the lock is over: drop our entry, then retire
+		e.reschedule()
+		return
+	}
 	var err error
 	if e.d.GaveUp() {
 		cause := e.m.Err()
@@ -111,13 +118,20 @@ var errUnlocked = errors.New("tenure: unlocked")
 // The lock's place in the Locker's heap of wake-ups.
 
 func (e *lockEntry) due() time.Time {
-	switch {
-	case e.wake.IsZero():
-		return e.giveUp
-	case e.giveUp.IsZero() || e.wake.Before(e.giveUp):
-		return e.wake
+	var d time.Time
+	for _, t := range []time.Time{e.wake, e.giveUp, e.queueNext()} {
+		if !t.IsZero() && (d.IsZero() || t.Before(d)) {
+			d = t
+		}
 	}
-	return e.giveUp
+	return d
+}
+
+func (e *lockEntry) queueNext() time.Time {
+	if e.fair == nil {
+		return time.Time{}
+	}
+	return e.fair.next
 }
 
 func (e *lockEntry) reschedule() {
@@ -135,7 +149,9 @@ func (e *lockEntry) reschedule() {
 
 // fireDue runs whichever of the lock's timers is due.
 func (e *lockEntry) fireDue(now time.Time) {
-	if !e.giveUp.IsZero() && !now.Before(e.giveUp) {
+	if q := e.queueNext(); !q.IsZero() && !now.Before(q) {
+		e.queueStep()
+	} else if !e.giveUp.IsZero() && !now.Before(e.giveUp) {
 		e.giveUp = time.Time{}
 		e.d.GiveUp()
 	} else {
@@ -165,7 +181,7 @@ func (e *lockEntry) Send(op election.Op) {
 			res.Version, res.Err = l.cfg.Store.Put(ctx, e.name, rec, op.Expect)
 		}
 		select {
-		case l.res <- lockResult{e, res}:
+		case l.res <- lockResult{e: e, res: res}:
 		case <-l.quit:
 		}
 	})
@@ -192,6 +208,7 @@ func (e *lockEntry) Elected(t election.Term) {
 	term := Term{Lease: e.name, Holder: e.ec.ID, Token: f.Token, Deadline: t.Deadline, Payload: e.ec.Payload}
 	h := &Lock{name: e.name, token: f.Token, ctx: newTermContext(context.Background(), term, e.l.cfg.Clock), e: e, l: e.l}
 	e.held = h
+	e.leaveQueue()
 	if e.replied { // the caller gave up meanwhile: give it back
 		e.stopping = true
 		return

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"strings"
 	"sync"
 	"time"
 
@@ -68,6 +69,7 @@ type LockOption func(*lockOptions)
 type lockOptions struct {
 	payload []byte
 	ttl     time.Duration
+	fair    bool
 }
 
 // WithPayload stores b with the lock while it is held, for others to read
@@ -108,8 +110,10 @@ type Locker struct {
 }
 
 type lockResult struct {
-	e   *lockEntry
-	res election.Result
+	e     *lockEntry
+	res   election.Result
+	queue bool // a call on the lock's queue (Fair), not on the lock
+	put   bool
 }
 
 // NewLocker returns a Locker for cfg and starts its loop; Close stops it.
@@ -243,6 +247,9 @@ func (l *Locker) take(ctx context.Context, name string, try bool, opts []LockOpt
 	if err := lease.ValidateName(name); err != nil {
 		return nil, fmt.Errorf("tenure: lock: %w", err)
 	}
+	if strings.Contains(name, "::") {
+		return nil, fmt.Errorf("tenure: lock %q: %w: \"::\" is kept for lock queues", name, lease.ErrInvalidName)
+	}
 	var o lockOptions
 	for _, opt := range opts {
 		opt(&o)
@@ -252,6 +259,9 @@ func (l *Locker) take(ctx context.Context, name string, try bool, opts []LockOpt
 		return nil, err
 	}
 	e := &lockEntry{l: l, name: name, try: try, ec: ec, result: make(chan takeResult, 1), idx: -1}
+	if o.fair && !try { // TryLock never waits, so it never queues
+		e.fair = &fairState{seen: map[uint64]seenBeat{}}
+	}
 	if !l.do(func() { l.add(e) }) {
 		return nil, ErrClosed
 	}
@@ -296,7 +306,11 @@ func (l *Locker) loop() {
 			f()
 		case r := <-l.res:
 			if _, ok := l.entries[r.e]; ok {
-				_ = r.e.d.Result(r.res)
+				if r.queue {
+					r.e.queueResult(r)
+				} else {
+					_ = r.e.d.Result(r.res)
+				}
 				r.e.after()
 			}
 		case <-l.timer:
@@ -367,6 +381,10 @@ func (l *Locker) begin(e *lockEntry) {
 	l.entries[e] = struct{}{}
 	e.m = m
 	e.d = driver.New(e.m, e, e.ec.ReleaseTimeout)
+	if e.fair != nil {
+		e.d.Gate(true) // campaign only in turn
+		e.fair.next = e.Now()
+	}
 	e.d.Start()
 	e.after()
 }

@@ -141,6 +141,7 @@ type Machine struct {
 	held      bool                 // a term ended and its callbacks have not returned: no campaign
 	resigning bool                 // Resign: our record is to be released once the callbacks returned
 	holdUntil time.Time            // Resign: no campaign before this
+	gated     bool                 // the driver holds campaigning back (a fair lock's turn has not come)
 	pending   map[string]time.Time // nonce → send time of writes of unknown outcome
 
 	op         *flight // in flight
@@ -231,6 +232,19 @@ func (m *Machine) Resign(now time.Time, holdOff time.Duration) Output {
 			}
 		case acquiring:
 			m.resigning = true
+		}
+	}
+	return m.flush(now)
+}
+
+// Gate holds campaigning back (closed) or lets it go on (open): while
+// closed, the machine only reads, as after a term until CallbacksDone. A
+// fair lock keeps it closed until its waiter is the oldest in the queue.
+func (m *Machine) Gate(now time.Time, closed bool) Output {
+	if m.gated != closed {
+		m.gated = closed
+		if !closed && m.state == following && m.op == nil && (m.nextDo == 0 || m.nextDo == doPoll) {
+			m.follow(now)
 		}
 	}
 	return m.flush(now)
@@ -447,7 +461,7 @@ func (m *Machine) start(now time.Time) {
 			m.schedule(m.sent.Add(m.cfg.RenewInterval), doRenew)
 			return
 		}
-		if m.held || now.Before(m.holdUntil) {
+		if m.held || m.gated || now.Before(m.holdUntil) {
 			m.schedule(m.pollAfter(now), doPoll)
 			return
 		}
@@ -760,7 +774,7 @@ func (m *Machine) follow(now time.Time) {
 		return
 	}
 	poll := m.pollAfter(now)
-	if m.held || now.Before(m.holdUntil) {
+	if m.held || m.gated || now.Before(m.holdUntil) {
 		m.schedule(poll, doPoll)
 		return
 	}

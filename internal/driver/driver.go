@@ -164,6 +164,16 @@ func (d *Driver) Resign(holdOff time.Duration) {
 	}
 }
 
+// Gate holds the Machine's campaigning back, or lets it go on (a fair
+// lock's turn). It does nothing for a Machine without a gate.
+func (d *Driver) Gate(closed bool) {
+	if g, ok := d.m.(interface {
+		Gate(now time.Time, closed bool) election.Output
+	}); ok && !d.done {
+		d.step(g.Gate(d.fx.Now(), closed))
+	}
+}
+
 // Resigning reports whether a Resign has yet to give the lease back.
 func (d *Driver) Resigning() bool {
 	r, ok := d.m.(resigner)
