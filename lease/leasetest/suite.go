@@ -612,6 +612,8 @@ func testAwkwardValidNames(e *env) {
 		base + "trailing-dot.",
 		base + "dots..in.segment",
 		base + "colon:x:y",
+		base + "lock",
+		base + "lock::queue", // a Locker's fair queue beside its lock
 		base + "Case",
 		base + "case",
 		base + "a-b_c.d:e/f",
