@@ -82,6 +82,7 @@ type fairState struct {
 	inFlight bool
 	next     time.Time // next queue action; zero: none
 	leaving  bool      // drop our entry (we got the lock, or gave up)
+	removing bool      // the write in flight drops our entry
 	gone     bool      // our entry is out of the queue for good
 	open     bool      // the gate is open: our turn
 }
@@ -144,6 +145,7 @@ func (e *lockEntry) queueStep() {
 		next++
 		live = append(live, qentry{f.ticket, 0})
 	}
+	f.removing = f.leaving
 	rec := lease.Record{Holder: queueHolder, Token: max(next, 1), Duration: e.ec.LeaseDuration,
 		Nonce: strconv.FormatUint(e.ec.Rand.Uint64(), 16), Payload: formatQueue(live)}
 	expect := f.ver
@@ -198,8 +200,12 @@ func (e *lockEntry) queueResult(r lockResult) {
 	switch {
 	case r.res.Err == nil && r.put:
 		f.rec, f.ver, f.found, f.known = r.res.Record, r.res.Version, true, true
-		if f.leaving {
+		switch {
+		case f.removing:
 			f.gone = true
+			return
+		case f.leaving: // a heartbeat landed after we decided to leave
+			f.next = now
 			return
 		}
 		f.next = now.Add(e.ec.RenewInterval)
