@@ -103,3 +103,49 @@ func TestFairLockSkipsAbandoned(t *testing.T) {
 		crashed.Heal()
 	})
 }
+
+// A waiter that gives up while its queue heartbeat is in flight still leaves
+// the queue: the heartbeat, landing after the decision, is followed by the
+// write that drops the entry. No other waiter is there to skip it.
+func TestFairLockGiveUpDuringHeartbeat(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		mem := memlease.New()
+		holder := newLocker(t, mem, "holder")
+		h, err := holder.Lock(ctx, "job")
+		if err != nil {
+			t.Fatal(err)
+		}
+		faults := leasetest.NewFaults(mem)
+		held, release := make(chan struct{}), make(chan struct{})
+		puts := 0
+		faults.SetHook(func(op, name string) error {
+			if op == "put" && name == "job::queue" {
+				if puts++; puts == 2 { // the first heartbeat after the ticket
+					close(held)
+					<-release
+				}
+			}
+			return nil
+		})
+		quitter := newLocker(t, faults, "quitter")
+		short, cancel := context.WithCancel(ctx)
+		done := make(chan error)
+		go func() {
+			_, err := quitter.Lock(short, "job", tenure.Fair())
+			done <- err
+		}()
+		<-held
+		cancel()
+		if err := <-done; !errors.Is(err, context.Canceled) {
+			t.Fatalf("Lock after its context was cancelled: %v", err)
+		}
+		close(release)
+		wait(time.Second)
+		q, _, err := mem.Get(ctx, "job::queue")
+		if err != nil || len(q.Payload) != 0 {
+			t.Fatalf("the quitter's entry stayed in the queue: %q, %v", q.Payload, err)
+		}
+		h.Unlock(ctx)
+	})
+}
