@@ -162,6 +162,27 @@ func (r *running) stop(t *testing.T) error {
 	}
 }
 
+// onEveryStore runs f in parallel subtests on a fresh table of DynamoDB
+// Local and a fresh bucket of each S3 server.
+func onEveryStore(t *testing.T, prefix string, f func(*testing.T, lease.Store)) {
+	t.Run("dynamodb-local", func(t *testing.T) {
+		t.Parallel()
+		_, _, store := dynamoStore(t, prefix)
+		f(t, store)
+	})
+	for _, srv := range testservers.S3Servers(t) {
+		t.Run(srv.Name, func(t *testing.T) {
+			t.Parallel()
+			c := srv.Client()
+			store, err := s3lease.New(c, s3lease.Config{Bucket: testservers.NewBucket(t, c), Prefix: "tenure/"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			f(t, store)
+		})
+	}
+}
+
 // dynamoStore makes a table of its own on DynamoDB Local and a store on it.
 func dynamoStore(t testing.TB, prefix string) (*dynamodb.Client, string, lease.Store) {
 	t.Helper()
@@ -180,22 +201,7 @@ func dynamoStore(t testing.TB, prefix string) (*dynamodb.Client, string, lease.S
 }
 
 func TestIntegrationCandidate(t *testing.T) {
-	t.Run("dynamodb-local", func(t *testing.T) {
-		t.Parallel()
-		_, _, store := dynamoStore(t, "tenure-e2e")
-		candidateEndToEnd(t, store)
-	})
-	for _, srv := range testservers.S3Servers(t) {
-		t.Run(srv.Name, func(t *testing.T) {
-			t.Parallel()
-			c := srv.Client()
-			store, err := s3lease.New(c, s3lease.Config{Bucket: testservers.NewBucket(t, c), Prefix: "tenure/"})
-			if err != nil {
-				t.Fatal(err)
-			}
-			candidateEndToEnd(t, store)
-		})
-	}
+	onEveryStore(t, "tenure-e2e", candidateEndToEnd)
 }
 
 // candidateEndToEnd walks one lease through its life on store: first
@@ -497,20 +503,5 @@ func TestIntegrationLocker(t *testing.T) {
 			t.Fatalf("fair waiters granted as %s, %s", first, second)
 		}
 	}
-	t.Run("dynamodb-local", func(t *testing.T) {
-		t.Parallel()
-		_, _, store := dynamoStore(t, "tenure-locks")
-		check(t, store)
-	})
-	for _, srv := range testservers.S3Servers(t) {
-		t.Run(srv.Name, func(t *testing.T) {
-			t.Parallel()
-			c := srv.Client()
-			store, err := s3lease.New(c, s3lease.Config{Bucket: testservers.NewBucket(t, c), Prefix: "tenure/"})
-			if err != nil {
-				t.Fatal(err)
-			}
-			check(t, store)
-		})
-	}
+	onEveryStore(t, "tenure-locks", check)
 }
