@@ -13,7 +13,7 @@ import (
 
 	"github.com/tenure-go/tenure/election"
 	"github.com/tenure-go/tenure/fencing"
-	"github.com/tenure-go/tenure/internal/driver"
+	"github.com/tenure-go/tenure/internal/lockcore"
 	"github.com/tenure-go/tenure/lease"
 )
 
@@ -220,7 +220,7 @@ func (l *Locker) Close() error {
 				}
 			}
 			for e := range l.entries {
-				e.stopDriver()
+				e.stopEntry()
 			}
 			l.checkDrained()
 		})
@@ -247,7 +247,7 @@ func (l *Locker) take(ctx context.Context, name string, try bool, opts []LockOpt
 	if err := lease.ValidateName(name); err != nil {
 		return nil, fmt.Errorf("tenure: lock: %w", err)
 	}
-	if strings.Contains(name, "::") {
+	if strings.Contains(name, "::") { // lockcore.QueueSuffix
 		return nil, fmt.Errorf("tenure: lock %q: %w: \"::\" is kept for lock queues", name, lease.ErrInvalidName)
 	}
 	var o lockOptions
@@ -258,10 +258,7 @@ func (l *Locker) take(ctx context.Context, name string, try bool, opts []LockOpt
 	if err != nil {
 		return nil, err
 	}
-	e := &lockEntry{l: l, name: name, try: try, ec: ec, result: make(chan takeResult, 1), idx: -1}
-	if o.fair && !try { // TryLock never waits, so it never queues
-		e.fair = &fairState{seen: map[uint64]seenBeat{}}
-	}
+	e := &lockEntry{l: l, name: name, try: try, cfg: &ec, fair: o.fair, result: make(chan takeResult, 1), idx: -1}
 	if !l.do(func() { l.add(e) }) {
 		return nil, ErrClosed
 	}
@@ -270,7 +267,7 @@ func (l *Locker) take(ctx context.Context, name string, try bool, opts []LockOpt
 		return r.lock, r.err
 	case <-ctx.Done():
 		// Give up: whatever the store holds of ours is released.
-		l.do(func() { e.fail(ctx.Err()); e.stopDriver() })
+		l.do(func() { e.fail(ctx.Err()); e.stopEntry() })
 		r := <-e.result
 		if r.lock != nil { // taken just now: give it back
 			_ = r.lock.Unlock(context.WithoutCancel(ctx))
@@ -288,9 +285,8 @@ func (l *Locker) machineConfig(o lockOptions) (election.Config, error) {
 	if o.ttl != 0 {
 		t = election.Timing{LeaseDuration: o.ttl, MaxDrift: c.MaxDrift}.WithDefaults()
 	}
-	// The loop gives each lock a Rand of its own (add): Config.Rand is
-	// the loop's alone. This one only lets Validate pass.
-	ec := election.Config{ID: c.ID, Timing: t, Payload: o.payload, Rand: rand.New(rand.NewPCG(0, 0)), Wall: wallOf(c.Clock)}
+	// Every lock draws from Config.Rand, on the loop goroutine only.
+	ec := election.Config{ID: c.ID, Timing: t, Payload: o.payload, Rand: c.Rand, Wall: wallOf(c.Clock)}
 	if err := ec.Validate(); err != nil {
 		return ec, fieldError(err)
 	}
@@ -307,18 +303,16 @@ func (l *Locker) loop() {
 		case r := <-l.res:
 			if _, ok := l.entries[r.e]; ok {
 				if r.queue {
-					r.e.queueResult(r)
+					r.e.QueueResult(r.res, r.put)
 				} else {
-					_ = r.e.d.Result(r.res)
+					r.e.Result(r.res)
 				}
-				r.e.after()
 			}
 		case <-l.timer:
 			l.timer = nil
 			now := l.cfg.Clock.Now()
-			for len(l.wakes) > 0 && !l.wakes[0].due().After(now) {
-				e := l.wakes[0]
-				e.fireDue(now)
+			for len(l.wakes) > 0 && !l.wakes[0].Due().After(now) {
+				l.wakes[0].Fire(now)
 			}
 		}
 		if l.closing && len(l.entries) == 0 {
@@ -334,7 +328,7 @@ func (l *Locker) arm() {
 		l.timer = nil
 		return
 	}
-	at := l.wakes[0].due()
+	at := l.wakes[0].Due()
 	if l.timer != nil && at.Equal(l.timerAt) {
 		return
 	}
@@ -355,7 +349,7 @@ func (l *Locker) add(e *lockEntry) {
 		a := q[0]
 		le := &LockedError{Name: e.name, Holder: l.cfg.ID}
 		if a.held != nil {
-			le.Token, le.Payload = a.held.token, a.ec.Payload
+			le.Token, le.Payload = a.held.token, a.Config().Payload
 		}
 		e.fail(le)
 		return
@@ -368,25 +362,18 @@ func (l *Locker) add(e *lockEntry) {
 
 // begin starts e's driver.
 func (l *Locker) begin(e *lockEntry) {
-	if e.replied { // its caller gave up while it waited in this process
+	if e.Answered() { // its caller gave up while it waited in this process
 		l.dequeue(e)
 		return
 	}
-	e.ec.Rand = rand.New(rand.NewPCG(l.cfg.Rand.Uint64(), l.cfg.Rand.Uint64()))
-	m, err := election.New(e.ec)
-	if err != nil {
+	if err := e.Init(e, e.name, *e.cfg, e.try, e.fair); err != nil {
 		e.fail(err) // Validate passed in take: not reached
+		l.dequeue(e)
 		return
 	}
+	e.cfg, e.started = nil, true
 	l.entries[e] = struct{}{}
-	e.m = m
-	e.d = driver.New(e.m, e, e.ec.ReleaseTimeout)
-	if e.fair != nil {
-		e.d.Gate(true) // campaign only in turn
-		e.fair.next = e.Now()
-	}
-	e.d.Start()
-	e.after()
+	e.Start()
 }
 
 func (l *Locker) remove(e *lockEntry) {
@@ -412,7 +399,7 @@ func (l *Locker) dequeue(e *lockEntry) {
 		return
 	}
 	l.names[e.name] = q
-	if q[0].d == nil {
+	if !q[0].started {
 		l.begin(q[0])
 	}
 }
@@ -432,3 +419,11 @@ func (l *Locker) log(level slog.Level, msg string, args ...any) {
 		lg.Log(context.Background(), level, msg, append([]any{"id", l.cfg.ID}, args...)...)
 	}
 }
+
+// Fair makes Lock wait in first-come order among fair waiters: see the
+// README's "Fair waiting". TryLock ignores it.
+func Fair() LockOption { return func(o *lockOptions) { o.fair = true } }
+
+// ErrQueueFull is returned by a fair Lock when its queue already holds the
+// most waiters a queue record can (64).
+var ErrQueueFull = lockcore.ErrQueueFull

@@ -284,6 +284,9 @@ func (m *Machine) Term() (Term, bool) {
 	return m.term(), true
 }
 
+// Config returns the Machine's configuration; it must not be changed.
+func (m *Machine) Config() *Config { return &m.cfg }
+
 // Leader returns the leader as last observed in the store.
 func (m *Machine) Leader() Leader { return m.leader }
 

@@ -1,7 +1,6 @@
-package tenure
+package lockcore
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -29,17 +28,14 @@ import (
 // still take a free lock first. Safety does not depend on the queue: the
 // lock itself is taken by compare-and-swap as always.
 
-// queueSuffix names a lock's queue record; lock names may not contain "::".
-const queueSuffix = "::queue"
+// QueueSuffix names a lock's queue record; lock names may not contain "::".
+const QueueSuffix = "::queue"
 
-// maxWaiters bounds a queue: its record's payload holds every entry.
-const maxWaiters = 64
+// MaxWaiters bounds a queue: its record's payload holds every entry.
+const MaxWaiters = 64
 
-// Fair makes Lock wait in first-come order among fair waiters.
-func Fair() LockOption { return func(o *lockOptions) { o.fair = true } }
-
-// ErrQueueFull is returned by a fair Lock when its queue already holds the
-// most waiters a queue record can (64).
+// ErrQueueFull refuses a fair waiter when its queue already holds
+// MaxWaiters.
 var ErrQueueFull = errors.New("tenure: the lock's queue is full")
 
 type qentry struct{ ticket, beat uint64 }
@@ -78,7 +74,7 @@ type fairState struct {
 	ver      lease.Version
 	found    bool
 	known    bool // rec, ver and found are what the store held at our last call
-	seen     map[uint64]seenBeat
+	seen     map[uint64]seenBeat // by ticket
 	inFlight bool
 	next     time.Time // next queue action; zero: none
 	leaving  bool      // drop our entry (we got the lock, or gave up)
@@ -87,30 +83,31 @@ type fairState struct {
 	open     bool      // the gate is open: our turn
 }
 
+// seenBeat is a heartbeat as this waiter first saw it, on its own clock.
 type seenBeat struct {
 	beat  uint64
 	since time.Time
 }
 
 // queueStep runs the queue action that is due: read, or write our change.
-func (e *lockEntry) queueStep() {
-	f := e.fair
+func (l *Lock) queueStep() {
+	f := l.fair
 	f.next = time.Time{}
 	if f.inFlight || f.gone {
 		return
 	}
 	if !f.known {
-		e.queueCall(election.Op{Kind: election.OpGet})
+		l.queueCall(election.Op{Kind: election.OpGet})
 		return
 	}
 	q, err := parseQueue(f.rec.Payload)
 	if err != nil || f.found && f.rec.Holder != queueHolder {
-		e.l.log(slog.LevelError, "lock queue unreadable; waiting without it", "lock", e.name, "err", err)
+		l.h.Log(slog.LevelError, "lock queue unreadable; waiting without it", "lock", l.name, "err", err)
 		f.gone, f.open = true, true
-		e.d.Gate(false)
+		l.d.Gate(false)
 		return
 	}
-	now := e.Now()
+	now := l.h.Now()
 	live := q[:0]
 	mine := false
 	for _, qe := range q {
@@ -120,7 +117,7 @@ func (e *lockEntry) queueStep() {
 			qe.beat++
 			mine = true
 			live = append(live, qe)
-		case e.abandoned(qe, now):
+		case l.abandoned(qe, now):
 		default:
 			live = append(live, qe)
 		}
@@ -135,10 +132,9 @@ func (e *lockEntry) queueStep() {
 		return
 	case !f.leaving && (f.ticket == 0 || !mine):
 		// Take a ticket (again, if our entry was dropped as abandoned).
-		if len(live) >= maxWaiters {
-			e.fail(ErrQueueFull)
+		if len(live) >= MaxWaiters {
+			l.refuse(ErrQueueFull)
 			f.gone = true
-			e.stopping = true
 			return
 		}
 		f.ticket = next
@@ -146,13 +142,14 @@ func (e *lockEntry) queueStep() {
 		live = append(live, qentry{f.ticket, 0})
 	}
 	f.removing = f.leaving
-	rec := lease.Record{Holder: queueHolder, Token: max(next, 1), Duration: e.ec.LeaseDuration,
-		Nonce: strconv.FormatUint(e.ec.Rand.Uint64(), 16), Payload: formatQueue(live)}
+	cfg := l.m.Config()
+	rec := lease.Record{Holder: queueHolder, Token: max(next, 1), Duration: cfg.LeaseDuration,
+		Nonce: strconv.FormatUint(cfg.Rand.Uint64(), 16), Payload: formatQueue(live)}
 	expect := f.ver
 	if !f.found {
 		expect = lease.NoVersion
 	}
-	e.queueCall(election.Op{Kind: election.OpPut, Record: rec, Expect: expect})
+	l.queueCall(election.Op{Kind: election.OpPut, Record: rec, Expect: expect})
 }
 
 // queueHolder is the holder of every queue record.
@@ -160,46 +157,42 @@ const queueHolder = "tenure-queue"
 
 // abandoned reports whether this waiter saw qe's heartbeat unchanged for
 // the lock's lease × (1+ρ) on its own clock; it notes every new beat.
-func (e *lockEntry) abandoned(qe qentry, now time.Time) bool {
-	f := e.fair
+func (l *Lock) abandoned(qe qentry, now time.Time) bool {
+	f := l.fair
 	s, ok := f.seen[qe.ticket]
 	if !ok || s.beat != qe.beat {
+		if f.seen == nil {
+			f.seen = map[uint64]seenBeat{}
+		}
 		f.seen[qe.ticket] = seenBeat{qe.beat, now}
 		return false
 	}
-	return now.Sub(s.since) >= election.WaitBeforeTakeover(e.ec.LeaseDuration, e.ec.MaxDrift)
+	cfg := l.m.Config()
+	return now.Sub(s.since) >= election.WaitBeforeTakeover(cfg.LeaseDuration, cfg.MaxDrift)
 }
 
 // queueCall sends a call on the queue record.
-func (e *lockEntry) queueCall(op election.Op) {
-	l := e.l
-	e.fair.inFlight = true
-	name := e.name + queueSuffix
-	l.wg.Go(func() {
-		ctx, cancel := context.WithTimeout(l.base, e.ec.OpTimeout)
-		defer cancel()
-		res := election.Result{Record: op.Record}
-		if op.Kind == election.OpGet {
-			res.Record, res.Version, res.Err = l.cfg.Store.Get(ctx, name)
-		} else {
-			res.Version, res.Err = l.cfg.Store.Put(ctx, name, op.Record, op.Expect)
-		}
-		select {
-		case l.res <- lockResult{e: e, res: res, queue: true, put: op.Kind == election.OpPut}:
-		case <-l.quit:
-		}
-	})
+func (l *Lock) queueCall(op election.Op) {
+	l.fair.inFlight = true
+	l.h.Call(op, true)
 }
 
-// queueResult takes the answer of a queue call and decides the gate.
-func (e *lockEntry) queueResult(r lockResult) {
-	f := e.fair
+// QueueResult takes the answer of a call on the lock's queue record; put
+// says whether it was a write.
+func (l *Lock) QueueResult(r election.Result, put bool) {
+	l.queueResult(r, put)
+	l.after()
+}
+
+// queueResult decides what the queue's new state means for our turn.
+func (l *Lock) queueResult(r election.Result, put bool) {
+	f := l.fair
 	f.inFlight = false
-	now := e.Now()
+	now := l.h.Now()
 	var ce *lease.ConflictError
 	switch {
-	case r.res.Err == nil && r.put:
-		f.rec, f.ver, f.found, f.known = r.res.Record, r.res.Version, true, true
+	case r.Err == nil && put:
+		f.rec, f.ver, f.found, f.known = r.Record, r.Version, true, true
 		switch {
 		case f.removing:
 			f.gone = true
@@ -208,17 +201,17 @@ func (e *lockEntry) queueResult(r lockResult) {
 			f.next = now
 			return
 		}
-		f.next = now.Add(e.ec.RenewInterval)
-	case r.res.Err == nil:
-		f.rec, f.ver, f.found, f.known = r.res.Record, r.res.Version, true, true
+		f.next = now.Add(l.m.Config().RenewInterval)
+	case r.Err == nil:
+		f.rec, f.ver, f.found, f.known = r.Record, r.Version, true, true
 		f.next = now
-	case errors.Is(r.res.Err, lease.ErrNotFound):
+	case errors.Is(r.Err, lease.ErrNotFound):
 		f.rec, f.ver, f.found, f.known = lease.Record{}, lease.NoVersion, false, true
 		f.next = now
-	case errors.As(r.res.Err, &ce):
+	case errors.As(r.Err, &ce):
 		f.rec, f.ver, f.found, f.known = ce.Current, ce.Version, ce.Found, true
 		f.next = now // try our change again on what is there
-	case errors.Is(r.res.Err, lease.ErrConflict):
+	case errors.Is(r.Err, lease.ErrConflict):
 		f.known = false
 		f.next = now
 	default:
@@ -227,42 +220,42 @@ func (e *lockEntry) queueResult(r lockResult) {
 			return
 		}
 		f.known = false
-		f.next = now.Add(e.ec.RetryMax)
+		f.next = now.Add(l.m.Config().RetryMax)
 		return
 	}
-	e.gate(now)
+	l.gate(now)
 }
 
 // gate opens the lock's gate while our ticket is the oldest live one.
-func (e *lockEntry) gate(now time.Time) {
-	f := e.fair
+func (l *Lock) gate(now time.Time) {
+	f := l.fair
 	if f.gone || f.leaving || !f.known || f.ticket == 0 {
 		return
 	}
 	q, _ := parseQueue(f.rec.Payload)
 	head := uint64(0)
 	for _, qe := range q {
-		if qe.ticket == f.ticket || !e.abandoned(qe, now) {
+		if qe.ticket == f.ticket || !l.abandoned(qe, now) {
 			head = qe.ticket
 			break
 		}
 	}
 	if open := head == f.ticket; open != f.open {
 		f.open = open
-		e.d.Gate(!open)
+		l.d.Gate(!open)
 	}
 }
 
 // leaveQueue drops our entry: we got the lock, or gave up.
-func (e *lockEntry) leaveQueue() {
-	if f := e.fair; f != nil && !f.leaving && !f.gone {
+func (l *Lock) leaveQueue() {
+	if f := l.fair; f != nil && !f.leaving && !f.gone {
 		f.leaving = true
 		if f.ticket == 0 {
 			f.gone = true
 			return
 		}
 		if !f.inFlight {
-			f.next = e.Now()
+			f.next = l.h.Now()
 		}
 	}
 }

@@ -1,0 +1,261 @@
+// Package lockcore is one lock of a tenure.Locker without the goroutines:
+// an election.Machine under the shared driver (internal/driver), the rules
+// that make a campaign a lock (give up at the first holder for TryLock, never
+// take the lock again once the term ended), and fair waiting in the lock's
+// queue. A Host carries out what it asks (store calls, answers to the
+// caller) and calls it back one event at a time, so the same code runs in
+// the Locker's loop and in the simulator's fast tier.
+package lockcore
+
+import (
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/tenure-go/tenure/election"
+	"github.com/tenure-go/tenure/internal/driver"
+)
+
+// Host is what a Lock asks of the runtime around it. The Lock calls it from
+// the goroutine that calls the Lock.
+type Host interface {
+	// Now reads the clock that the Machine's times come from.
+	Now() time.Time
+	// Call starts a store call on the lock's record, or (queue) on its fair
+	// queue's record; its answer comes back through Result or QueueResult.
+	// A queue call must be answered within the lock's OpTimeout, with an
+	// error if need be, and the answer to a write carries the record written.
+	Call(op election.Op, queue bool)
+	// Cancel abandons the call in flight on the lock's record.
+	Cancel()
+	Log(level slog.Level, msg string, args ...any)
+
+	// Granted answers the caller: the lock is held, for term t.
+	Granted(t election.Term)
+	// Busy answers a TryLock: l holds the lock.
+	Busy(l election.Leader)
+	// Refused answers the caller with err.
+	Refused(err error)
+	// Extended moves the held term's local deadline.
+	Extended(deadline time.Time)
+	// Ended ends the held term: the lock is lost, or given back.
+	Ended(t election.Term, r election.Reason)
+	// Reschedule says that Due may have changed.
+	Reschedule()
+	// Retired says that the lock is over: nothing more will happen.
+	Retired()
+}
+
+// Lock is one lock. The zero Lock is unusable: call Init.
+type Lock struct {
+	h    Host
+	name string
+	m    *election.Machine
+	d    *driver.Driver
+	fair *fairState // nil unless Fair
+
+	wake, giveUp time.Time // the driver's wake-up and release timer
+
+	try      bool // TryLock: give up at the first sight of a holder
+	answered bool
+	held     bool // a term began and has not ended
+	stopping bool // stop the driver once its current step is over
+	lost     bool // the term ended: a lock is not taken again by itself
+	retired  bool
+}
+
+// Init makes l a lock on name for h, with a Machine for cfg; an answer
+// already claimed stays claimed. A TryLock
+// (try) gives up as soon as it sees a holder; a fair lock (not try) waits
+// its turn in the lock's queue.
+func (l *Lock) Init(h Host, name string, cfg election.Config, try, fair bool) error {
+	m, err := election.New(cfg)
+	if err != nil {
+		return err
+	}
+	*l = Lock{h: h, name: name, m: m, try: try, answered: l.answered}
+	l.d = driver.New(m, (*effects)(l), cfg.ReleaseTimeout)
+	if fair && !try { // TryLock never waits, so it never queues
+		l.fair = &fairState{}
+	}
+	return nil
+}
+
+// Start begins campaigning for the lock (in turn, if fair).
+func (l *Lock) Start() {
+	if l.fair != nil {
+		l.d.Gate(true)
+		l.fair.next = l.h.Now()
+	}
+	l.d.Start()
+	l.after()
+}
+
+// Result takes the answer of a call on the lock's record.
+func (l *Lock) Result(r election.Result) {
+	if err := l.d.Result(r); err != nil { // permanent, at the first answer
+		l.refuse(fmt.Errorf("tenure: lock %q: %w", l.name, err))
+	}
+	l.after()
+}
+
+// Fire runs whichever of the lock's timers is due at now.
+func (l *Lock) Fire(now time.Time) {
+	switch {
+	case l.fair != nil && !l.fair.next.IsZero() && !now.Before(l.fair.next):
+		l.queueStep()
+	case !l.giveUp.IsZero() && !now.Before(l.giveUp):
+		l.giveUp = time.Time{}
+		l.d.GiveUp()
+	case !l.wake.IsZero() && !now.Before(l.wake):
+		l.wake = time.Time{}
+		l.d.Tick()
+	}
+	l.after()
+}
+
+// Due returns the instant of the lock's next timer; zero if none.
+func (l *Lock) Due() time.Time {
+	d := l.wake
+	for _, t := range [2]time.Time{l.giveUp, l.queueNext()} {
+		if !t.IsZero() && (d.IsZero() || t.Before(d)) {
+			d = t
+		}
+	}
+	return d
+}
+
+func (l *Lock) queueNext() time.Time {
+	if l.fair == nil {
+		return time.Time{}
+	}
+	return l.fair.next
+}
+
+// Stop ends the lock: the term ends, then the lease is released (owner-
+// checked), within the ReleaseTimeout.
+func (l *Lock) Stop() {
+	l.d.Stop()
+	l.after()
+}
+
+// Answer claims the one answer to the caller: true the first time. The
+// host calls it before answering on its own (the caller gave up, the
+// Locker closes); the Lock calls it before Granted, Busy and Refused.
+func (l *Lock) Answer() bool {
+	if l.answered {
+		return false
+	}
+	l.answered = true
+	return true
+}
+
+// Answered reports whether the caller has had its answer.
+func (l *Lock) Answered() bool { return l.answered }
+
+// Name returns the lock's name.
+func (l *Lock) Name() string { return l.name }
+
+// Config returns the lock's Machine configuration; it must not be changed.
+func (l *Lock) Config() *election.Config { return l.m.Config() }
+
+// Held reports whether a term is under way.
+func (l *Lock) Held() bool { return l.held }
+
+// GaveUp reports whether the release went unconfirmed: the release timer
+// ran out. Err then says what the store last answered.
+func (l *Lock) GaveUp() bool { return l.d.GaveUp() }
+
+// Err returns the Machine's last store error, or nil.
+func (l *Lock) Err() error { return l.m.Err() }
+
+func (l *Lock) refuse(err error) {
+	if l.Answer() {
+		l.h.Refused(err)
+	}
+	l.stopping = true
+}
+
+// after runs once a driver call has returned: it carries out what the
+// effects deferred, and retires the lock once its driver is done and its
+// queue entry gone.
+func (l *Lock) after() {
+	if l.retired {
+		return
+	}
+	if (l.stopping || l.lost) && !l.d.Stopping() {
+		l.stopping = false
+		l.d.Stop()
+	}
+	if !l.d.Done() {
+		l.h.Reschedule()
+		return
+	}
+	if f := l.fair; f != nil && !f.gone {
+		l.leaveQueue() // the lock is over: drop our entry, then retire
+		l.h.Reschedule()
+		return
+	}
+	l.retired = true
+	l.wake, l.giveUp = time.Time{}, time.Time{}
+	l.h.Reschedule()
+	l.h.Retired()
+}
+
+// effects is the lock's driver.Effects, kept off Lock's method set.
+type effects Lock
+
+func (e *effects) Now() time.Time { return e.h.Now() }
+
+func (e *effects) Send(op election.Op) { e.h.Call(op, false) }
+
+func (e *effects) Cancel(uint64) { e.h.Cancel() }
+
+func (e *effects) Wake(at time.Time) { e.wake = at }
+
+func (e *effects) ReleaseTimer(d time.Duration) { e.giveUp = e.h.Now().Add(d) }
+
+func (e *effects) Publish(s driver.Snapshot) {
+	if s.Leading && e.held {
+		e.h.Extended(s.Term.Deadline)
+	}
+	if e.try && !e.answered && s.Err != nil && !s.Leading {
+		(*Lock)(e).refuse(fmt.Errorf("tenure: lock %q: %w", e.name, s.Err)) // TryLock does not wait out a failing store
+	}
+}
+
+func (e *effects) Elected(t election.Term) {
+	l := (*Lock)(e)
+	l.held = true
+	l.leaveQueue()
+	if !l.Answer() { // the caller gave up meanwhile: give it back
+		l.stopping = true
+		return
+	}
+	l.h.Granted(t)
+}
+
+func (e *effects) Demoted(t election.Term, r election.Reason) {
+	if e.held {
+		e.held = false
+		e.h.Ended(t, r)
+	}
+	e.lost = true
+}
+
+// LeaderChanged: for TryLock, any holder but this lock itself refuses it,
+// the lock's own ID included (a record left by an earlier process with it).
+func (e *effects) LeaderChanged(ld election.Leader) {
+	if e.try && !e.answered && ld.Holder != "" && !e.held {
+		e.answered = true
+		e.h.Busy(ld)
+		e.stopping = true
+	}
+}
+
+func (e *effects) Anomaly(err error) {
+	e.h.Log(slog.LevelError, "lease anomaly", "lock", e.name, "err", err)
+}
+
+// Barrier: locks have no callbacks, so every barrier is reached at once.
+func (e *effects) Barrier(b driver.Barrier) { e.d.Reached(b) }
