@@ -73,7 +73,7 @@ type fairState struct {
 	rec      lease.Record
 	ver      lease.Version
 	found    bool
-	known    bool // rec, ver and found are what the store held at our last call
+	known    bool                // rec, ver and found are what the store held at our last call
 	seen     map[uint64]seenBeat // by ticket
 	inFlight bool
 	next     time.Time // next queue action; zero: none
