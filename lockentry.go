@@ -85,7 +85,7 @@ func (e *lockEntry) Call(op election.Op, queue bool) {
 	}
 	rec := op.Record
 	rec.WrittenAt = l.cfg.Clock.Now().Round(0).UTC()
-	l.wg.Go(func() {
+	l.call(storeCall{ctx: ctx, drop: !queue, run: func() {
 		defer cancel()
 		res := election.Result{ID: op.ID, Record: rec}
 		switch op.Kind {
@@ -98,7 +98,7 @@ func (e *lockEntry) Call(op election.Op, queue bool) {
 		case l.res <- lockResult{e: e, res: res, queue: queue, put: op.Kind == election.OpPut}:
 		case <-l.quit:
 		}
-	})
+	}})
 }
 
 func (e *lockEntry) Cancel() {

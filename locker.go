@@ -103,6 +103,8 @@ type Locker struct {
 	entries map[*lockEntry]struct{}
 	names   map[string][]*lockEntry // per name: the active entry, then those waiting in this process
 	wakes   wakeHeap
+	calls   []storeCall // waiting for one of maxCalls slots, in order
+	running int         // store calls in flight
 	timer   <-chan time.Time
 	timerAt time.Time
 	closing bool
@@ -301,6 +303,7 @@ func (l *Locker) loop() {
 		case f := <-l.reqs:
 			f()
 		case r := <-l.res:
+			l.callDone()
 			if _, ok := l.entries[r.e]; ok {
 				if r.queue {
 					r.e.QueueResult(r.res, r.put)
@@ -319,6 +322,43 @@ func (l *Locker) loop() {
 			return
 		}
 		l.arm()
+	}
+}
+
+// maxCalls bounds a Locker's store calls in flight. Beyond it calls wait
+// in order: a slow store then slows the Locker down instead of piling up
+// goroutines, and the goroutines the runtime keeps for reuse stay few.
+const maxCalls = 256
+
+// storeCall is a store call to run on a goroutine of its own.
+type storeCall struct {
+	ctx  context.Context
+	drop bool // drop it unstarted once ctx is done: nobody waits for its answer
+	run  func()
+}
+
+// call runs c now, or once a slot is free.
+func (l *Locker) call(c storeCall) {
+	if l.running < maxCalls {
+		l.running++
+		l.wg.Go(c.run)
+		return
+	}
+	l.calls = append(l.calls, c)
+}
+
+// callDone: a call has answered; start the next waiting one.
+func (l *Locker) callDone() {
+	l.running--
+	for len(l.calls) > 0 && l.running < maxCalls {
+		c := l.calls[0]
+		l.calls[0] = storeCall{}
+		l.calls = l.calls[1:]
+		if c.drop && c.ctx.Err() != nil {
+			continue
+		}
+		l.running++
+		l.wg.Go(c.run)
 	}
 }
 

@@ -116,6 +116,17 @@
 // The checker reports violations of the others too, so a run shows what
 // fencing saved.
 //
+// # Locks
+//
+// Lock scenarios (Scenario.Locks) run lock clients instead of Candidates: a
+// process on each node calls TryLock or Lock (fair or not) with a deadline,
+// holds the lock a while and unlocks, with the Locker's own per-lock code
+// (internal/lockcore) hosted by the fast tier on a store of many registers.
+// They check I1 as mutual exclusion in belief (a holder believes until its
+// term ends or its clock reaches the deadline), I2 per lock, I5 as a bounded
+// wait (every call answered by its deadline plus one OpTimeout), I6 (every
+// lock over by the end) and I7 (FairOrder). See lockworld.go.
+//
 // # Baselines
 //
 // Options.Strategy Naive runs a lock that stores an expiry in wall-clock

@@ -31,13 +31,17 @@ const (
 	// Goroutines (I6): every Candidate's Run returns, and (real tier) no
 	// goroutine it started outlives the run.
 	Goroutines
+	// FairOrder (I7, lock scenarios): a fair waiter is granted a lock only
+	// when no waiter that took its ticket earlier is still waiting while
+	// live (never paused, cut off or refused by the store since).
+	FairOrder
 
-	numInvariants = int(Goroutines)
+	numInvariants = int(FairOrder)
 )
 
-var invariantNames = [...]string{"", "one leader", "tokens", "fencing", "callbacks", "liveness", "goroutines"}
+var invariantNames = [...]string{"", "one leader", "tokens", "fencing", "callbacks", "liveness", "goroutines", "fair order"}
 
-// String returns the short name, "I1" to "I6".
+// String returns the short name, "I1" to "I7".
 func (i Invariant) String() string { return fmt.Sprintf("I%d", int(i)) }
 
 // Name returns what the invariant is about, e.g. "one leader".

@@ -97,6 +97,9 @@ func (n *naive) Release(now time.Time) election.Output {
 
 func (n *naive) Leader() election.Leader { return n.leader }
 
+// Config returns the baseline's configuration (lockcore.Machine).
+func (n *naive) Config() *election.Config { return &n.cfg }
+
 // Err: the baseline keeps no error.
 func (n *naive) Err() error { return nil }
 

@@ -19,6 +19,9 @@ func realSeeds() uint64 {
 // its millions of events speak for the real code.
 func TestRealTier(t *testing.T) {
 	for _, sc := range Scenarios() {
+		if sc.Locks() {
+			continue // the fast tier runs lockcore itself
+		}
 		t.Run(sc.Name, func(t *testing.T) {
 			for seed := uint64(1); seed <= realSeeds(); seed++ {
 				real := RunReal(t, sc, seed, Options{})

@@ -13,8 +13,13 @@ import (
 type Scenario struct {
 	Name    string
 	Summary string
+	locks   bool // its nodes run lock clients (LockPlan), not Candidates
 	build   func(p *Plan, r *rand.Rand)
 }
+
+// Locks reports whether the scenario runs lock clients rather than
+// Candidates. It runs on the fast tier only.
+func (s *Scenario) Locks() bool { return s.locks }
 
 // Plan is what a Scenario draws for one seed: the nodes, the store, the
 // actions over time, and the invariants the run must keep.
@@ -31,8 +36,11 @@ type Plan struct {
 	// where answers may be lost or writes delayed: the bound assumes
 	// latency bounded by Latency.Bound().
 	Failover bool
+	// Locks: what the lock clients of a lock scenario do.
+	Locks *LockPlan
 
-	actions []action
+	actions     []action
+	lockActions []lockAction
 }
 
 type action struct {

@@ -10,7 +10,7 @@ const (
 	minute = time.Minute
 )
 
-var scenarios = []*Scenario{
+var leaderScenarios = []*Scenario{
 	{
 		Name:    "steady-state",
 		Summary: "a healthy store for ten minutes: one term throughout",

@@ -9,7 +9,7 @@ import (
 	"time"
 )
 
-// seedsPerScenario: 100 seeds of each of the 24 scenarios is 2,400 seeds,
+// seedsPerScenario: 100 seeds of each of the 31 scenarios is 3,100 seeds,
 // each run twice, in about half a minute on two cores. Under the race
 // detector (make test) 8 seeds each keep the suite to a minute or so;
 // -short runs 4.
@@ -125,6 +125,15 @@ func TestScenariosDoWhatTheySay(t *testing.T) {
 		"foreign-restore": func(r *Result) string {
 			return want(r.Stats.Losses >= 2 && r.Stats.LossDemotions >= 1 && r.Stats.Terms >= 3, "records written back under leaders that then stepped down")
 		},
+		"lock-contention":   func(r *Result) string { return want(r.Stats.Terms >= 50, "50 grants") },
+		"lock-fair":         func(r *Result) string { return want(r.Stats.Terms >= 50, "50 grants") },
+		"lock-holder-crash": func(r *Result) string { return want(r.Stats.Crashes >= 3 && r.Stats.Terms >= 20, "3 crashes and 20 grants") },
+		"lock-holder-pause": func(r *Result) string { return want(r.Stats.Pauses >= 2 && r.Stats.Terms >= 20, "2 pauses and 20 grants") },
+		"lock-give-up":      func(r *Result) string { return want(r.Stats.Terms >= 20, "20 grants") },
+		"lock-skew-drift":   func(r *Result) string { return want(r.Stats.Crashes >= 2 && r.Stats.Terms >= 50, "2 crashes and 50 grants") },
+		"lock-partition": func(r *Result) string {
+			return want(r.Stats.Dropped >= 1 && r.Stats.Errors >= 1 && r.Stats.Terms >= 20, "requests dropped and refused, 20 grants")
+		},
 	}
 	seeds := uint64(5)
 	if raceEnabled {
@@ -167,6 +176,7 @@ func TestBaselinesFail(t *testing.T) {
 		{"gc-pause", Options{Resource: Unfenced}, Fencing},
 		{"vm-suspend", Options{Resource: Unfenced}, Fencing},
 		{"record-lost", Options{Strategy: Naive}, Tokens},
+		{"lock-skew-drift", Options{Strategy: Naive}, OneLeader},
 	} {
 		for seed := uint64(1); seed <= 10; seed++ {
 			r := Run(Lookup(tc.scenario), seed, tc.opt)
@@ -229,7 +239,8 @@ func TestScenarioNames(t *testing.T) {
 	want := strings.Fields(`steady-state leader-crash graceful-release constant-skew ntp-step drift-at-bound
 		drift-beyond-bound gc-pause vm-suspend leader-cut-off long-tail-latency lost-renewal-response
 		lost-takeover-response delayed-write simultaneous-takeover partition-flapping store-brownout
-		restart-same-identity mixed-ttl slow-callbacks stop-during-renewal swarm record-lost foreign-restore`)
+		restart-same-identity mixed-ttl slow-callbacks stop-during-renewal swarm record-lost foreign-restore
+		lock-contention lock-fair lock-holder-crash lock-holder-pause lock-give-up lock-skew-drift lock-partition`)
 	var got []string
 	for _, sc := range Scenarios() {
 		got = append(got, sc.Name)

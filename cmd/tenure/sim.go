@@ -20,7 +20,7 @@ const simUsage = `usage: tenure sim [flags]
 
 Runs the fast tier of the deterministic simulator (election.Machine driven
 by a model of the Candidate's loop) over named fault scenarios and checks
-invariants I1 to I6 at every event. The same seed always replays the same
+invariants I1 to I7 at every event. The same seed always replays the same
 run. The real tier (tenure.Candidate under testing/synctest) runs under
 go test ./sim.
 
@@ -93,6 +93,10 @@ func simCommand(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "tenure sim: -svg draws one run: give -scenario NAME and one seed")
 		return 2
 	}
+	if *svg != "" && scs[0].Locks() {
+		fmt.Fprintln(stderr, "tenure sim: -svg draws leadership scenarios only; use -trace for a lock scenario")
+		return 2
+	}
 	opt.Timeline = *svg != ""
 
 	// Run every (scenario, seed) on a pool of workers; report in order.
@@ -150,7 +154,7 @@ func simCommand(args []string, stdout, stderr io.Writer) int {
 	// The summary: per scenario, runs that broke each invariant.
 	type row struct {
 		runs          int
-		broke, unprom [7]int
+		broke, unprom [8]int
 		simTime, wall time.Duration
 	}
 	rows := map[string]*row{}
@@ -166,7 +170,7 @@ func simCommand(args []string, stdout, stderr io.Writer) int {
 			x.runs++
 			x.simTime += j.res.SimTime
 			x.wall += j.res.Wall
-			for i := sim.OneLeader; i <= sim.Goroutines; i++ {
+			for i := sim.OneLeader; i <= sim.FairOrder; i++ {
 				if j.res.Counts[i] == 0 {
 					continue
 				}
@@ -182,10 +186,10 @@ func simCommand(args []string, stdout, stderr io.Writer) int {
 		}
 	}
 	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "scenario\truns\tI1\tI2\tI3\tI4\tI5\tI6\tsimulated\twall\t")
+	fmt.Fprintln(tw, "scenario\truns\tI1\tI2\tI3\tI4\tI5\tI6\tI7\tsimulated\twall\t")
 	line := func(name string, r *row) {
 		fmt.Fprintf(tw, "%s\t%d\t", name, r.runs)
-		for i := sim.OneLeader; i <= sim.Goroutines; i++ {
+		for i := sim.OneLeader; i <= sim.FairOrder; i++ {
 			fmt.Fprintf(tw, "%s\t", cell(r.broke[i], r.unprom[i]))
 		}
 		fmt.Fprintf(tw, "%s\t%s\t\n", fmtSim(r.simTime), r.wall.Round(time.Millisecond))

@@ -70,6 +70,7 @@ func formatQueue(q []qentry) []byte {
 // fairState is a fair waiter's place in its lock's queue; the loop's.
 type fairState struct {
 	ticket   uint64 // 0 until enqueued
+	joining  bool   // the write in flight takes ticket: it is ours once confirmed
 	rec      lease.Record
 	ver      lease.Version
 	found    bool
@@ -127,7 +128,7 @@ func (l *Lock) queueStep() {
 		next = 1
 	}
 	switch {
-	case f.leaving && !mine && f.ticket != 0 && len(live) == len(q):
+	case f.leaving && !mine && len(live) == len(q):
 		f.gone = true // nothing of ours to drop
 		return
 	case !f.leaving && (f.ticket == 0 || !mine):
@@ -137,7 +138,7 @@ func (l *Lock) queueStep() {
 			f.gone = true
 			return
 		}
-		f.ticket = next
+		f.ticket, f.joining = next, true
 		next++
 		live = append(live, qentry{f.ticket, 0})
 	}
@@ -188,6 +189,12 @@ func (l *Lock) QueueResult(r election.Result, put bool) {
 func (l *Lock) queueResult(r election.Result, put bool) {
 	f := l.fair
 	f.inFlight = false
+	if f.joining && (r.Err != nil || !put) {
+		// Not confirmed: another waiter may hold that number now. A write
+		// that did land leaves an entry nobody beats, skipped in time.
+		f.ticket = 0
+	}
+	f.joining = false
 	now := l.h.Now()
 	var ce *lease.ConflictError
 	switch {

@@ -50,7 +50,7 @@ type Host interface {
 type Lock struct {
 	h    Host
 	name string
-	m    *election.Machine
+	m    Machine
 	d    *driver.Driver
 	fair *fairState // nil unless Fair
 
@@ -73,12 +73,24 @@ func (l *Lock) Init(h Host, name string, cfg election.Config, try, fair bool) er
 	if err != nil {
 		return err
 	}
+	l.InitMachine(h, name, m, try, fair)
+	return nil
+}
+
+// Machine is the decision logic a Lock runs: *election.Machine, or a
+// simulator's baseline. Fair waiting needs its Gate (driver.Driver.Gate).
+type Machine interface {
+	driver.Machine
+	Config() *election.Config
+}
+
+// InitMachine is Init with a Machine made by the caller.
+func (l *Lock) InitMachine(h Host, name string, m Machine, try, fair bool) {
 	*l = Lock{h: h, name: name, m: m, try: try, answered: l.answered}
-	l.d = driver.New(m, (*effects)(l), cfg.ReleaseTimeout)
+	l.d = driver.New(m, (*effects)(l), m.Config().ReleaseTimeout)
 	if fair && !try { // TryLock never waits, so it never queues
 		l.fair = &fairState{}
 	}
-	return nil
 }
 
 // Start begins campaigning for the lock (in turn, if fair).
@@ -152,6 +164,22 @@ func (l *Lock) Answer() bool {
 
 // Answered reports whether the caller has had its answer.
 func (l *Lock) Answered() bool { return l.answered }
+
+// Ticket returns a fair waiter's ticket while the queue record it last
+// read or wrote holds its entry, and 0 otherwise.
+func (l *Lock) Ticket() uint64 {
+	f := l.fair
+	if f == nil || f.gone || f.leaving || f.joining || !f.known || f.ticket == 0 {
+		return 0
+	}
+	q, _ := parseQueue(f.rec.Payload)
+	for _, e := range q {
+		if e.ticket == f.ticket {
+			return f.ticket
+		}
+	}
+	return 0
+}
 
 // Name returns the lock's name.
 func (l *Lock) Name() string { return l.name }
