@@ -125,12 +125,18 @@ func TestScenariosDoWhatTheySay(t *testing.T) {
 		"foreign-restore": func(r *Result) string {
 			return want(r.Stats.Losses >= 2 && r.Stats.LossDemotions >= 1 && r.Stats.Terms >= 3, "records written back under leaders that then stepped down")
 		},
-		"lock-contention":   func(r *Result) string { return want(r.Stats.Terms >= 50, "50 grants") },
-		"lock-fair":         func(r *Result) string { return want(r.Stats.Terms >= 50, "50 grants") },
-		"lock-holder-crash": func(r *Result) string { return want(r.Stats.Crashes >= 3 && r.Stats.Terms >= 20, "3 crashes and 20 grants") },
-		"lock-holder-pause": func(r *Result) string { return want(r.Stats.Pauses >= 2 && r.Stats.Terms >= 20, "2 pauses and 20 grants") },
-		"lock-give-up":      func(r *Result) string { return want(r.Stats.Terms >= 20, "20 grants") },
-		"lock-skew-drift":   func(r *Result) string { return want(r.Stats.Crashes >= 2 && r.Stats.Terms >= 50, "2 crashes and 50 grants") },
+		"lock-contention": func(r *Result) string { return want(r.Stats.Terms >= 50, "50 grants") },
+		"lock-fair":       func(r *Result) string { return want(r.Stats.Terms >= 50, "50 grants") },
+		"lock-holder-crash": func(r *Result) string {
+			return want(r.Stats.Crashes >= 3 && r.Stats.Terms >= 20, "3 crashes and 20 grants")
+		},
+		"lock-holder-pause": func(r *Result) string {
+			return want(r.Stats.Pauses >= 2 && r.Stats.Terms >= 20, "2 pauses and 20 grants")
+		},
+		"lock-give-up": func(r *Result) string { return want(r.Stats.Terms >= 20, "20 grants") },
+		"lock-skew-drift": func(r *Result) string {
+			return want(r.Stats.Crashes >= 2 && r.Stats.Terms >= 50, "2 crashes and 50 grants")
+		},
 		"lock-partition": func(r *Result) string {
 			return want(r.Stats.Dropped >= 1 && r.Stats.Errors >= 1 && r.Stats.Terms >= 20, "requests dropped and refused, 20 grants")
 		},
