@@ -23,13 +23,14 @@ type lockEntry struct {
 	try     bool
 	cfg     *election.Config // until the lock starts
 	fair    bool
-	result  chan takeResult // size 1: what TryLock or Lock returns
+	result  chan takeResult // size 1: what TryLock or Lock returns; nil once sent
 	held    *Lock
 	unlocks []chan error // Unlock calls waiting for the release
 	idx     int          // in the Locker's heap, or -1
 	started bool
 
-	cancelOp context.CancelFunc
+	opID     uint64             // the lock call asked for; 0 once answered or cancelled
+	cancelOp context.CancelFunc // cancels it once started
 }
 
 type takeResult struct {
@@ -40,7 +41,7 @@ type takeResult struct {
 // fail answers a waiting call with err, if it has no answer yet.
 func (e *lockEntry) fail(err error) {
 	if e.Answer() {
-		e.result <- takeResult{err: err}
+		e.answer(takeResult{err: err})
 	}
 }
 
@@ -72,6 +73,16 @@ var errUnlocked = errors.New("tenure: unlocked")
 func (e *lockEntry) Now() time.Time { return e.l.cfg.Clock.Now() }
 
 func (e *lockEntry) Call(op election.Op, queue bool) {
+	op.Record.WrittenAt = e.l.cfg.Clock.Now().Round(0).UTC()
+	if !queue {
+		e.opID = op.ID
+	}
+	e.l.call(storeCall{e: e, op: op, queue: queue})
+}
+
+// start runs a store call on a goroutine of its own, which hands the
+// answer to the loop.
+func (e *lockEntry) start(op election.Op, queue bool) {
 	l := e.l
 	var ctx context.Context
 	var cancel context.CancelFunc
@@ -83,27 +94,28 @@ func (e *lockEntry) Call(op election.Op, queue bool) {
 		ctx, cancel = context.WithCancel(l.base) // the Machine times it out
 		e.cancelOp = cancel
 	}
-	rec := op.Record
-	rec.WrittenAt = l.cfg.Clock.Now().Round(0).UTC()
-	l.call(storeCall{ctx: ctx, drop: !queue, run: func() {
+	l.wg.Go(func() {
 		defer cancel()
-		res := election.Result{ID: op.ID, Record: rec}
+		res := election.Result{ID: op.ID, Record: op.Record}
 		switch op.Kind {
 		case election.OpGet:
 			res.Record, res.Version, res.Err = l.cfg.Store.Get(ctx, name)
 		case election.OpPut:
-			res.Version, res.Err = l.cfg.Store.Put(ctx, name, rec, op.Expect)
+			res.Version, res.Err = l.cfg.Store.Put(ctx, name, op.Record, op.Expect)
 		}
 		select {
 		case l.res <- lockResult{e: e, res: res, queue: queue, put: op.Kind == election.OpPut}:
 		case <-l.quit:
 		}
-	}})
+	})
 }
 
+// Cancel abandons the lock call in flight, or drops it unstarted.
 func (e *lockEntry) Cancel() {
+	e.opID = 0
 	if e.cancelOp != nil {
 		e.cancelOp()
+		e.cancelOp = nil
 	}
 }
 
@@ -113,15 +125,22 @@ func (e *lockEntry) Granted(t election.Term) {
 	f := fencing.Fence{Lease: e.name, Token: fencing.Token(t.Token)}
 	term := Term{Lease: e.name, Holder: e.l.cfg.ID, Token: f.Token, Deadline: t.Deadline, Payload: e.Config().Payload}
 	e.held = &Lock{name: e.name, token: f.Token, ctx: newTermContext(context.Background(), term, e.l.cfg.Clock), e: e, l: e.l}
-	e.result <- takeResult{lock: e.held}
+	e.answer(takeResult{lock: e.held})
 	e.l.log(slog.LevelDebug, "locked", "lock", e.name, "token", f.Token)
 }
 
 func (e *lockEntry) Busy(ld election.Leader) {
-	e.result <- takeResult{err: &LockedError{Name: e.name, Holder: ld.Holder, Token: fencing.Token(ld.Token), Payload: ld.Payload}}
+	e.answer(takeResult{err: &LockedError{Name: e.name, Holder: ld.Holder, Token: fencing.Token(ld.Token), Payload: ld.Payload}})
 }
 
-func (e *lockEntry) Refused(err error) { e.result <- takeResult{err: err} }
+func (e *lockEntry) Refused(err error) { e.answer(takeResult{err: err}) }
+
+// answer sends the one answer, and lets go of the channel that the
+// caller alone holds now.
+func (e *lockEntry) answer(r takeResult) {
+	e.result <- r
+	e.result = nil
+}
 
 func (e *lockEntry) Extended(deadline time.Time) {
 	if e.held != nil {

@@ -89,13 +89,14 @@ func WithLeaseDuration(d time.Duration) LockOption { return func(o *lockOptions)
 // A held lock's context is cancelled at its local deadline, when it is
 // lost, on Unlock and on Close; its token is above every earlier holder's.
 type Locker struct {
-	cfg  LockerConfig
-	reqs chan func() // run on the loop goroutine
-	res  chan lockResult
-	quit chan struct{} // closed when the loop ends
-	wg   sync.WaitGroup
-	base context.Context // parent of store calls: cancelled at the end
-	stop context.CancelFunc
+	cfg    LockerConfig
+	shared *election.Config // the Machines' configuration, for locks without options
+	reqs   chan func()      // run on the loop goroutine
+	res    chan lockResult
+	quit   chan struct{} // closed when the loop ends
+	wg     sync.WaitGroup
+	base   context.Context // parent of store calls: cancelled at the end
+	stop   context.CancelFunc
 
 	closeOnce sync.Once
 
@@ -138,6 +139,12 @@ func NewLocker(cfg LockerConfig) (*Locker, error) {
 		cfg: cfg, reqs: make(chan func()), res: make(chan lockResult), quit: make(chan struct{}),
 		base: base, stop: stop, entries: map[*lockEntry]struct{}{}, names: map[string][]*lockEntry{},
 	}
+	shared, err := l.machineConfig(lockOptions{})
+	if err != nil {
+		stop()
+		return nil, err
+	}
+	l.shared = &shared
 	l.wg.Go(l.loop)
 	return l, nil
 }
@@ -256,21 +263,26 @@ func (l *Locker) take(ctx context.Context, name string, try bool, opts []LockOpt
 	for _, opt := range opts {
 		opt(&o)
 	}
-	ec, err := l.machineConfig(o)
-	if err != nil {
-		return nil, err
+	ec := l.shared // most locks share the Locker's
+	if o.payload != nil || o.ttl != 0 {
+		c, err := l.machineConfig(o)
+		if err != nil {
+			return nil, err
+		}
+		ec = &c
 	}
-	e := &lockEntry{l: l, name: name, try: try, cfg: &ec, fair: o.fair, result: make(chan takeResult, 1), idx: -1}
+	result := make(chan takeResult, 1)
+	e := &lockEntry{l: l, name: name, try: try, cfg: ec, fair: o.fair, result: result, idx: -1}
 	if !l.do(func() { l.add(e) }) {
 		return nil, ErrClosed
 	}
 	select {
-	case r := <-e.result:
+	case r := <-result:
 		return r.lock, r.err
 	case <-ctx.Done():
 		// Give up: whatever the store holds of ours is released.
 		l.do(func() { e.fail(ctx.Err()); e.stopEntry() })
-		r := <-e.result
+		r := <-result
 		if r.lock != nil { // taken just now: give it back
 			_ = r.lock.Unlock(context.WithoutCancel(ctx))
 		}
@@ -308,6 +320,9 @@ func (l *Locker) loop() {
 				if r.queue {
 					r.e.QueueResult(r.res, r.put)
 				} else {
+					if r.res.ID == r.e.opID {
+						r.e.opID, r.e.cancelOp = 0, nil // its context is done: let it go
+					}
 					r.e.Result(r.res)
 				}
 			}
@@ -330,18 +345,18 @@ func (l *Locker) loop() {
 // goroutines, and the goroutines the runtime keeps for reuse stay few.
 const maxCalls = 256
 
-// storeCall is a store call to run on a goroutine of its own.
+// storeCall is a call of a lock on the store (queue: on its fair queue).
 type storeCall struct {
-	ctx  context.Context
-	drop bool // drop it unstarted once ctx is done: nobody waits for its answer
-	run  func()
+	e     *lockEntry
+	op    election.Op
+	queue bool
 }
 
-// call runs c now, or once a slot is free.
+// call starts c now, or once a slot is free.
 func (l *Locker) call(c storeCall) {
 	if l.running < maxCalls {
 		l.running++
-		l.wg.Go(c.run)
+		c.e.start(c.op, c.queue)
 		return
 	}
 	l.calls = append(l.calls, c)
@@ -354,11 +369,11 @@ func (l *Locker) callDone() {
 		c := l.calls[0]
 		l.calls[0] = storeCall{}
 		l.calls = l.calls[1:]
-		if c.drop && c.ctx.Err() != nil {
-			continue
+		if !c.queue && c.e.opID != c.op.ID {
+			continue // cancelled: nobody waits for its answer
 		}
 		l.running++
-		l.wg.Go(c.run)
+		c.e.start(c.op, c.queue)
 	}
 }
 
@@ -406,7 +421,7 @@ func (l *Locker) begin(e *lockEntry) {
 		l.dequeue(e)
 		return
 	}
-	if err := e.Init(e, e.name, *e.cfg, e.try, e.fair); err != nil {
+	if err := e.Init(e, e.name, e.cfg, e.try, e.fair); err != nil {
 		e.fail(err) // Validate passed in take: not reached
 		l.dequeue(e)
 		return

@@ -64,7 +64,7 @@ const maxToken = 1<<63 - 1
 const recentNonces = 8
 
 // purpose says why an op was started.
-type purpose int
+type purpose uint8
 
 const (
 	doPoll     purpose = iota + 1 // follower read
@@ -77,7 +77,7 @@ const (
 )
 
 // phase is where the machine is in its life; it only moves forward.
-type phase int
+type phase uint8
 
 const (
 	running   phase = iota // campaigning, leading or following
@@ -87,7 +87,7 @@ const (
 )
 
 // state is the machine's role.
-type state int
+type state uint8
 
 const (
 	following state = iota // observing the store; may campaign
@@ -106,7 +106,7 @@ type flight struct {
 
 // Machine decides what one candidate does. It is not safe for concurrent use.
 type Machine struct {
-	cfg    Config
+	cfg    *Config       // shared by NewShared; never changed
 	window time.Duration // lead window for our own LeaseDuration
 
 	// The latest state of the store we know of.
@@ -126,27 +126,26 @@ type Machine struct {
 	nonceN  int
 	first   time.Time // local time of the first answer
 
-	phase phase
-	state state
-
 	// Our term (acquiring, leading) and our last confirmed write.
 	token     uint64
-	acqExpect lease.Version        // while acquiring: the version the takeover expects
-	ownVer    lease.Version        // version of our last confirmed write, if any
-	ownRec    lease.Record         // what that write stored
-	sent      time.Time            // when that write was sent (s)
-	deadline  time.Time            // sent + window while leading
-	announced bool                 // EventElected emitted and no EventDemoted yet
-	failed    bool                 // a renewal failed with an error since the last confirmed write
-	held      bool                 // a term ended and its callbacks have not returned: no campaign
-	resigning bool                 // Resign: our record is to be released once the callbacks returned
-	holdUntil time.Time            // Resign: no campaign before this
-	gated     bool                 // the driver holds campaigning back (a fair lock's turn has not come)
+	acqExpect lease.Version // while acquiring: the version the takeover expects
+	ownVer    lease.Version // version of our last confirmed write, if any
+	ownRec    lease.Record  // what that write stored
+	sent      time.Time     // when that write was sent (s)
+	deadline  time.Time     // sent + window while leading
+	announced bool          // EventElected emitted and no EventDemoted yet
+	failed    bool          // a renewal failed with an error since the last confirmed write
+	held      bool          // a term ended and its callbacks have not returned: no campaign
+	resigning bool          // Resign: our record is to be released once the callbacks returned
+	holdUntil time.Time     // Resign: no campaign before this
+	gated     bool          // the driver holds campaigning back (a fair lock's turn has not come)
+	phase     phase
+	state     state
+	nextDo    purpose              // scheduled work, 0 if none
 	pending   map[string]time.Time // nonce → send time of writes of unknown outcome
 
 	op         *flight // in flight
 	unresolved *flight // write awaiting its read-back
-	nextDo     purpose // scheduled work, 0 if none
 	next       time.Time
 	attempt    int // failures since the last success, for backoff
 	lastID     uint64
@@ -160,7 +159,20 @@ func New(cfg Config) (*Machine, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	return &Machine{cfg: cfg, window: LeadWindow(cfg.LeaseDuration, cfg.MaxDrift, cfg.Margin)}, nil
+	return newMachine(&cfg), nil
+}
+
+// NewShared is New for a configuration that many Machines share (a
+// Locker's locks): cfg must not change while any of them runs.
+func NewShared(cfg *Config) (*Machine, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	return newMachine(cfg), nil
+}
+
+func newMachine(cfg *Config) *Machine {
+	return &Machine{cfg: cfg, window: LeadWindow(cfg.LeaseDuration, cfg.MaxDrift, cfg.Margin)}
 }
 
 // Start begins campaigning: the first Output asks for a read.
@@ -285,7 +297,7 @@ func (m *Machine) Term() (Term, bool) {
 }
 
 // Config returns the Machine's configuration; it must not be changed.
-func (m *Machine) Config() *Config { return &m.cfg }
+func (m *Machine) Config() *Config { return m.cfg }
 
 // Leader returns the leader as last observed in the store.
 func (m *Machine) Leader() Leader { return m.leader }

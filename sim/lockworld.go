@@ -368,7 +368,7 @@ func (p *lproc) call() {
 	cfg := election.Config{ID: p.id, Timing: n.timing, Rand: n.mrng, Wall: n.wall}
 	if w.opt.Strategy == Naive {
 		lk.InitMachine(p, p.name, newNaive(cfg, n.wall), p.try, p.fair)
-	} else if err := lk.Init(p, p.name, cfg, p.try, p.fair); err != nil {
+	} else if err := lk.Init(p, p.name, &cfg, p.try, p.fair); err != nil {
 		panic(fmt.Sprintf("sim: %s: %v", p.id, err)) // the timing passed Validate
 	}
 	w.waiting = append(w.waiting, p)

@@ -64,12 +64,13 @@ type Lock struct {
 	retired  bool
 }
 
-// Init makes l a lock on name for h, with a Machine for cfg; an answer
+// Init makes l a lock on name for h, with a Machine for cfg (which it
+// keeps: it must not change, and locks may share it); an answer
 // already claimed stays claimed. A TryLock
 // (try) gives up as soon as it sees a holder; a fair lock (not try) waits
 // its turn in the lock's queue.
-func (l *Lock) Init(h Host, name string, cfg election.Config, try, fair bool) error {
-	m, err := election.New(cfg)
+func (l *Lock) Init(h Host, name string, cfg *election.Config, try, fair bool) error {
+	m, err := election.NewShared(cfg)
 	if err != nil {
 		return err
 	}
