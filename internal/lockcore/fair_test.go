@@ -1,0 +1,112 @@
+package lockcore
+
+import (
+	"context"
+	"log/slog"
+	"math/rand/v2"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/tenure-go/tenure/election"
+	"github.com/tenure-go/tenure/lease"
+	"github.com/tenure-go/tenure/lease/memlease"
+)
+
+// host is a Host whose store calls wait until the test runs them, in the
+// order it chooses.
+type host struct {
+	t     *testing.T
+	lk    *Lock
+	now   time.Time
+	store lease.Store
+	calls []call
+}
+
+type call struct {
+	op    election.Op
+	queue bool
+}
+
+func (h *host) Now() time.Time                       { return h.now }
+func (h *host) Call(op election.Op, queue bool)      { h.calls = append(h.calls, call{op, queue}) }
+func (h *host) Cancel()                              {}
+func (h *host) Log(slog.Level, string, ...any)       {}
+func (h *host) Granted(election.Term)                {}
+func (h *host) Busy(election.Leader)                 {}
+func (h *host) Refused(err error)                    { h.t.Errorf("refused: %v", err) }
+func (h *host) Extended(time.Time)                   {}
+func (h *host) Ended(election.Term, election.Reason) {}
+func (h *host) Reschedule()                          {}
+func (h *host) Retired()                             {}
+
+// next runs the first waiting call of the given kind on the store and
+// hands the lock its answer.
+func (h *host) next(queue bool) {
+	h.t.Helper()
+	i := slices.IndexFunc(h.calls, func(c call) bool { return c.queue == queue })
+	if i < 0 {
+		h.t.Fatalf("no waiting call (queue %v)", queue)
+	}
+	c := h.calls[i]
+	h.calls = slices.Delete(h.calls, i, i+1)
+	name := h.lk.name
+	if queue {
+		name += QueueSuffix
+	}
+	res := election.Result{ID: c.op.ID, Record: c.op.Record}
+	ctx := context.Background()
+	if c.op.Kind == election.OpGet {
+		res.Record, res.Version, res.Err = h.store.Get(ctx, name)
+	} else {
+		res.Version, res.Err = h.store.Put(ctx, name, c.op.Record, c.op.Expect)
+	}
+	if queue {
+		h.lk.QueueResult(res, c.op.Kind == election.OpPut)
+		h.lk.Fire(h.now)
+	} else {
+		h.lk.Result(res)
+	}
+}
+
+func newFair(t *testing.T, store lease.Store, id string) *host {
+	h := &host{t: t, now: time.Unix(1e9, 0), store: store}
+	cfg := election.Config{ID: id, Timing: election.Timing{}.WithDefaults(), Rand: rand.New(rand.NewPCG(1, 2))}
+	h.lk = new(Lock)
+	if err := h.lk.Init(h, "job", &cfg, false, true); err != nil {
+		t.Fatal(err)
+	}
+	h.lk.Start()
+	h.lk.Fire(h.now) // the first queue step: read the queue
+	return h
+}
+
+// TestTicketIsOursOnlyOnceConfirmed: two waiters read an empty queue and
+// both write ticket 1; the second write loses the compare-and-swap. The
+// loser must take ticket 2, not beat the winner's entry as its own (found
+// by the simulator: lock-give-up seed 19).
+func TestTicketIsOursOnlyOnceConfirmed(t *testing.T) {
+	store := memlease.New()
+	a, b := newFair(t, store, "a"), newFair(t, store, "b")
+	a.next(true) // a reads: no queue; its write of ticket 1 waits
+	b.next(true) // so does b's
+	b.next(true) // b's write lands: ticket 1 is b's
+	if got := b.lk.Ticket(); got != 1 {
+		t.Fatalf("b's ticket %d, want 1", got)
+	}
+	a.next(true) // a's write conflicts; it writes again on b's record
+	if got := a.lk.Ticket(); got != 0 {
+		t.Fatalf("a's ticket %d before its write is confirmed, want 0", got)
+	}
+	a.next(true)
+	if got := a.lk.Ticket(); got != 2 {
+		t.Fatalf("a's ticket %d, want 2", got)
+	}
+	rec, _, err := store.Get(context.Background(), "job"+QueueSuffix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := string(rec.Payload), "1.0 2.0"; got != want {
+		t.Fatalf("queue %q, want %q: a beat b's entry as its own", got, want)
+	}
+}
