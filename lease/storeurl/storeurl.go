@@ -1,0 +1,258 @@
+// Package storeurl opens a lease.Store named by a URL, the way the tenure
+// command's --store flag does, so that programs that embed tenure can take
+// the same setting:
+//
+//	dynamodb://TABLE?region=eu-west-1                   lease/dynamolease
+//	dynamodb://TABLE?endpoint=http://127.0.0.1:8000&create=true
+//	s3://BUCKET/PREFIX?region=eu-west-1                 lease/s3lease
+//	s3://BUCKET?endpoint=http://127.0.0.1:9000&path-style=true&create=true
+//	file:///var/lib/tenure                              lease/filelease
+//	mem:NAME                                            lease/memlease (one per NAME in the process)
+//
+// Query parameters for dynamodb and s3:
+//
+//	region      the AWS region; default: the SDK's default chain (AWS_REGION,
+//	            the profile), else us-east-1
+//	profile     a shared-config profile (~/.aws/config); default: the SDK's
+//	endpoint    a compatible server (DynamoDB Local, MinIO, versitygw...); for
+//	            DynamoDB it also turns off the response checksum check,
+//	            which DynamoDB Local's error responses fail
+//	create      true: create the table (on-demand) or the bucket if missing
+//	key         dynamodb: the table's partition key attribute (default "lease")
+//	path-style  s3: true for path-style addressing (default: true with an
+//	            endpoint, false without)
+//
+// Credentials come from the SDK's default chain (config.LoadDefaultConfig):
+// the environment, the shared files and profiles, SSO, web identity, the
+// instance or task role. A local server still wants some: any non-empty
+// AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY do. An unknown parameter is an
+// error, so that a typo never silently falls back to a default.
+package storeurl
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/url"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+	s3types "github.com/aws/aws-sdk-go-v2/service/s3/types"
+
+	"github.com/tenure-go/tenure/lease"
+	"github.com/tenure-go/tenure/lease/dynamolease"
+	"github.com/tenure-go/tenure/lease/filelease"
+	"github.com/tenure-go/tenure/lease/memlease"
+	"github.com/tenure-go/tenure/lease/s3lease"
+)
+
+// Open returns the store raw names. Creating a table or bucket (create=true)
+// may take up to a few minutes, bounded by ctx; otherwise Open sends no
+// request: a wrong table or bucket shows at the first lease call, as a
+// permanent error.
+func Open(ctx context.Context, raw string) (lease.Store, error) {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return nil, fmt.Errorf("store %q: %w", raw, err)
+	}
+	q := u.Query()
+	switch u.Scheme {
+	case "mem":
+		if err := only(q); err != nil {
+			return nil, fmt.Errorf("store %q: %w", raw, err)
+		}
+		return memStore(u.Opaque + u.Host + u.Path), nil
+	case "file":
+		if err := only(q); err != nil {
+			return nil, fmt.Errorf("store %q: %w", raw, err)
+		}
+		dir := u.Path
+		if u.Opaque != "" { // file:relative/dir
+			dir = u.Opaque
+		}
+		if u.Host != "" && u.Host != "localhost" {
+			return nil, fmt.Errorf("store %q: a file store is on this host: write file:///DIR (three slashes)", raw)
+		}
+		if dir == "" {
+			return nil, fmt.Errorf("store %q: no directory: write file:///DIR", raw)
+		}
+		return filelease.New(filepath.FromSlash(dir))
+	case "dynamodb":
+		return openDynamo(ctx, raw, u, q)
+	case "s3":
+		return openS3(ctx, raw, u, q)
+	case "":
+		return nil, fmt.Errorf("store %q: no scheme: want dynamodb://TABLE, s3://BUCKET/PREFIX, file:///DIR or mem:", raw)
+	}
+	return nil, fmt.Errorf("store %q: unknown scheme %q: want dynamodb, s3, file or mem", raw, u.Scheme)
+}
+
+var (
+	memMu     sync.Mutex
+	memStores = map[string]*memlease.Store{}
+)
+
+func memStore(name string) *memlease.Store {
+	memMu.Lock()
+	defer memMu.Unlock()
+	s := memStores[name]
+	if s == nil {
+		s = memlease.New()
+		memStores[name] = s
+	}
+	return s
+}
+
+// only reports the first parameter of q not in allowed.
+func only(q url.Values, allowed ...string) error {
+	for k := range q {
+		ok := false
+		for _, a := range allowed {
+			ok = ok || k == a
+		}
+		if !ok {
+			if len(allowed) == 0 {
+				return fmt.Errorf("unknown parameter %q: this store takes none", k)
+			}
+			return fmt.Errorf("unknown parameter %q: want one of %s", k, strings.Join(allowed, ", "))
+		}
+	}
+	return nil
+}
+
+func boolParam(q url.Values, name string, def bool) (bool, error) {
+	v := q.Get(name)
+	if v == "" {
+		return def, nil
+	}
+	b, err := strconv.ParseBool(v)
+	if err != nil {
+		return false, fmt.Errorf("%s=%q: want true or false", name, v)
+	}
+	return b, nil
+}
+
+func awsConfig(ctx context.Context, q url.Values) (aws.Config, error) {
+	var opts []func(*config.LoadOptions) error
+	if r := q.Get("region"); r != "" {
+		opts = append(opts, config.WithRegion(r))
+	}
+	if p := q.Get("profile"); p != "" {
+		opts = append(opts, config.WithSharedConfigProfile(p))
+	}
+	cfg, err := config.LoadDefaultConfig(ctx, opts...)
+	if err != nil {
+		return aws.Config{}, fmt.Errorf("load AWS config: %w", err)
+	}
+	if cfg.Region == "" {
+		cfg.Region = "us-east-1"
+	}
+	return cfg, nil
+}
+
+// setupWait bounds creating a table or bucket.
+const setupWait = 5 * time.Minute
+
+func openDynamo(ctx context.Context, raw string, u *url.URL, q url.Values) (lease.Store, error) {
+	if err := only(q, "region", "profile", "endpoint", "create", "key"); err != nil {
+		return nil, fmt.Errorf("store %q: %w", raw, err)
+	}
+	table := u.Host
+	if table == "" || strings.Trim(u.Path, "/") != "" {
+		return nil, fmt.Errorf("store %q: want dynamodb://TABLE", raw)
+	}
+	create, err := boolParam(q, "create", false)
+	if err != nil {
+		return nil, fmt.Errorf("store %q: %w", raw, err)
+	}
+	cfg, err := awsConfig(ctx, q)
+	if err != nil {
+		return nil, fmt.Errorf("store %q: %w", raw, err)
+	}
+	endpoint := q.Get("endpoint")
+	api := dynamodb.NewFromConfig(cfg, func(o *dynamodb.Options) {
+		if endpoint != "" {
+			o.BaseEndpoint = aws.String(endpoint)
+			o.DisableValidateResponseChecksum = true
+		}
+	})
+	if create {
+		ctx, cancel := context.WithTimeout(ctx, setupWait)
+		defer cancel()
+		if err := dynamolease.CreateTable(ctx, api, table, dynamolease.TableOptions{KeyAttribute: q.Get("key")}); err != nil {
+			return nil, fmt.Errorf("store %q: %w", raw, err)
+		}
+	}
+	s, err := dynamolease.New(api, dynamolease.Config{Table: table, KeyAttribute: q.Get("key")})
+	if err != nil {
+		return nil, fmt.Errorf("store %q: %w", raw, err)
+	}
+	return s, nil
+}
+
+func openS3(ctx context.Context, raw string, u *url.URL, q url.Values) (lease.Store, error) {
+	if err := only(q, "region", "profile", "endpoint", "create", "path-style"); err != nil {
+		return nil, fmt.Errorf("store %q: %w", raw, err)
+	}
+	bucket, prefix := u.Host, strings.TrimPrefix(u.Path, "/")
+	if bucket == "" {
+		return nil, fmt.Errorf("store %q: want s3://BUCKET/PREFIX", raw)
+	}
+	endpoint := q.Get("endpoint")
+	pathStyle, err := boolParam(q, "path-style", endpoint != "")
+	if err != nil {
+		return nil, fmt.Errorf("store %q: %w", raw, err)
+	}
+	create, err := boolParam(q, "create", false)
+	if err != nil {
+		return nil, fmt.Errorf("store %q: %w", raw, err)
+	}
+	cfg, err := awsConfig(ctx, q)
+	if err != nil {
+		return nil, fmt.Errorf("store %q: %w", raw, err)
+	}
+	client := s3.NewFromConfig(cfg, func(o *s3.Options) {
+		o.UsePathStyle = pathStyle
+		if endpoint != "" { // an S3-compatible server
+			o.BaseEndpoint = aws.String(endpoint)
+			o.RequestChecksumCalculation = aws.RequestChecksumCalculationWhenRequired
+			o.ResponseChecksumValidation = aws.ResponseChecksumValidationWhenRequired
+		}
+	})
+	s, err := s3lease.New(client, s3lease.Config{Bucket: bucket, Prefix: prefix})
+	if err != nil {
+		return nil, fmt.Errorf("store %q: %w", raw, err)
+	}
+	if create {
+		ctx, cancel := context.WithTimeout(ctx, setupWait)
+		defer cancel()
+		if err := createBucket(ctx, client, bucket, cfg.Region); err != nil {
+			return nil, fmt.Errorf("store %q: %w", raw, err)
+		}
+	}
+	return s, nil
+}
+
+func createBucket(ctx context.Context, c *s3.Client, bucket, region string) error {
+	in := &s3.CreateBucketInput{Bucket: aws.String(bucket)}
+	if region != "us-east-1" { // us-east-1 refuses an explicit constraint
+		in.CreateBucketConfiguration = &s3types.CreateBucketConfiguration{LocationConstraint: s3types.BucketLocationConstraint(region)}
+	}
+	_, err := c.CreateBucket(ctx, in)
+	var owned *s3types.BucketAlreadyOwnedByYou
+	var exists *s3types.BucketAlreadyExists
+	switch {
+	case err == nil, errors.As(err, &owned):
+		return nil
+	case errors.As(err, &exists):
+		return fmt.Errorf("create bucket %q: the name is taken by another account: %w", bucket, err)
+	}
+	return fmt.Errorf("create bucket %q: %w", bucket, err)
+}

@@ -1,0 +1,128 @@
+package storeurl_test
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/tenure-go/tenure/internal/testservers"
+	"github.com/tenure-go/tenure/lease"
+	"github.com/tenure-go/tenure/lease/dynamolease"
+	"github.com/tenure-go/tenure/lease/filelease"
+	"github.com/tenure-go/tenure/lease/leasetest"
+	"github.com/tenure-go/tenure/lease/memlease"
+	"github.com/tenure-go/tenure/lease/s3lease"
+	"github.com/tenure-go/tenure/lease/storeurl"
+)
+
+func TestBadURLs(t *testing.T) {
+	for raw, want := range map[string]string{
+		"":                            "no scheme",
+		"/var/lib/tenure":             "no scheme",
+		"redis://x":                   `unknown scheme "redis"`,
+		"file://host/dir":             "three slashes",
+		"file://":                     "no directory",
+		"file:///tmp/x?sync=false":    `unknown parameter "sync"`,
+		"mem:?x=1":                    `unknown parameter "x"`,
+		"dynamodb://":                 "want dynamodb://TABLE",
+		"dynamodb://t/extra":          "want dynamodb://TABLE",
+		"dynamodb://tbl?regoin=x":     `unknown parameter "regoin": want one of region, profile, endpoint, create, key`,
+		"dynamodb://tbl?create=maybe": `create="maybe": want true or false`,
+		"dynamodb://a":                "table name",
+		"s3://":                       "want s3://BUCKET/PREFIX",
+		"s3://b/p?path-style=2":       `path-style="2": want true or false`,
+		"s3://Bad_Bucket":             "Config.Bucket",
+		"s3://bucket/p?endpoint=http://127.0.0.1:1&acl=x": `unknown parameter "acl"`,
+	} {
+		_, err := storeurl.Open(t.Context(), raw)
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("Open(%q) = %v, want an error containing %q", raw, err, want)
+		}
+	}
+}
+
+func TestStores(t *testing.T) {
+	dir := t.TempDir()
+	for raw, check := range map[string]func(lease.Store) bool{
+		"mem:":                               func(s lease.Store) bool { _, ok := s.(*memlease.Store); return ok },
+		"file://" + filepath.ToSlash(dir):    func(s lease.Store) bool { f, ok := s.(*filelease.Store); return ok && f.Dir() == dir },
+		"file:" + filepath.ToSlash(dir):      func(s lease.Store) bool { f, ok := s.(*filelease.Store); return ok && f.Dir() == dir },
+		"dynamodb://leases?region=eu-west-1": func(s lease.Store) bool { _, ok := s.(*dynamolease.Store); return ok },
+		"s3://leases/prod/?region=eu-west-1": func(s lease.Store) bool { _, ok := s.(*s3lease.Store); return ok },
+	} {
+		s, err := storeurl.Open(t.Context(), raw)
+		if err != nil || !check(s) {
+			t.Errorf("Open(%q) = %T, %v", raw, s, err)
+		}
+	}
+}
+
+// TestMemStoresByName: mem:NAME is one store per name in the process.
+func TestMemStoresByName(t *testing.T) {
+	a1, _ := storeurl.Open(t.Context(), "mem:a")
+	a2, _ := storeurl.Open(t.Context(), "mem:a")
+	b, _ := storeurl.Open(t.Context(), "mem:b")
+	if a1 != a2 || a1 == b {
+		t.Fatalf("mem:a twice gave %p and %p, mem:b %p", a1, a2, b)
+	}
+}
+
+func TestFileStoreConformance(t *testing.T) {
+	leasetest.Run(t, func(t *testing.T) lease.Store {
+		s, err := storeurl.Open(t.Context(), "file://"+filepath.ToSlash(t.TempDir()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	})
+}
+
+// TestIntegrationStoreURL opens each real server by URL, the way the
+// README and the tenure command do (credentials from the environment,
+// create=true), and runs the conformance suite on it.
+func TestIntegrationStoreURL(t *testing.T) {
+	t.Run("dynamodb-local", func(t *testing.T) {
+		testservers.DynamoDB(t) // skips, or fails under CI, without the server
+		t.Setenv("AWS_ACCESS_KEY_ID", "tenure")
+		t.Setenv("AWS_SECRET_ACCESS_KEY", "tenure")
+		raw := "dynamodb://" + testservers.UniqueName("tenure-url") + "?region=us-east-1&create=true&endpoint=" + os.Getenv(testservers.EnvDynamoDBEndpoint)
+		conformance(t, raw)
+	})
+	for _, srv := range testservers.S3Servers(t) {
+		t.Run(srv.Name, func(t *testing.T) {
+			t.Setenv("AWS_ACCESS_KEY_ID", srv.AccessKey)
+			t.Setenv("AWS_SECRET_ACCESS_KEY", srv.SecretKey)
+			bucket := testservers.NewBucket(t, srv.Client()) // deleted at cleanup
+			conformance(t, "s3://"+bucket+"/tenure/?region=us-east-1&create=true&endpoint="+srv.Endpoint)
+		})
+	}
+}
+
+func conformance(t *testing.T, raw string) {
+	s, err := storeurl.Open(t.Context(), raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	leasetest.Run(t, func(*testing.T) lease.Store { return s })
+}
+
+// TestIntegrationMissingBucketIsPermanent: a store URL naming a bucket that
+// does not exist fails at once with a permanent error, instead of retrying.
+func TestIntegrationMissingBucketIsPermanent(t *testing.T) {
+	for _, srv := range testservers.S3Servers(t) {
+		t.Run(srv.Name, func(t *testing.T) {
+			t.Setenv("AWS_ACCESS_KEY_ID", srv.AccessKey)
+			t.Setenv("AWS_SECRET_ACCESS_KEY", srv.SecretKey)
+			s, err := storeurl.Open(t.Context(), "s3://"+testservers.UniqueName("nobucket")+"?region=us-east-1&endpoint="+srv.Endpoint)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, _, err = s.Get(t.Context(), "a")
+			if !errors.Is(err, lease.ErrPermanent) {
+				t.Fatalf("Get on a missing bucket: %v, want a permanent error", err)
+			}
+		})
+	}
+}
