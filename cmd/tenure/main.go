@@ -3,6 +3,7 @@
 //
 // Usage:
 //
+//	tenure plan [flags]    what a configuration means: failover, requests, cost
 //	tenure sim [flags]     run the deterministic simulator (tenure sim -h)
 package main
 
@@ -19,8 +20,21 @@ func main() {
 const usage = `usage: tenure <command> [flags]
 
 commands:
+  plan   what a configuration means: lead window, failover, requests, cost
   sim    run the deterministic simulator over named fault scenarios
+
+Run "tenure <command> -h" for a command's flags and examples.
 `
+
+// Exit statuses. A child's own status passes through (run, lock), so a
+// child that exits with one of these itself reads the same: tenure says
+// which on stderr.
+const (
+	exitUsage       = 2  // bad flags, arguments or configuration
+	exitUnavailable = 69 // the store refused us for good, or never answered
+	exitLocked      = 75 // lock: held by another until the wait ran out
+	exitLost        = 76 // the lease or lock was lost while the child ran
+)
 
 // run executes the command line args and returns the exit status: 0 for
 // success, 1 when a simulation found a violation, 2 for a usage error.
@@ -32,6 +46,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 	switch args[0] {
 	case "sim":
 		return simCommand(args[1:], stdout, stderr)
+	case "plan":
+		return planCommand(args[1:], stdout, stderr)
 	case "help", "-h", "-help", "--help":
 		fmt.Fprint(stdout, usage)
 		return 0

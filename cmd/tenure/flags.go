@@ -1,0 +1,50 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+)
+
+// envName is the environment variable that sets flag name: TENURE_ and the
+// name in upper case, '-' as '_' (--metrics-addr: TENURE_METRICS_ADDR).
+func envName(name string) string {
+	return "TENURE_" + strings.ToUpper(strings.ReplaceAll(name, "-", "_"))
+}
+
+// parseFlags sets fs's flags from the environment, then from args, which
+// win. It returns false, having reported the problem, on a usage error or
+// -h (status 0 then).
+func parseFlags(fs *flag.FlagSet, args []string, stderr io.Writer) (ok bool, status int) {
+	var bad error
+	fs.VisitAll(func(f *flag.Flag) {
+		if v, set := os.LookupEnv(envName(f.Name)); set && bad == nil {
+			if err := fs.Set(f.Name, v); err != nil {
+				bad = fmt.Errorf("%s=%q: %w", envName(f.Name), v, err)
+			}
+		}
+	})
+	if bad != nil {
+		fmt.Fprintf(stderr, "%s: %v\n", fs.Name(), bad)
+		return false, exitUsage
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return false, 0
+		}
+		return false, exitUsage
+	}
+	return true, 0
+}
+
+// usageFunc prints text, the flags, and how the environment sets them.
+func usageFunc(fs *flag.FlagSet, stderr io.Writer, text string) func() {
+	return func() {
+		fmt.Fprint(stderr, text)
+		fmt.Fprintln(stderr, "\nflags (each also from the environment: --lease from TENURE_LEASE, and so on):")
+		fs.PrintDefaults()
+	}
+}

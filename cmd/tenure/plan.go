@@ -1,0 +1,104 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/tenure-go/tenure/election"
+)
+
+const planUsage = `usage: tenure plan [flags]
+
+Prints what a configuration means: how long a leader leads, how long a
+failover can take after a crash and after a release, what fencing changes,
+how many store requests the candidates make, and what they cost a month on
+DynamoDB on-demand and S3 Standard at list prices. It refuses what a
+Candidate would refuse (the same election.Timing.Validate), and computes
+with the same functions the Candidate and the simulator use.
+
+examples:
+  tenure plan                                   # the defaults, 3 candidates
+  tenure plan --lease 3s --candidates 10        # a short lease, many replicas
+  tenure plan --lease 30s --renew 10s --store s3
+  TENURE_LEASE=20s tenure plan
+`
+
+// planCommand implements "tenure plan".
+func planCommand(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("tenure plan", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = usageFunc(fs, stderr, planUsage)
+	var t election.Timing
+	fs.DurationVar(&t.LeaseDuration, "lease", election.DefaultLeaseDuration, "lease duration")
+	fs.DurationVar(&t.RenewInterval, "renew", 0, "renewal interval (default lease/5)")
+	fs.DurationVar(&t.PollInterval, "poll", 0, "followers' poll interval (default lease/5)")
+	fs.DurationVar(&t.OpTimeout, "op-timeout", 0, "store call timeout (default lease/5)")
+	fs.DurationVar(&t.Margin, "margin", 0, "safety margin at the end of a term (default lease/10)")
+	fs.Float64Var(&t.MaxDrift, "drift", election.DefaultMaxDrift, "largest clock rate error between hosts (ρ)")
+	candidates := fs.Int("candidates", 3, "number of candidates")
+	rtt := fs.Duration("rtt", 20*time.Millisecond, "longest store round trip to assume")
+	store := fs.String("store", "all", "whose cost to print: dynamodb, s3 or all")
+	if ok, status := parseFlags(fs, args, stderr); !ok {
+		return status
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "tenure plan: unexpected argument %q\n", fs.Arg(0))
+		return exitUsage
+	}
+	var prices []election.Prices
+	switch *store {
+	case "dynamodb":
+		prices = []election.Prices{election.DynamoDBOnDemand}
+	case "s3":
+		prices = []election.Prices{election.S3Standard}
+	case "all":
+		prices = []election.Prices{election.DynamoDBOnDemand, election.S3Standard}
+	default:
+		fmt.Fprintf(stderr, "tenure plan: --store %q: want dynamodb, s3 or all\n", *store)
+		return exitUsage
+	}
+	p, err := election.NewPlan(t, *candidates, *rtt)
+	if err != nil {
+		fmt.Fprintf(stderr, "tenure plan: %v\n", err)
+		return exitUsage
+	}
+	printPlan(stdout, p, prices)
+	return 0
+}
+
+func printPlan(w io.Writer, p election.Plan, prices []election.Prices) {
+	t := p.Timing
+	fmt.Fprintf(w, "%d candidates; lease %v, renew every %v, poll every %v, op timeout %v, margin %v, drift %g; store round trips up to %v\n\n",
+		p.Candidates, t.LeaseDuration, t.RenewInterval, t.PollInterval, t.OpTimeout, t.Margin, t.MaxDrift, p.RoundTrip)
+	row := func(k, v string) { fmt.Fprintf(w, "  %-28s %s\n", k, v) }
+	row("lead window", fmt.Sprintf("%v after sending each renewal the store confirms, by the leader's clock", p.LeadWindow))
+	row("takeover wait", fmt.Sprintf("%v of an unchanged record, by the follower's clock", p.TakeoverWait))
+	row("failover after a crash", fmt.Sprintf("at most %v (the wait and a poll on a clock ρ slow, 4 round trips)", p.CrashFailover.Round(time.Millisecond)))
+	row("failover after a release", fmt.Sprintf("at most %v (a poll on a clock ρ slow, 4 round trips)", p.ReleaseFailover.Round(time.Millisecond)))
+	row("zombie window, no fencing", "unbounded: a leader paused between its check and its write sends that write when it wakes, however late")
+	row("zombie window, fencing", "none at the resource: it refuses the paused leader's token once a newer term has written")
+	row("requests per hour", fmt.Sprintf("leader %s renewals; each follower %s polls (mean %v); all %s",
+		count(p.RenewalsPerHour), count(p.PollsPerHour), p.MeanPoll, count(p.RequestsPerHour)))
+	for _, pr := range prices {
+		leader, followers := p.MonthlyCost(pr)
+		fmt.Fprintf(w, "\n  %s, list prices as of %s: $%g per million %s, $%g per million %s\n",
+			pr.Name, pr.Date, pr.WritePerMil, pr.WriteVerb, pr.ReadPerMil, pr.ReadVerb)
+		row("cost per lease, 30 days", fmt.Sprintf("leader $%.2f + followers $%.2f = $%.2f", leader, followers, leader+followers))
+	}
+	fmt.Fprintln(w, "\nA payload over 1 KB doubles DynamoDB's write units. Prices change: check AWS's pricing pages.")
+}
+
+// count formats n with thousands separators, rounded.
+func count(n float64) string {
+	s := fmt.Sprintf("%.0f", n)
+	out := ""
+	for i, c := range s {
+		if i > 0 && (len(s)-i)%3 == 0 {
+			out += ","
+		}
+		out += string(c)
+	}
+	return out
+}

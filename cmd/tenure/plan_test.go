@@ -1,0 +1,56 @@
+package main
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestPlan(t *testing.T) {
+	code, out, errs := runTenure(t, "plan", "--candidates", "3")
+	if code != 0 {
+		t.Fatalf("exit %d\n%s", code, errs)
+	}
+	for _, s := range []string{"lead window                  8.99s", "at most 12.102s", "at most 2.082s", "all 5,800",
+		"leader $0.81 + followers $0.36 = $1.17", "leader $6.48 + followers $1.15 = $7.63", "as of November 2024"} {
+		if !strings.Contains(out, s) {
+			t.Errorf("output lacks %q:\n%s", s, out)
+		}
+	}
+}
+
+// TestPlanRefuses: what a Candidate refuses, plan refuses, with the field.
+func TestPlanRefuses(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"plan", "--lease", "1s", "--margin", "2s"}, "Margin 2s leaves no lead window"},
+		{[]string{"plan", "--renew", "9s"}, "RenewInterval"},
+		{[]string{"plan", "--candidates", "0"}, "at least 1"},
+		{[]string{"plan", "--store", "redis"}, "--store"},
+		{[]string{"plan", "extra"}, "unexpected argument"},
+	} {
+		if code, _, errs := runTenure(t, c.args...); code != exitUsage || !strings.Contains(errs, c.want) {
+			t.Errorf("%q: exit %d, stderr %q; want %d and %q", c.args, code, errs, exitUsage, c.want)
+		}
+	}
+}
+
+func TestPlanFromEnvironment(t *testing.T) {
+	t.Setenv("TENURE_LEASE", "3s")
+	t.Setenv("TENURE_CANDIDATES", "10")
+	code, out, errs := runTenure(t, "plan", "--store", "dynamodb")
+	if code != 0 || !strings.Contains(out, "10 candidates; lease 3s") || strings.Contains(out, "S3") {
+		t.Fatalf("exit %d\n%s%s", code, out, errs)
+	}
+	if code, _, errs := runTenure(t, "plan", "--lease", "x"); code != exitUsage || errs == "" {
+		t.Fatalf("--lease x: exit %d", code)
+	}
+	t.Setenv("TENURE_LEASE", "soon")
+	if code, _, errs := runTenure(t, "plan"); code != exitUsage || !strings.Contains(errs, "TENURE_LEASE") {
+		t.Fatalf("TENURE_LEASE=soon: exit %d, %q", code, errs)
+	}
+	if code, _, errs := runTenure(t, "plan", "-h"); code != 0 || !strings.Contains(errs, "examples:") {
+		t.Fatalf("-h: exit %d, %q", code, errs)
+	}
+}
