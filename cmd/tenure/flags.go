@@ -23,7 +23,7 @@ func parseFlags(fs *flag.FlagSet, args []string, stderr io.Writer) (ok bool, sta
 	fs.VisitAll(func(f *flag.Flag) {
 		if v, set := os.LookupEnv(envName(f.Name)); set && bad == nil {
 			if err := fs.Set(f.Name, v); err != nil {
-				bad = fmt.Errorf("%s=%q: %w", envName(f.Name), v, err)
+				bad = fmt.Errorf("%s=%q (--%s): %w", envName(f.Name), v, f.Name, err)
 			}
 		}
 	})

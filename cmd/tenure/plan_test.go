@@ -46,11 +46,11 @@ func TestPlanFromEnvironment(t *testing.T) {
 	if code, _, errs := runTenure(t, "plan", "--lease", "x"); code != exitUsage || errs == "" {
 		t.Fatalf("--lease x: exit %d", code)
 	}
-	t.Setenv("TENURE_LEASE", "soon")
-	if code, _, errs := runTenure(t, "plan"); code != exitUsage || !strings.Contains(errs, "TENURE_LEASE") {
-		t.Fatalf("TENURE_LEASE=soon: exit %d, %q", code, errs)
-	}
 	if code, _, errs := runTenure(t, "plan", "-h"); code != 0 || !strings.Contains(errs, "examples:") {
 		t.Fatalf("-h: exit %d, %q", code, errs)
+	}
+	t.Setenv("TENURE_LEASE", "soon")
+	if code, _, errs := runTenure(t, "plan"); code != exitUsage || !strings.Contains(errs, `TENURE_LEASE="soon" (--lease)`) {
+		t.Fatalf("TENURE_LEASE=soon: exit %d, %q", code, errs)
 	}
 }
