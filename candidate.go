@@ -80,7 +80,8 @@ func New(cfg Config) (*Candidate, error) {
 // a follower for ResignHoldOff and then campaigns again. Use it for rolling
 // deploys and draining. It returns once the lease is given back (or this
 // candidate did not hold it), or with ctx's error; it waits for Run to be
-// running.
+// running. Called from OnElected it would wait for OnElected itself to
+// return: call it there from a goroutine of its own.
 func (c *Candidate) Resign(ctx context.Context) error {
 	done := make(chan struct{})
 	select {
@@ -437,6 +438,13 @@ func newTermContext(parent context.Context, term Term, clk Clock) *termContext {
 	return t
 }
 
+// current returns the term's deadline as of the latest renewal.
+func (t *termContext) current() time.Time {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.deadline
+}
+
 func (t *termContext) setDeadline(d time.Time) {
 	t.mu.Lock()
 	t.deadline = d
@@ -446,10 +454,7 @@ func (t *termContext) setDeadline(d time.Time) {
 // ended cancels the context if the deadline has passed, and returns its
 // error.
 func (t *termContext) ended() error {
-	t.mu.Lock()
-	d := t.deadline
-	t.mu.Unlock()
-	if !t.clk.Now().Before(d) {
+	if !t.clk.Now().Before(t.current()) {
 		t.cancel(errDeadline)
 	}
 	return t.Context.Err()

@@ -149,6 +149,9 @@ func NewLocker(cfg LockerConfig) (*Locker, error) {
 	return l, nil
 }
 
+// ID returns the identity this Locker writes into the locks it holds.
+func (l *Locker) ID() string { return l.cfg.ID }
+
 // Lock is a held lock.
 type Lock struct {
 	name  string
@@ -168,6 +171,11 @@ func (h *Lock) Token() fencing.Token { return h.token }
 // renewed), when the lock is lost, on Unlock and on Close. It carries the
 // lock's fencing.Fence.
 func (h *Lock) Context() context.Context { return h.ctx }
+
+// Deadline returns the local instant at which the lock's term ends unless
+// renewed, as of its latest confirmed renewal; its context is done from
+// then on. A program that needs time to wind down starts before it.
+func (h *Lock) Deadline() time.Time { return h.ctx.current() }
 
 // TryLock takes the lock if nobody holds it, and otherwise returns at once
 // an error wrapping ErrLocked (a *LockedError naming the holder). It waits

@@ -3,6 +3,9 @@
 //
 // Usage:
 //
+//	tenure run [flags] NAME -- COMMAND...    run COMMAND while leading NAME
+//	tenure lock [flags] NAME -- COMMAND...   run COMMAND once under the lock NAME
+//	tenure status [flags] NAME               who holds NAME (--watch: follow it)
 //	tenure plan [flags]    what a configuration means: failover, requests, cost
 //	tenure sim [flags]     run the deterministic simulator (tenure sim -h)
 package main
@@ -11,6 +14,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"sync"
 )
 
 func main() {
@@ -20,6 +24,9 @@ func main() {
 const usage = `usage: tenure <command> [flags]
 
 commands:
+  run    run a command while this process leads a lease
+  lock   run a command once under a lock
+  status show who holds a lease or a lock, or follow it with --watch
   plan   what a configuration means: lead window, failover, requests, cost
   sim    run the deterministic simulator over named fault scenarios
 
@@ -43,15 +50,36 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprint(stderr, usage)
 		return 2
 	}
+	// The log, a child's output and the command's own share the writers.
+	stdout, stderr = &lockedWriter{w: stdout}, &lockedWriter{w: stderr}
 	switch args[0] {
 	case "sim":
 		return simCommand(args[1:], stdout, stderr)
 	case "plan":
 		return planCommand(args[1:], stdout, stderr)
+	case "run":
+		return runCommand(args[1:], stdout, stderr)
+	case "lock":
+		return lockCommand(args[1:], stdout, stderr)
+	case "status":
+		return statusCommand(args[1:], stdout, stderr)
 	case "help", "-h", "-help", "--help":
 		fmt.Fprint(stdout, usage)
 		return 0
 	}
 	fmt.Fprintf(stderr, "tenure: unknown command %q\n%s", args[0], usage)
 	return 2
+}
+
+// lockedWriter serializes writes: a child's output is copied on a
+// goroutine of its own unless the writer is a file.
+type lockedWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
 }

@@ -1,0 +1,160 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"time"
+
+	"github.com/tenure-go/tenure"
+	"github.com/tenure-go/tenure/lease"
+)
+
+const lockUsage = `usage: tenure lock [flags] NAME -- COMMAND [ARGS...]
+
+Takes the lock NAME, runs COMMAND once under it, and gives the lock back
+when COMMAND exits. With --wait 0 it gives up at once if another process
+holds the lock: one line of crontab on every replica runs a job once.
+COMMAND gets TENURE_LEASE, TENURE_TOKEN (the lock's fencing token) and
+TENURE_HOLDER in its environment, in a process group of its own. If the
+lock is lost while COMMAND runs (its renewals failed), COMMAND's group gets
+SIGTERM, then SIGKILL after --grace; the stop begins --grace before the
+lock's deadline. Signals to tenure are passed on to COMMAND.
+
+exit status: COMMAND's (128+N if signal N killed it); 75 when another
+process held the lock for all of --wait; 76 when the lock was lost while
+COMMAND ran; 69 when the store refuses for good; 2 for bad flags or
+configuration.
+
+examples:
+  */5 * * * * tenure lock --wait 0 nightly -- ./job.sh     # crontab, on every replica
+  tenure lock --wait 30s --store 'dynamodb://leases?region=eu-west-1' migrate -- ./migrate.sh
+  tenure lock --fair deploy -- ./deploy.sh                  # first come, first served
+`
+
+// waitFlag is --wait: a duration, or "forever".
+type waitFlag struct {
+	d       time.Duration
+	forever bool
+}
+
+func (w *waitFlag) String() string {
+	if w.forever {
+		return "forever"
+	}
+	return w.d.String()
+}
+
+func (w *waitFlag) Set(s string) error {
+	if s == "forever" {
+		w.forever = true
+		return nil
+	}
+	d, err := time.ParseDuration(s)
+	if s == "0" {
+		d, err = 0, nil
+	}
+	if err != nil || d < 0 {
+		return fmt.Errorf("want 0, a duration such as 30s, or forever")
+	}
+	w.d, w.forever = d, false
+	return nil
+}
+
+// lockCommand implements "tenure lock".
+func lockCommand(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("tenure lock", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = usageFunc(fs, stderr, lockUsage)
+	var c common
+	c.register(fs)
+	wait := &waitFlag{forever: true}
+	fs.Var(wait, "wait", "how long to wait for the lock: 0 (give up at once), a duration, or forever")
+	fair := fs.Bool("fair", false, "wait in first-come order among fair waiters")
+	grace := fs.Duration("grace", 2*time.Second, "from SIGTERM to SIGKILL when the command must stop")
+	if ok, status := parseFlags(fs, args, stderr); !ok {
+		return status
+	}
+	name, argv, ok := splitCommand(fs, stderr)
+	if !ok {
+		return exitUsage
+	}
+	if *grace <= 0 {
+		fmt.Fprintf(stderr, "tenure lock: --grace %v: want a positive duration\n", *grace)
+		return exitUsage
+	}
+	log := c.logger(stderr, "lock")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	store, err := c.open(ctx)
+	if err != nil {
+		fmt.Fprintf(stderr, "tenure lock: %v\n", err)
+		return exitUsage
+	}
+	l, err := tenure.NewLocker(tenure.LockerConfig{Store: store, ID: c.id, LeaseDuration: c.lease, Logger: log})
+	if err != nil {
+		fmt.Fprintf(stderr, "tenure lock: %v\n", err)
+		return exitUsage
+	}
+	defer l.Close()
+	early := warnGrace(log, c.lease, *grace)
+
+	// A signal while waiting gives up the wait.
+	sigs := newSignals(func(os.Signal) { cancel() })
+	opts := []tenure.LockOption{tenure.WithPayload([]byte(c.payload))}
+	if *fair {
+		opts = append(opts, tenure.Fair())
+	}
+	var h *tenure.Lock
+	switch {
+	case !wait.forever && wait.d == 0:
+		h, err = l.TryLock(ctx, name, opts...)
+	case wait.forever:
+		h, err = l.Lock(ctx, name, opts...)
+	default:
+		wctx, wcancel := context.WithTimeout(ctx, wait.d)
+		h, err = l.Lock(wctx, name, opts...)
+		wcancel()
+	}
+	if err != nil {
+		var le *tenure.LockedError
+		switch {
+		case errors.As(err, &le):
+			fmt.Fprintf(stderr, "tenure lock: %q is held by %q (token %d)\n", name, le.Holder, le.Token)
+			return exitLocked
+		case errors.Is(err, context.DeadlineExceeded):
+			fmt.Fprintf(stderr, "tenure lock: %q was held by another for all of --wait %v\n", name, wait)
+			return exitLocked
+		case ctx.Err() != nil:
+			return 128 + 15 // a signal ended the wait
+		case errors.Is(err, lease.ErrPermanent):
+			fmt.Fprintf(stderr, "tenure lock: %v\n", err)
+			return exitUnavailable
+		}
+		fmt.Fprintf(stderr, "tenure lock: %v\n", err)
+		return exitUnavailable
+	}
+	log.Info("locked: starting the command", "lock", name, "token", h.Token())
+	child, err := startChild(argv, childEnv(name, l.ID(), uint64(h.Token())), stdout, stderr)
+	if err != nil {
+		fmt.Fprintf(stderr, "tenure lock: %v\n", err)
+		_ = h.Unlock(context.Background())
+		return 127
+	}
+	logf := func(format string, args ...any) { log.Warn(fmt.Sprintf(format, args...), "lock", name, "token", h.Token()) }
+	out := supervise(h.Context(), h.Deadline, child, early, *grace, sigs, logf)
+	status := child.status()
+	uctx, ucancel := context.WithTimeout(context.Background(), c.lease)
+	defer ucancel()
+	if err := h.Unlock(uctx); err != nil {
+		log.Warn("unlock not confirmed: the lock expires by itself", "lock", name, "err", err)
+	}
+	if out == ended {
+		fmt.Fprintf(stderr, "tenure lock: lost %q while the command ran: %v\n", name, context.Cause(h.Context()))
+		return exitLost
+	}
+	return status
+}

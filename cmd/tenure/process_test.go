@@ -1,0 +1,317 @@
+//go:build linux
+
+package main
+
+import (
+	"bufio"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/tenure-go/tenure/election"
+	"github.com/tenure-go/tenure/internal/testservers"
+)
+
+// Real processes: the tenure binary, built once, runs children that are
+// this test binary in helper mode. They log what they do to a file, and
+// write their token to a fenced resource (a file holding the highest token
+// accepted, under flock) every 20ms.
+
+var (
+	buildOnce sync.Once
+	binPath   string
+	buildErr  error
+)
+
+func tenureBinary(t *testing.T) string {
+	t.Helper()
+	buildOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "tenure-bin")
+		if err != nil {
+			buildErr = err
+			return
+		}
+		binPath = filepath.Join(dir, "tenure")
+		out, err := exec.Command("go", "build", "-o", binPath, ".").CombinedOutput()
+		if err != nil {
+			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
+		}
+	})
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	return binPath
+}
+
+// procEnv is a test's directory of logs and the resource.
+type procEnv struct {
+	t     *testing.T
+	dir   string
+	store string
+	env   []string
+	lease time.Duration
+}
+
+func newProcEnv(t *testing.T, store string, env ...string) *procEnv {
+	dir := t.TempDir()
+	if store == "" {
+		store = "file://" + filepath.Join(dir, "leases")
+	}
+	return &procEnv{t: t, dir: dir, store: store, env: env, lease: 2 * time.Second}
+}
+
+// tenure starts the tenure binary with args, the helper child after "--".
+func (e *procEnv) tenure(args ...string) *exec.Cmd {
+	e.t.Helper()
+	self, err := os.Executable()
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	full := append([]string{}, args...)
+	full = append(full, "--", self, "-test.run=^TestHelperChild$")
+	cmd := exec.Command(tenureBinary(e.t), full...)
+	cmd.Env = append(os.Environ(), e.env...)
+	cmd.Env = append(cmd.Env, "TENURE_STORE="+e.store, "TENURE_LEASE="+e.lease.String(), "TENURE_GRACE=5s",
+		"TENURE_TEST_CHILD="+e.dir)
+	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+	if err := cmd.Start(); err != nil {
+		e.t.Fatal(err)
+	}
+	e.t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	return cmd
+}
+
+// event is a line of the children's log: what, holder, token, pid.
+type event struct {
+	what, holder string
+	token        uint64
+	pid          int
+}
+
+func (e *procEnv) events() []event {
+	b, _ := os.ReadFile(filepath.Join(e.dir, "log"))
+	var out []event
+	for _, l := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		f := strings.Fields(l)
+		if len(f) != 4 {
+			continue
+		}
+		tok, _ := strconv.ParseUint(f[2], 10, 64)
+		pid, _ := strconv.Atoi(f[3])
+		out = append(out, event{f[0], f[1], tok, pid})
+	}
+	return out
+}
+
+// await polls the log until one event passes ok, for at most within.
+func (e *procEnv) await(within time.Duration, what string, ok func(event) bool) event {
+	e.t.Helper()
+	deadline := time.Now().Add(within)
+	for {
+		for _, ev := range e.events() {
+			if ok(ev) {
+				return ev
+			}
+		}
+		if time.Now().After(deadline) {
+			e.t.Fatalf("no %s within %v; log:\n%v", what, within, e.events())
+		}
+		time.Sleep(10 * time.Millisecond) // polling real processes
+	}
+}
+
+func alive(pid int) bool { return syscall.Kill(pid, 0) == nil }
+
+func (e *procEnv) crashBound() time.Duration {
+	p, err := election.NewPlan(election.Timing{LeaseDuration: e.lease}, 2, 50*time.Millisecond)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return p.CrashFailover + time.Second // and process start-up
+}
+
+// TestHelperChild is the child tenure runs in these tests.
+func TestHelperChild(t *testing.T) {
+	dir := os.Getenv("TENURE_TEST_CHILD")
+	if dir == "" || os.Getenv("TENURE_TOKEN") == "" {
+		t.Skip("helper process")
+	}
+	holder, token := os.Getenv("TENURE_HOLDER"), os.Getenv("TENURE_TOKEN")
+	tok, _ := strconv.ParseUint(token, 10, 64)
+	logf := func(what string) {
+		f, err := os.OpenFile(filepath.Join(dir, "log"), os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o666)
+		if err == nil {
+			fmt.Fprintf(f, "%s %s %s %d\n", what, holder, token, os.Getpid())
+			f.Close()
+		}
+	}
+	term := make(chan os.Signal, 1)
+	signal.Notify(term, syscall.SIGTERM)
+	logf("start")
+	tick := time.NewTicker(20 * time.Millisecond)
+	for {
+		select {
+		case <-term:
+			logf("term")
+			os.Exit(0)
+		case <-tick.C:
+			if fencedWrite(filepath.Join(dir, "resource"), tok) {
+				logf("accepted")
+			} else {
+				logf("refused")
+			}
+		}
+	}
+}
+
+// fencedWrite is the resource: it accepts a token at or above the highest
+// it accepted.
+func fencedWrite(path string, tok uint64) bool {
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o666)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
+		return false
+	}
+	var high uint64
+	if s, err := bufio.NewReader(f).ReadString('\n'); err == nil {
+		high, _ = strconv.ParseUint(strings.TrimSpace(s), 10, 64)
+	}
+	if tok < high {
+		return false
+	}
+	_ = f.Truncate(0)
+	_, _ = f.WriteAt([]byte(strconv.FormatUint(tok, 10)+"\n"), 0)
+	return true
+}
+
+func onStores(t *testing.T, f func(t *testing.T, e *procEnv)) {
+	t.Run("file", func(t *testing.T) { f(t, newProcEnv(t, "")) })
+	t.Run("dynamodb-local", func(t *testing.T) {
+		testservers.DynamoDB(t) // skips without the server, fails under CI
+		store := "dynamodb://" + testservers.UniqueName("tenure-cli") + "?region=us-east-1&create=true&endpoint=" + os.Getenv(testservers.EnvDynamoDBEndpoint)
+		f(t, newProcEnv(t, store, "AWS_ACCESS_KEY_ID=tenure", "AWS_SECRET_ACCESS_KEY=tenure"))
+	})
+}
+
+// TestProcessKillLeader: kill -9 the leading tenure: its child dies with it,
+// and the other's child starts within the failover bound.
+func TestProcessKillLeader(t *testing.T) {
+	onStores(t, func(t *testing.T, e *procEnv) {
+		a := e.tenure("run", "--id", "a", "job")
+		first := e.await(20*time.Second, "first child", func(ev event) bool { return ev.what == "start" })
+		b := e.tenure("run", "--id", "b", "job")
+		leader, follower := a, b
+		if first.holder == "b" {
+			leader, follower = b, a
+		}
+		_ = follower
+		if err := leader.Process.Kill(); err != nil {
+			t.Fatal(err)
+		}
+		killed := time.Now()
+		next := e.await(e.crashBound()+2*time.Second, "a new leader's child", func(ev event) bool { return ev.what == "start" && ev.holder != first.holder })
+		if took := time.Since(killed); took > e.crashBound() {
+			t.Errorf("the new child started %v after the kill; the failover bound is %v", took, e.crashBound())
+		}
+		if next.token <= first.token {
+			t.Errorf("new token %d, not above %d", next.token, first.token)
+		}
+		if alive(first.pid) {
+			t.Errorf("the killed leader's child %d is still running", first.pid)
+		}
+	})
+}
+
+// TestProcessSIGTERM: SIGTERM to the leading tenure reaches its child, the
+// lease is released, tenure exits with the child's status, and the other's
+// child starts within a poll.
+func TestProcessSIGTERM(t *testing.T) {
+	onStores(t, func(t *testing.T, e *procEnv) {
+		a := e.tenure("run", "--id", "a", "job")
+		e.await(20*time.Second, "first child", func(ev event) bool { return ev.what == "start" && ev.holder == "a" })
+		b := e.tenure("run", "--id", "b", "job")
+		_ = b
+		if err := a.Process.Signal(syscall.SIGTERM); err != nil {
+			t.Fatal(err)
+		}
+		sent := time.Now()
+		e.await(5*time.Second, "SIGTERM at the child", func(ev event) bool { return ev.what == "term" && ev.holder == "a" })
+		if err := a.Wait(); err != nil {
+			t.Errorf("tenure after SIGTERM: %v, want exit 0 (the child's status)", err)
+		}
+		p, _ := election.NewPlan(election.Timing{LeaseDuration: e.lease}, 2, 50*time.Millisecond)
+		e.await(p.ReleaseFailover+2*time.Second, "b's child", func(ev event) bool { return ev.what == "start" && ev.holder == "b" })
+		if took := time.Since(sent); took > p.ReleaseFailover+time.Second {
+			t.Errorf("b's child started %v after the SIGTERM; want within a poll (%v) and a second", took, p.ReleaseFailover)
+		}
+	})
+}
+
+// TestProcessStoppedLeader: SIGSTOP the leading tenure past its lease. Its
+// child runs on unguarded meanwhile, but the fenced resource refuses its
+// writes once the new leader's child wrote; on SIGCONT tenure sees its term
+// over and stops its child.
+func TestProcessStoppedLeader(t *testing.T) {
+	onStores(t, func(t *testing.T, e *procEnv) {
+		a := e.tenure("run", "--id", "a", "job")
+		first := e.await(20*time.Second, "first child", func(ev event) bool { return ev.what == "start" && ev.holder == "a" })
+		e.tenure("run", "--id", "b", "job")
+		if err := a.Process.Signal(syscall.SIGSTOP); err != nil {
+			t.Fatal(err)
+		}
+		e.await(e.crashBound()+2*time.Second, "b's child", func(ev event) bool { return ev.what == "start" && ev.holder == "b" })
+		e.await(5*time.Second, "a refused write of a's child", func(ev event) bool { return ev.what == "refused" && ev.holder == "a" })
+		if err := a.Process.Signal(syscall.SIGCONT); err != nil {
+			t.Fatal(err)
+		}
+		e.await(5*time.Second, "SIGTERM at a's child after the wake", func(ev event) bool { return ev.what == "term" && ev.pid == first.pid })
+		// Once b's child wrote, nothing of a's was accepted.
+		bWrote := false
+		for _, ev := range e.events() {
+			switch {
+			case ev.what == "accepted" && ev.holder == "b":
+				bWrote = true
+			case ev.what == "accepted" && ev.holder == "a" && bWrote:
+				t.Errorf("the resource accepted a's token %d after b's", ev.token)
+			}
+		}
+	})
+}
+
+// TestProcessLockHeld: `tenure lock --wait 0` while another holds the lock
+// exits 75 at once; after it, the lock is free again.
+func TestProcessLockHeld(t *testing.T) {
+	onStores(t, func(t *testing.T, e *procEnv) {
+		holder := e.tenure("lock", "--id", "a", "nightly")
+		e.await(20*time.Second, "a's child", func(ev event) bool { return ev.what == "start" && ev.holder == "a" })
+		self, _ := os.Executable()
+		cmd := exec.Command(tenureBinary(t), "lock", "--wait", "0", "--id", "b", "nightly", "--", self, "-test.run=^TestHelperChild$")
+		cmd.Env = append(append(os.Environ(), e.env...), "TENURE_STORE="+e.store, "TENURE_TEST_CHILD="+e.dir)
+		out, err := cmd.CombinedOutput()
+		if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != exitLocked || !strings.Contains(string(out), `held by "a"`) {
+			t.Fatalf("lock --wait 0 while held: %v, %s; want exit %d naming a", err, out, exitLocked)
+		}
+		if err := holder.Process.Signal(syscall.SIGTERM); err != nil {
+			t.Fatal(err)
+		}
+		if err := holder.Wait(); err != nil {
+			t.Fatalf("the holder after SIGTERM: %v, want the child's status 0; log:\n%v", err, e.events())
+		}
+		cmd = exec.Command(tenureBinary(t), "lock", "--wait", "0", "--id", "c", "nightly", "--", "true")
+		cmd.Env = append(append(os.Environ(), e.env...), "TENURE_STORE="+e.store)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("lock after the release: %v, %s", err, out)
+		}
+	})
+}

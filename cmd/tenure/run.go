@@ -1,0 +1,273 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/tenure-go/tenure"
+	"github.com/tenure-go/tenure/lease"
+	"github.com/tenure-go/tenure/lease/storeurl"
+)
+
+// common are the flags run, lock and status share.
+type common struct {
+	store   string
+	lease   time.Duration
+	id      string
+	payload string
+	verbose bool
+}
+
+// defaultStore is a directory every user of this host can reach: leases for
+// processes on one machine. Name a store for anything wider.
+func defaultStore() string {
+	return "file://" + filepath.ToSlash(filepath.Join(os.TempDir(), "tenure"))
+}
+
+func (c *common) register(fs *flag.FlagSet) {
+	fs.StringVar(&c.store, "store", defaultStore(), "store URL: file:///DIR, dynamodb://TABLE?region=..., s3://BUCKET/PREFIX?region=..., mem:")
+	fs.DurationVar(&c.lease, "lease", 10*time.Second, "lease duration; the other timings derive from it")
+	fs.StringVar(&c.id, "id", "", "holder identity, unique per process (default: host-pid-random)")
+	fs.StringVar(&c.payload, "payload", "", "stored with the lease for others to read, e.g. this host's address (at most 1 KiB)")
+	fs.BoolVar(&c.verbose, "v", false, "log every event, not only warnings")
+}
+
+func (c *common) logger(stderr io.Writer, cmd string) *slog.Logger {
+	level := slog.LevelWarn
+	if c.verbose {
+		level = slog.LevelDebug
+	}
+	return slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level})).With("cmd", cmd)
+}
+
+func (c *common) open(ctx context.Context) (lease.Store, error) {
+	return storeurl.Open(ctx, c.store)
+}
+
+// splitCommand takes NAME -- CMD ARGS... apart.
+func splitCommand(fs *flag.FlagSet, stderr io.Writer) (name string, argv []string, ok bool) {
+	args := fs.Args()
+	if len(args) < 3 || args[1] != "--" {
+		fmt.Fprintf(stderr, "%s: want NAME -- COMMAND [ARGS...]\n", fs.Name())
+		return "", nil, false
+	}
+	if err := lease.ValidateName(args[0]); err != nil {
+		fmt.Fprintf(stderr, "%s: %v\n", fs.Name(), err)
+		return "", nil, false
+	}
+	return args[0], args[2:], true
+}
+
+const runUsage = `usage: tenure run [flags] NAME -- COMMAND [ARGS...]
+
+Campaigns for the lease NAME and runs COMMAND while, and only while, this
+process leads. The command gets TENURE_LEASE (the lease name), TENURE_TOKEN
+(the term's fencing token: pass it to what the command writes) and
+TENURE_HOLDER in its environment, in a process group of its own.
+
+When the term ends (lost, or not renewed in time) the command's group gets
+SIGTERM, then SIGKILL after --grace. When renewals fail, the stop begins
+--grace before the term's deadline, so that the command is gone before
+another process can take over; a grace too long for that (longer than the
+lead window less a renewal interval and two operation timeouts: 2.99s at
+the default 10s lease) is said at startup, and the command may then run
+past the deadline by the difference.
+SIGINT, SIGTERM, SIGHUP and SIGQUIT to tenure are passed on to the
+command; once it exits, the lease is released and tenure exits with its
+status. When the command exits on its own, --on-exit decides: exit (the
+default: release the lease and exit with its status), restart (run it again
+while still leading), or release (give the lease to another candidate and
+campaign again).
+
+exit status: the command's (128+N if signal N killed it); 2 for bad flags or
+configuration; 69 when the store refuses for good (missing table or bucket,
+access denied); 76 with --on-lost exit, when the lease was lost.
+
+examples:
+  tenure run nightly-report -- ./report.sh
+  tenure run --store 'dynamodb://leases?region=eu-west-1' --grace 3s writer -- ./writer --token-env TENURE_TOKEN
+  TENURE_STORE=s3://my-leases/tenure/ tenure run --on-exit restart api-singleton -- ./server
+`
+
+// runCommand implements "tenure run".
+func runCommand(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("tenure run", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = usageFunc(fs, stderr, runUsage)
+	var c common
+	c.register(fs)
+	grace := fs.Duration("grace", 2*time.Second, "from SIGTERM to SIGKILL when the command must stop")
+	onExit := fs.String("on-exit", "exit", "when the command exits on its own: exit, restart or release")
+	onLost := fs.String("on-lost", "campaign", "when the lease is lost: campaign (run the command again when elected) or exit")
+	if ok, status := parseFlags(fs, args, stderr); !ok {
+		return status
+	}
+	name, argv, ok := splitCommand(fs, stderr)
+	if !ok {
+		return exitUsage
+	}
+	if *onExit != "exit" && *onExit != "restart" && *onExit != "release" {
+		fmt.Fprintf(stderr, "tenure run: --on-exit %q: want exit, restart or release\n", *onExit)
+		return exitUsage
+	}
+	if *onLost != "campaign" && *onLost != "exit" {
+		fmt.Fprintf(stderr, "tenure run: --on-lost %q: want campaign or exit\n", *onLost)
+		return exitUsage
+	}
+	if *grace <= 0 {
+		fmt.Fprintf(stderr, "tenure run: --grace %v: want a positive duration\n", *grace)
+		return exitUsage
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	store, err := c.open(ctx)
+	if err != nil {
+		fmt.Fprintf(stderr, "tenure run: %v\n", err)
+		return exitUsage
+	}
+	log := c.logger(stderr, "run")
+	r := &runner{argv: argv, grace: *grace, onExit: *onExit, onLost: *onLost, log: log, stdout: stdout, stderr: stderr, cancel: cancel}
+	cand, err := tenure.New(tenure.Config{
+		Lease: name, Store: store, ID: c.id, LeaseDuration: c.lease, Payload: []byte(c.payload), Logger: log,
+		Callbacks: tenure.Callbacks{OnElected: r.elected},
+	})
+	if err != nil {
+		fmt.Fprintf(stderr, "tenure run: %v\n", err)
+		return exitUsage
+	}
+	r.cand = cand
+	r.early = warnGrace(log, c.lease, *grace)
+	r.sigs = newSignals(func(sig os.Signal) { // no command running: just stop
+		log.Debug("stopping", "signal", sig)
+		r.finish(0)
+	})
+	err = cand.Run(ctx)
+	switch {
+	case errors.Is(err, lease.ErrPermanent):
+		fmt.Fprintf(stderr, "tenure run: %v\n", err)
+		return exitUnavailable
+	case err != nil && !errors.Is(err, context.Canceled):
+		fmt.Fprintf(stderr, "tenure run: %v\n", err)
+	}
+	return r.exitStatus()
+}
+
+// warnGrace says when the grace cannot end by a term's deadline, and
+// returns how long before the deadline the stop begins.
+func warnGrace(log *slog.Logger, ttl, grace time.Duration) time.Duration {
+	early, overrun := stopTiming(ttl, grace)
+	if overrun > 0 {
+		log.Warn("--grace does not fit before the term's deadline: when renewals fail, the command gets SIGTERM "+
+			early.String()+" before the deadline and may run up to "+overrun.String()+" past it (shorten --grace or lengthen --lease)",
+			"grace", grace, "lease", ttl)
+	}
+	return early
+}
+
+// runner carries out `tenure run`'s rules in OnElected.
+type runner struct {
+	argv           []string
+	grace, early   time.Duration
+	onExit, onLost string
+	log            *slog.Logger
+	stdout, stderr io.Writer
+	cand           *tenure.Candidate
+	sigs           *signals
+	cancel         context.CancelFunc
+
+	mu     sync.Mutex
+	status int
+	done   bool
+}
+
+// finish ends tenure with status: Run releases the lease and returns.
+func (r *runner) finish(status int) {
+	r.mu.Lock()
+	if !r.done {
+		r.done, r.status = true, status
+	}
+	r.mu.Unlock()
+	r.cancel()
+}
+
+func (r *runner) exitStatus() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.status
+}
+
+// resign gives the lease back once OnElected returned (Resign waits for
+// that, so it runs on a goroutine of its own).
+func (r *runner) resign() {
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		_ = r.cand.Resign(ctx)
+	}()
+}
+
+// elected runs the command for the term, as the flags say.
+func (r *runner) elected(ctx context.Context, term tenure.Term) {
+	backoff := time.Second
+	for ctx.Err() == nil {
+		r.log.Info("elected: starting the command", "token", term.Token)
+		c, err := startChild(r.argv, childEnv(term.Lease, term.Holder, uint64(term.Token)), r.stdout, r.stderr)
+		if err != nil {
+			fmt.Fprintf(r.stderr, "tenure run: %v\n", err)
+			r.finish(127)
+			return
+		}
+		started := time.Now()
+		deadline := func() time.Time {
+			if st := r.cand.Status(); st.Leading && st.Token == term.Token {
+				return st.Deadline
+			}
+			return time.Time{} // the term is over
+		}
+		logf := func(format string, args ...any) { r.log.Warn(fmt.Sprintf(format, args...), "token", term.Token) }
+		switch supervise(ctx, deadline, c, r.early, r.grace, r.sigs, logf) {
+		case signaled:
+			r.finish(c.status())
+			return
+		case ended:
+			if r.onLost == "exit" {
+				r.finish(exitLost)
+				return
+			}
+			// Give the lease up if it is still ours (the stop began before
+			// the deadline), and campaign again.
+			r.resign()
+			return
+		case exited:
+			status := c.status()
+			r.log.Info("the command exited", "status", status)
+			switch r.onExit {
+			case "exit":
+				r.finish(status)
+				return
+			case "release":
+				r.resign()
+				return
+			}
+			// restart: at once if it ran a while, else after a growing pause
+			if time.Since(started) > 30*time.Second {
+				backoff = time.Second
+			}
+			t := time.NewTimer(backoff)
+			select {
+			case <-ctx.Done():
+				t.Stop()
+			case <-t.C:
+			}
+			backoff = min(2*backoff, 30*time.Second)
+		}
+	}
+}

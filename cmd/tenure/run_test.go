@@ -1,0 +1,50 @@
+package main
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestRunAndLockUsageErrors(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"run"}, "want NAME -- COMMAND"},
+		{[]string{"run", "job"}, "want NAME -- COMMAND"},
+		{[]string{"run", "job", "true"}, "want NAME -- COMMAND"},
+		{[]string{"run", "bad name", "--", "true"}, "invalid name"},
+		{[]string{"run", "--on-exit", "maybe", "job", "--", "true"}, "--on-exit"},
+		{[]string{"run", "--on-lost", "x", "job", "--", "true"}, "--on-lost"},
+		{[]string{"run", "--grace", "0s", "job", "--", "true"}, "--grace"},
+		{[]string{"run", "--store", "redis://x", "job", "--", "true"}, "unknown scheme"},
+		{[]string{"run", "--store", "mem:", "--lease", "-1s", "job", "--", "true"}, "LeaseDuration"},
+		{[]string{"lock", "--wait", "soon", "job", "--", "true"}, "want 0, a duration"},
+		{[]string{"lock", "--wait", "-1s", "job", "--", "true"}, "want 0, a duration"},
+		{[]string{"status"}, "want one lease NAME"},
+		{[]string{"status", "a", "b"}, "want one lease NAME"},
+	} {
+		if code, _, errs := runTenure(t, c.args...); code != exitUsage || !strings.Contains(errs, c.want) {
+			t.Errorf("%q: exit %d, stderr %q; want %d and %q", c.args, code, errs, exitUsage, c.want)
+		}
+	}
+}
+
+func TestHelpShowsExamples(t *testing.T) {
+	for _, cmd := range []string{"run", "lock", "status", "plan"} {
+		if code, _, errs := runTenure(t, cmd, "-h"); code != 0 || !strings.Contains(errs, "examples:") || !strings.Contains(errs, "TENURE_LEASE") {
+			t.Errorf("%s -h: exit %d\n%s", cmd, code, errs)
+		}
+	}
+}
+
+func TestStatusOfAbsentLease(t *testing.T) {
+	code, out, errs := runTenure(t, "status", "--store", "file://"+t.TempDir(), "nothing/here")
+	if code != 0 || !strings.Contains(out, "nothing/here: no record") {
+		t.Fatalf("exit %d\n%s%s", code, out, errs)
+	}
+	code, out, _ = runTenure(t, "status", "--json", "--store", "file://"+t.TempDir(), "x")
+	if code != 0 || !strings.Contains(out, `"found":false`) {
+		t.Fatalf("--json: exit %d\n%s", code, out)
+	}
+}

@@ -1,0 +1,169 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"time"
+	"unicode/utf8"
+
+	"github.com/tenure-go/tenure"
+	"github.com/tenure-go/tenure/lease"
+)
+
+const statusUsage = `usage: tenure status [flags] NAME
+
+Reads the lease or lock NAME, never writing, and prints its holder, token,
+payload, whether it was released, and when it was last written. With
+--watch it keeps reading (every --poll) and prints a line at each change:
+another holder or token, a release, the record vanishing, the holder going
+silent (unchanged longer than its lease, as this host's clock measures it).
+The record's age is this host's observation: how long it has seen the same
+version, not what the writer's clock says.
+
+Payloads can hold addresses: status shows them to whoever can read the
+store.
+
+exit status: 0 once read (an absent lease included); 69 when the store
+cannot be read; 2 for bad flags.
+
+examples:
+  tenure status nightly
+  tenure status --json --store 'dynamodb://leases?region=eu-west-1' writer
+  tenure status --watch api-singleton
+`
+
+// statusCommand implements "tenure status".
+func statusCommand(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("tenure status", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = usageFunc(fs, stderr, statusUsage)
+	var c common
+	c.register(fs)
+	asJSON := fs.Bool("json", false, "print JSON (one object per line with --watch)")
+	watch := fs.Bool("watch", false, "keep reading and print each change, until interrupted")
+	poll := fs.Duration("poll", 2*time.Second, "with --watch: how often to read")
+	if ok, status := parseFlags(fs, args, stderr); !ok {
+		return status
+	}
+	if fs.NArg() != 1 {
+		fmt.Fprintln(stderr, "tenure status: want one lease NAME")
+		return exitUsage
+	}
+	name := fs.Arg(0)
+	if err := lease.ValidateName(name); err != nil {
+		fmt.Fprintf(stderr, "tenure status: %v\n", err)
+		return exitUsage
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	store, err := c.open(ctx)
+	if err != nil {
+		fmt.Fprintf(stderr, "tenure status: %v\n", err)
+		return exitUsage
+	}
+	newSignals(func(os.Signal) { cancel() })
+	status := 0
+	var lastErr error
+	err = tenure.Watch(ctx, tenure.WatchConfig{Lease: name, Store: store, PollInterval: *poll}, func(o tenure.Observation) {
+		lastErr = o.Err
+		printObservation(stdout, o, *asJSON, *watch)
+		if !*watch {
+			cancel()
+		}
+	})
+	switch {
+	case errors.Is(err, lease.ErrPermanent):
+		fmt.Fprintf(stderr, "tenure status: %v\n", err)
+		status = exitUnavailable
+	case err != nil && !errors.Is(err, context.Canceled):
+		fmt.Fprintf(stderr, "tenure status: %v\n", err)
+		status = exitUsage
+	case lastErr != nil && !*watch:
+		fmt.Fprintf(stderr, "tenure status: %v\n", lastErr)
+		status = exitUnavailable
+	}
+	return status
+}
+
+// statusJSON is one observation as --json prints it.
+type statusJSON struct {
+	Lease    string `json:"lease"`
+	Found    bool   `json:"found"`
+	Holder   string `json:"holder,omitempty"`
+	Token    uint64 `json:"token,omitempty"`
+	Payload  string `json:"payload,omitempty"`
+	Released bool   `json:"released"`
+	// The writer's own figures.
+	LeaseSeconds float64    `json:"lease_seconds,omitempty"`
+	WrittenAt    *time.Time `json:"written_at,omitempty"`
+	// This host's observation.
+	ObservedAt     time.Time `json:"observed_at"`
+	UnchangedFor   *float64  `json:"unchanged_for_seconds,omitempty"` // with --watch: how long this host has seen this version
+	SilentHereLong bool      `json:"silent_longer_than_lease"`        // as this host observed it
+	Error          string    `json:"error,omitempty"`
+}
+
+func printObservation(w io.Writer, o tenure.Observation, asJSON, watch bool) {
+	age := o.At.Sub(o.Since)
+	if asJSON {
+		j := statusJSON{Lease: o.Lease, Found: o.Found, Holder: o.Holder, Token: uint64(o.Token), Payload: payloadText(o.Payload),
+			Released: o.Released, LeaseSeconds: o.Duration.Seconds(), ObservedAt: o.At.Round(0).UTC(), SilentHereLong: o.Expired}
+		if !o.WrittenAt.IsZero() {
+			t := o.WrittenAt.UTC()
+			j.WrittenAt = &t
+		}
+		if watch {
+			s := age.Seconds()
+			j.UnchangedFor = &s
+		}
+		if o.Err != nil {
+			j.Error = o.Err.Error()
+		}
+		b, _ := json.Marshal(j)
+		fmt.Fprintf(w, "%s\n", b)
+		return
+	}
+	if watch {
+		fmt.Fprintf(w, "%s  ", o.At.Format(time.RFC3339))
+	}
+	switch {
+	case o.Err != nil && !o.Found && o.Since.IsZero():
+		fmt.Fprintf(w, "%s: cannot read: %v\n", o.Lease, o.Err)
+		return
+	case !o.Found:
+		fmt.Fprintf(w, "%s: no record\n", o.Lease)
+	case o.Released:
+		fmt.Fprintf(w, "%s: released (last token %d)", o.Lease, o.Token)
+	default:
+		fmt.Fprintf(w, "%s: held by %q, token %d, lease %v", o.Lease, o.Holder, o.Token, o.Duration)
+		if len(o.Payload) > 0 {
+			fmt.Fprintf(w, ", payload %q", payloadText(o.Payload))
+		}
+	}
+	if o.Found {
+		fmt.Fprintf(w, "; written %s by the writer's clock", o.WrittenAt.UTC().Format(time.RFC3339Nano))
+		if watch {
+			fmt.Fprintf(w, "; unchanged for %v as observed here", age.Round(time.Millisecond))
+		}
+		if o.Expired {
+			fmt.Fprint(w, "; SILENT: unchanged longer than its lease as observed here")
+		}
+		fmt.Fprintln(w)
+	}
+	if o.Err != nil {
+		fmt.Fprintf(w, "  (last read failed: %v)\n", o.Err)
+	}
+}
+
+// payloadText shows a payload as text when it is, else as hex.
+func payloadText(p []byte) string {
+	if utf8.Valid(p) {
+		return string(p)
+	}
+	return fmt.Sprintf("%x", p)
+}
