@@ -144,7 +144,9 @@ func lockCommand(args []string, stdout, stderr io.Writer) int {
 		_ = h.Unlock(context.Background())
 		return 127
 	}
-	logf := func(format string, args ...any) { log.Warn(fmt.Sprintf(format, args...), "lock", name, "token", h.Token()) }
+	logf := func(format string, args ...any) {
+		log.Warn(fmt.Sprintf(format, args...), "lock", name, "token", h.Token())
+	}
 	out := supervise(h.Context(), h.Deadline, child, early, *grace, sigs, logf)
 	status := child.status()
 	uctx, ucancel := context.WithTimeout(context.Background(), c.lease)
