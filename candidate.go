@@ -1,6 +1,9 @@
 package tenure
 
 import (
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+
 	"context"
 	"errors"
 	"fmt"
@@ -37,6 +40,11 @@ type Candidate struct {
 
 	obs    seam.Observer      // the simulator's, or nil
 	resign chan chan struct{} // Resign's requests to the running loop
+
+	ms       *metrics
+	meter    metric.Meter
+	running  atomic.Bool
+	answered time.Time // local time of the store's last answer; guarded by mu
 }
 
 func init() {
@@ -71,7 +79,11 @@ func New(cfg Config) (*Candidate, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Candidate{cfg: cfg, resign: make(chan chan struct{})}, nil
+	c := &Candidate{cfg: cfg, resign: make(chan chan struct{})}
+	if c.ms, c.meter, err = newMetrics(cfg.MeterProvider, attribute.String("lease", cfg.Lease)); err != nil {
+		return nil, fmt.Errorf("tenure: metrics: %w", err)
+	}
+	return c, nil
 }
 
 // Resign ends the current term, if any (ReasonResigned), and, once its
@@ -147,7 +159,44 @@ func (c *Candidate) Run(ctx context.Context) error {
 		r.notify = &notifier{wake: make(chan struct{}, 1), f: f, panics: panics}
 	}
 	r.d = driver.New(m, r, c.cfg.ReleaseTimeout)
+	reg, err := c.observeGauges()
+	if err != nil {
+		return fmt.Errorf("tenure: metrics: %w", err)
+	}
+	defer func() { _ = reg.Unregister() }()
+	c.running.Store(true)
+	defer c.running.Store(false)
 	return r.run(ctx)
+}
+
+// observeGauges reports tenure.leader and tenure.token while Run runs.
+func (c *Candidate) observeGauges() (metric.Registration, error) {
+	leader, err1 := c.meter.Int64ObservableGauge("tenure.leader", metric.WithDescription("1 while this candidate leads the lease, else 0."))
+	token, err2 := c.meter.Int64ObservableGauge("tenure.token", metric.WithDescription("The fencing token of the current term; 0 outside a term."))
+	if err := errors.Join(err1, err2); err != nil {
+		return nil, err
+	}
+	return c.meter.RegisterCallback(func(_ context.Context, o metric.Observer) error {
+		st := c.Status()
+		var lead, tok int64
+		if st.Leading {
+			lead, tok = 1, int64(st.Token)
+		}
+		o.ObserveInt64(leader, lead, c.ms.opts)
+		o.ObserveInt64(token, tok, c.ms.opts)
+		return nil
+	}, leader, token)
+}
+
+// noteAnswer records that the store answered (a record, a conflict, no
+// record), for Handler.
+func (c *Candidate) noteAnswer(err error) {
+	if err == nil || errors.Is(err, lease.ErrConflict) || errors.Is(err, lease.ErrNotFound) {
+		now := c.cfg.Clock.Now()
+		c.mu.Lock()
+		c.answered = now
+		c.mu.Unlock()
+	}
 }
 
 // runner carries out one Run: it runs the shared driver on the goroutine
@@ -296,12 +345,15 @@ func (r *runner) Send(op election.Op) {
 	r.wg.Go(func() {
 		defer cancel()
 		res := election.Result{ID: op.ID}
+		start := cfg.Clock.Now()
 		switch op.Kind {
 		case election.OpGet:
 			res.Record, res.Version, res.Err = cfg.Store.Get(ctx, cfg.Lease)
 		case election.OpPut:
 			res.Version, res.Err = cfg.Store.Put(ctx, cfg.Lease, rec, op.Expect)
 		}
+		r.c.ms.storeCall(opName(op.Kind), res.Err, cfg.Clock.Now().Sub(start))
+		r.c.noteAnswer(res.Err)
 		select {
 		case r.results <- res:
 		case <-r.quit:
@@ -315,6 +367,7 @@ func (r *runner) Elected(t election.Term) {
 	tc := newTermContext(r.runCtx, term, cfg.Clock)
 	r.term, r.tctx = term, tc
 	r.log(slog.LevelInfo, "elected", "token", term.Token)
+	r.c.ms.elected()
 	if o := r.c.obs; o != nil {
 		o.Elected(t.Token)
 	}
@@ -329,6 +382,7 @@ func (r *runner) Demoted(_ election.Term, why election.Reason) {
 	r.tctx.cancel(fmt.Errorf("tenure: term %d of lease %q ended: %s", term.Token, cfg.Lease, reason)) // before OnDemoted is even queued
 	r.tctx = nil
 	r.log(slog.LevelInfo, "demoted", "token", term.Token, "reason", reason.String())
+	r.c.ms.demoted(reason)
 	if o := r.c.obs; o != nil {
 		o.Demoted(uint64(term.Token), reason.String())
 	}
@@ -346,7 +400,10 @@ func (r *runner) LeaderChanged(el election.Leader) {
 	}
 }
 
-func (r *runner) Anomaly(err error) { r.log(slog.LevelError, "lease anomaly", "err", err) }
+func (r *runner) Anomaly(err error) {
+	r.log(slog.LevelError, "lease anomaly", "err", err)
+	r.c.ms.anomaly()
+}
 
 // Publish updates the snapshot Status reads, and the deadline the term's
 // context checks.

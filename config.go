@@ -1,6 +1,8 @@
 package tenure
 
 import (
+	"go.opentelemetry.io/otel/metric"
+
 	crand "crypto/rand"
 	"encoding/binary"
 	"encoding/hex"
@@ -82,6 +84,10 @@ type Config struct {
 	Clock Clock
 	// Logger receives elections, demotions and store errors. Default: none.
 	Logger *slog.Logger
+	// MeterProvider receives the metrics listed in metrics.go (tenure.leader,
+	// tenure.store.calls, ...). Default: otel.GetMeterProvider(), the
+	// global one, which records nothing until a program installs an SDK.
+	MeterProvider metric.MeterProvider
 	// Rand supplies jitter and write nonces. Default: seeded from
 	// crypto/rand. Seed it only for deterministic tests and simulation, and
 	// never give two candidates the same seed.

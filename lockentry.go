@@ -28,6 +28,7 @@ type lockEntry struct {
 	unlocks []chan error // Unlock calls waiting for the release
 	idx     int          // in the Locker's heap, or -1
 	started bool
+	counted bool // in Locker.held
 
 	opID     uint64             // the lock call asked for; 0 once answered or cancelled
 	cancelOp context.CancelFunc // cancels it once started
@@ -97,12 +98,15 @@ func (e *lockEntry) start(op election.Op, queue bool) {
 	l.wg.Go(func() {
 		defer cancel()
 		res := election.Result{ID: op.ID, Record: op.Record}
+		start := l.cfg.Clock.Now()
 		switch op.Kind {
 		case election.OpGet:
 			res.Record, res.Version, res.Err = l.cfg.Store.Get(ctx, name)
 		case election.OpPut:
 			res.Version, res.Err = l.cfg.Store.Put(ctx, name, op.Record, op.Expect)
 		}
+		l.ms.storeCall(opName(op.Kind), res.Err, l.cfg.Clock.Now().Sub(start))
+		l.noteAnswer(res.Err)
 		select {
 		case l.res <- lockResult{e: e, res: res, queue: queue, put: op.Kind == election.OpPut}:
 		case <-l.quit:
@@ -119,12 +123,20 @@ func (e *lockEntry) Cancel() {
 	}
 }
 
-func (e *lockEntry) Log(level slog.Level, msg string, args ...any) { e.l.log(level, msg, args...) }
+func (e *lockEntry) Log(level slog.Level, msg string, args ...any) {
+	if level >= slog.LevelError {
+		e.l.ms.anomaly()
+	}
+	e.l.log(level, msg, args...)
+}
 
 func (e *lockEntry) Granted(t election.Term) {
 	f := fencing.Fence{Lease: e.name, Token: fencing.Token(t.Token)}
 	term := Term{Lease: e.name, Holder: e.l.cfg.ID, Token: f.Token, Deadline: t.Deadline, Payload: e.Config().Payload}
 	e.held = &Lock{name: e.name, token: f.Token, ctx: newTermContext(context.Background(), term, e.l.cfg.Clock), e: e, l: e.l}
+	e.counted = true
+	e.l.held.Add(1)
+	e.l.ms.elected()
 	e.answer(takeResult{lock: e.held})
 	e.l.log(slog.LevelDebug, "locked", "lock", e.name, "token", f.Token)
 }
@@ -149,6 +161,8 @@ func (e *lockEntry) Extended(deadline time.Time) {
 }
 
 func (e *lockEntry) Ended(t election.Term, r election.Reason) {
+	e.uncount()
+	e.l.ms.demoted(DemotionReason(r))
 	if e.held != nil {
 		e.held.ctx.cancel(fmt.Errorf("tenure: lock %q (token %d) ended: %s", e.name, t.Token, DemotionReason(r)))
 	}
@@ -171,7 +185,16 @@ func (e *lockEntry) Reschedule() {
 	}
 }
 
+// uncount takes the lock out of tenure.locks.held.
+func (e *lockEntry) uncount() {
+	if e.counted {
+		e.counted = false
+		e.l.held.Add(-1)
+	}
+}
+
 func (e *lockEntry) Retired() {
+	e.uncount()
 	var err error
 	if e.GaveUp() {
 		cause := e.Err()

@@ -1,6 +1,10 @@
 package tenure
 
 import (
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+	"sync/atomic"
+
 	"container/heap"
 	"context"
 	"errors"
@@ -61,6 +65,9 @@ type LockerConfig struct {
 	Clock          Clock
 	Logger         *slog.Logger
 	Rand           *rand.Rand
+	// MeterProvider: as in Config. A Locker reports its store calls under
+	// lease="locker", and tenure.locks.held.
+	MeterProvider metric.MeterProvider
 }
 
 // LockOption changes how one call of TryLock, Lock or Do takes its lock.
@@ -99,6 +106,12 @@ type Locker struct {
 	stop   context.CancelFunc
 
 	closeOnce sync.Once
+
+	ms       *metrics
+	reg      metric.Registration
+	held     atomic.Int64 // locks granted and not yet ended
+	answerMu sync.Mutex
+	answered time.Time // local time of the store's last answer
 
 	// Owned by the loop goroutine.
 	entries map[*lockEntry]struct{}
@@ -145,6 +158,22 @@ func NewLocker(cfg LockerConfig) (*Locker, error) {
 		return nil, err
 	}
 	l.shared = &shared
+	var meter metric.Meter
+	if l.ms, meter, err = newMetrics(cfg.MeterProvider, attribute.String("lease", "locker")); err != nil {
+		stop()
+		return nil, fmt.Errorf("tenure: metrics: %w", err)
+	}
+	held, err := meter.Int64ObservableGauge("tenure.locks.held", metric.WithDescription("Locks a Locker holds."), metric.WithUnit("{lock}"))
+	if err == nil {
+		l.reg, err = meter.RegisterCallback(func(_ context.Context, o metric.Observer) error {
+			o.ObserveInt64(held, l.held.Load(), metric.WithAttributes(attribute.String("locker", l.cfg.ID)))
+			return nil
+		}, held)
+	}
+	if err != nil {
+		stop()
+		return nil, fmt.Errorf("tenure: metrics: %w", err)
+	}
 	l.wg.Go(l.loop)
 	return l, nil
 }
@@ -246,8 +275,25 @@ func (l *Locker) Close() error {
 		}
 		l.stop()
 		l.wg.Wait()
+		_ = l.reg.Unregister()
 	})
 	return nil
+}
+
+// noteAnswer records that the store answered, for Handler.
+func (l *Locker) noteAnswer(err error) {
+	if err == nil || errors.Is(err, lease.ErrConflict) || errors.Is(err, lease.ErrNotFound) {
+		now := l.cfg.Clock.Now()
+		l.answerMu.Lock()
+		l.answered = now
+		l.answerMu.Unlock()
+	}
+}
+
+func (l *Locker) answeredAt() time.Time {
+	l.answerMu.Lock()
+	defer l.answerMu.Unlock()
+	return l.answered
 }
 
 // do runs f on the loop goroutine; false if the Locker is closed.

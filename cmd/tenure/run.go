@@ -24,6 +24,8 @@ type common struct {
 	id      string
 	payload string
 	verbose bool
+
+	metricsAddr string
 }
 
 // defaultStore is a directory every user of this host can reach: leases for
@@ -38,6 +40,7 @@ func (c *common) register(fs *flag.FlagSet) {
 	fs.StringVar(&c.id, "id", "", "holder identity, unique per process (default: host-pid-random)")
 	fs.StringVar(&c.payload, "payload", "", "stored with the lease for others to read, e.g. this host's address (at most 1 KiB)")
 	fs.BoolVar(&c.verbose, "v", false, "log every event, not only warnings")
+	fs.StringVar(&c.metricsAddr, "metrics-addr", "", "serve /metrics (Prometheus) and /healthz on this address, e.g. 127.0.0.1:9464 (default: nothing listens)")
 }
 
 func (c *common) logger(stderr io.Writer, cmd string) *slog.Logger {
@@ -134,6 +137,12 @@ func runCommand(args []string, stdout, stderr io.Writer) int {
 		return exitUsage
 	}
 	log := c.logger(stderr, "run")
+	tel, err := newTelemetry(c.metricsAddr, stderr)
+	if err != nil {
+		fmt.Fprintf(stderr, "tenure run: %v\n", err)
+		return exitUsage
+	}
+	defer tel.close()
 	r := &runner{argv: argv, grace: *grace, onExit: *onExit, onLost: *onLost, log: log, stdout: stdout, stderr: stderr, cancel: cancel}
 	cand, err := tenure.New(tenure.Config{
 		Lease: name, Store: store, ID: c.id, LeaseDuration: c.lease, Payload: []byte(c.payload), Logger: log,

@@ -1,0 +1,92 @@
+package main
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tenure-go/tenure"
+	"github.com/tenure-go/tenure/lease/filelease"
+)
+
+func scrape(t *testing.T, url string) (int, string) {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+// until polls f (a real server, real time) for at most d.
+func until(t *testing.T, d time.Duration, what string, f func() bool) {
+	t.Helper()
+	for end := time.Now().Add(d); !f(); time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(end) {
+			t.Fatalf("no %s within %v", what, d)
+		}
+	}
+}
+
+// TestMetricsEndpoint scrapes /metrics as the CLI serves it, around a term,
+// a lost record (its file deleted) and the next term, and finds each
+// instrument; /healthz answers for the Candidate.
+func TestMetricsEndpoint(t *testing.T) {
+	tel, err := newTelemetry("127.0.0.1:0", io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tel.close()
+	dir := t.TempDir()
+	store, _ := filelease.New(dir)
+	c, err := tenure.New(tenure.Config{Lease: "job", Store: store, ID: "a", LeaseDuration: time.Second, MeterProvider: tel.mp})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if code, _ := scrape(t, "http://"+tel.addr()+"/healthz"); code != 503 {
+		t.Fatalf("/healthz before the handler: %d", code)
+	}
+	tel.setHealth(c.Handler())
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- c.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	until(t, 5*time.Second, "term", func() bool { return c.Status().Leading })
+	if err := os.Remove(filepath.Join(dir, "job.lease")); err != nil {
+		t.Fatal(err)
+	}
+	first := c.Status().Token
+	until(t, 10*time.Second, "term after the lost record", func() bool { st := c.Status(); return st.Leading && st.Token > first })
+	_, body := scrape(t, "http://"+tel.addr()+"/metrics")
+	for _, want := range []string{
+		`tenure_leader{lease="job"`, `tenure_token{lease="job"`, `tenure_terms_total{lease="job"`,
+		`tenure_demotions_total{lease="job",`, `reason="lease record lost"`, `tenure_anomalies_total{lease="job"`,
+		`tenure_store_calls_total{lease="job",`, `outcome="ok"`, `tenure_store_duration_seconds_bucket{lease="job",`,
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("/metrics lacks %s", want)
+		}
+	}
+	if t.Failed() {
+		t.Logf("/metrics:\n%s", body)
+	}
+	if code, body := scrape(t, "http://"+tel.addr()+"/healthz"); code != 200 || !strings.Contains(body, `"leading":true`) || strings.Contains(body, "payload") {
+		t.Fatalf("/healthz: %d %s", code, body)
+	}
+}
+
+// TestNoListenerByDefault: without --metrics-addr nothing listens.
+func TestNoListenerByDefault(t *testing.T) {
+	tel, err := newTelemetry("", io.Discard)
+	if err != nil || tel.addr() != "" || tel.srv != nil {
+		t.Fatalf("%v %q", err, tel.addr())
+	}
+	tel.close()
+}

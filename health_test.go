@@ -1,0 +1,97 @@
+package tenure_test
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/tenure-go/tenure"
+	"github.com/tenure-go/tenure/lease/memlease"
+)
+
+func probe(t *testing.T, h http.Handler, body any) int {
+	t.Helper()
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest("GET", "/healthz", nil))
+	if err := json.Unmarshal(rec.Body.Bytes(), body); err != nil {
+		t.Fatalf("body %q: %v", rec.Body.String(), err)
+	}
+	return rec.Code
+}
+
+// TestCandidateHandler: 503 before Run, 200 while it runs and the store
+// answers, 503 once the store has not answered for a lease, 200 again when
+// it does.
+func TestCandidateHandler(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w := newWorld(t)
+		var h tenure.CandidateHealth
+		a := w.start("a", nil)
+		synctest.Wait()
+		if code := probe(t, a.c.Handler(), &h); code != 200 || !h.Healthy || !h.Leading || h.Token == 0 || h.LastAnswerSeconds == nil {
+			t.Fatalf("leading: %d %+v", code, h)
+		}
+		a.faults.FailAll()
+		wait(5 * time.Second)
+		if code := probe(t, a.c.Handler(), &h); code != 200 {
+			t.Fatalf("store failing for 5s of a 10s lease: %d %+v", code, h)
+		}
+		wait(6 * time.Second)
+		if code := probe(t, a.c.Handler(), &h); code != 503 || h.Healthy || h.Reason == "" || !h.Running {
+			t.Fatalf("store failing for 11s: %d %+v", code, h)
+		}
+		a.faults.Heal()
+		wait(3 * time.Second)
+		if code := probe(t, a.c.Handler(), &h); code != 200 || !h.Healthy {
+			t.Fatalf("store back: %d %+v", code, h)
+		}
+		if err := a.stop(); err != nil {
+			t.Fatal(err)
+		}
+		if code := probe(t, a.c.Handler(), &h); code != 503 || h.Running || h.Reason != "not running" {
+			t.Fatalf("after Run: %d %+v", code, h)
+		}
+	})
+}
+
+func TestCandidateHandlerBeforeRun(t *testing.T) {
+	c, err := tenure.New(tenure.Config{Lease: "a", Store: memlease.New(), ID: "a"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var h tenure.CandidateHealth
+	if code := probe(t, c.Handler(), &h); code != 503 || h.Reason != "not running" || h.Lease != "a" {
+		t.Fatalf("%d %+v", code, h)
+	}
+}
+
+func TestLockerHandler(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		l := newLocker(t, memlease.New(), "l")
+		var h tenure.LockerHealth
+		if code := probe(t, l.Handler(), &h); code != 200 || !h.Healthy || h.Held != 0 {
+			t.Fatalf("idle: %d %+v", code, h)
+		}
+		lk, err := l.TryLock(context.Background(), "job")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if code := probe(t, l.Handler(), &h); code != 200 || h.Held != 1 || h.LastAnswerSeconds == nil {
+			t.Fatalf("holding: %d %+v", code, h)
+		}
+		if err := lk.Unlock(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		if code := probe(t, l.Handler(), &h); code != 200 || h.Held != 0 {
+			t.Fatalf("after Unlock: %d %+v", code, h)
+		}
+		l.Close()
+		if code := probe(t, l.Handler(), &h); code != 503 || h.Running {
+			t.Fatalf("closed: %d %+v", code, h)
+		}
+	})
+}

@@ -1,0 +1,101 @@
+package tenure
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+
+	"github.com/tenure-go/tenure/election"
+	"github.com/tenure-go/tenure/lease"
+)
+
+// Metrics. A Candidate and a Locker report through the OpenTelemetry
+// MeterProvider of their configuration (the global one by default, which
+// records nothing until a program installs an SDK):
+//
+//	tenure.leader                gauge     1 while the Candidate leads, else 0       lease
+//	tenure.token                 gauge     the token of the current term, 0 outside   lease
+//	tenure.terms                 counter   terms begun                               lease
+//	tenure.demotions             counter   terms ended                               lease, reason
+//	tenure.anomalies             counter   a lost or invalid record, a duplicate ID   lease
+//	tenure.store.calls           counter   store calls                               lease, op, outcome
+//	tenure.store.duration        histogram seconds per store call                    lease, op, outcome
+//	tenure.locks.held            gauge     locks a Locker holds                      locker
+//
+// For a Locker, lease is "locker": lock names would make a series each.
+// op is get or put; outcome is ok, conflict, not_found, timeout, abandoned,
+// permanent or error.
+
+const meterName = "github.com/tenure-go/tenure"
+
+type metrics struct {
+	terms, demotions, anomalies, calls metric.Int64Counter
+	duration                           metric.Float64Histogram
+	base                               attribute.KeyValue
+	opts                               metric.MeasurementOption // base alone
+}
+
+func newMetrics(mp metric.MeterProvider, base attribute.KeyValue) (*metrics, metric.Meter, error) {
+	if mp == nil {
+		mp = otel.GetMeterProvider()
+	}
+	m := mp.Meter(meterName)
+	ms := &metrics{base: base, opts: metric.WithAttributes(base)}
+	var err, e error
+	ms.terms, e = m.Int64Counter("tenure.terms", metric.WithDescription("Terms begun."), metric.WithUnit("{term}"))
+	err = errors.Join(err, e)
+	ms.demotions, e = m.Int64Counter("tenure.demotions", metric.WithDescription("Terms ended, by reason."), metric.WithUnit("{term}"))
+	err = errors.Join(err, e)
+	ms.anomalies, e = m.Int64Counter("tenure.anomalies", metric.WithDescription("Lost or invalid records, and duplicate IDs, seen in the store."), metric.WithUnit("{event}"))
+	err = errors.Join(err, e)
+	ms.calls, e = m.Int64Counter("tenure.store.calls", metric.WithDescription("Store calls, by operation and outcome."), metric.WithUnit("{call}"))
+	err = errors.Join(err, e)
+	ms.duration, e = m.Float64Histogram("tenure.store.duration", metric.WithDescription("Duration of store calls."), metric.WithUnit("s"),
+		metric.WithExplicitBucketBoundaries(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10))
+	err = errors.Join(err, e)
+	return ms, m, err
+}
+
+// storeCall records one call: op "get" or "put", its error, how long it took.
+func (ms *metrics) storeCall(op string, err error, d time.Duration) {
+	o := metric.WithAttributes(ms.base, attribute.String("op", op), attribute.String("outcome", outcome(err)))
+	ms.calls.Add(context.Background(), 1, o)
+	ms.duration.Record(context.Background(), d.Seconds(), o)
+}
+
+func outcome(err error) string {
+	switch {
+	case err == nil:
+		return "ok"
+	case errors.Is(err, lease.ErrConflict):
+		return "conflict"
+	case errors.Is(err, lease.ErrNotFound):
+		return "not_found"
+	case errors.Is(err, lease.ErrPermanent):
+		return "permanent"
+	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, election.ErrTimeout):
+		return "timeout"
+	case errors.Is(err, context.Canceled):
+		return "abandoned"
+	}
+	return "error"
+}
+
+func opName(k election.OpKind) string {
+	if k == election.OpPut {
+		return "put"
+	}
+	return "get"
+}
+
+func (ms *metrics) elected() { ms.terms.Add(context.Background(), 1, ms.opts) }
+
+func (ms *metrics) demoted(r DemotionReason) {
+	ms.demotions.Add(context.Background(), 1, metric.WithAttributes(ms.base, attribute.String("reason", r.String())))
+}
+
+func (ms *metrics) anomaly() { ms.anomalies.Add(context.Background(), 1, ms.opts) }
