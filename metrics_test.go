@@ -109,4 +109,3 @@ func TestLockerMetrics(t *testing.T) {
 		}
 	})
 }
-
