@@ -149,6 +149,8 @@ func printObservation(w io.Writer, o tenure.Observation, asJSON, watch bool) {
 		fmt.Fprintf(w, "; written %s by the writer's clock", o.WrittenAt.UTC().Format(time.RFC3339Nano))
 		if watch {
 			fmt.Fprintf(w, "; unchanged for %v as observed here", age.Round(time.Millisecond))
+		} else {
+			fmt.Fprint(w, "; its age as this host observes it needs --watch")
 		}
 		if o.Expired {
 			fmt.Fprint(w, "; SILENT: unchanged longer than its lease as observed here")
