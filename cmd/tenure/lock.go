@@ -75,10 +75,11 @@ func lockCommand(args []string, stdout, stderr io.Writer) int {
 	fs.Var(wait, "wait", "how long to wait for the lock: 0 (give up at once), a duration, or forever")
 	fair := fs.Bool("fair", false, "wait in first-come order among fair waiters")
 	grace := fs.Duration("grace", 2*time.Second, "from SIGTERM to SIGKILL when the command must stop")
-	if ok, status := parseFlags(fs, args, stderr); !ok {
+	before, argv := splitArgs(args)
+	if ok, status := parseFlags(fs, before, stderr); !ok {
 		return status
 	}
-	name, argv, ok := splitCommand(fs, stderr)
+	name, ok := nameAndCommand(fs, argv, nil, stderr)
 	if !ok {
 		return exitUsage
 	}

@@ -55,24 +55,65 @@ func (c *common) open(ctx context.Context) (lease.Store, error) {
 	return storeurl.Open(ctx, c.store)
 }
 
-// splitCommand takes NAME -- CMD ARGS... apart.
-func splitCommand(fs *flag.FlagSet, stderr io.Writer) (name string, argv []string, ok bool) {
-	args := fs.Args()
-	if len(args) < 3 || args[1] != "--" {
-		fmt.Fprintf(stderr, "%s: want NAME -- COMMAND [ARGS...]\n", fs.Name())
-		return "", nil, false
+// splitArgs takes [FLAGS] [NAME] -- COMMAND [ARGS...] apart at the first
+// "--": what comes before is parsed as flags and the name.
+func splitArgs(args []string) (before, command []string) {
+	for i, a := range args {
+		if a == "--" {
+			return args[:i], args[i+1:]
+		}
 	}
-	if err := lease.ValidateName(args[0]); err != nil {
-		fmt.Fprintf(stderr, "%s: %v\n", fs.Name(), err)
-		return "", nil, false
-	}
-	return args[0], args[2:], true
+	return args, nil
 }
 
-const runUsage = `usage: tenure run [flags] NAME -- COMMAND [ARGS...]
+// nameAndCommand checks what parsing left: NAME (optional when def is
+// given) and a command.
+func nameAndCommand(fs *flag.FlagSet, command []string, def func() string, stderr io.Writer) (string, bool) {
+	rest := fs.Args()
+	switch {
+	case len(command) == 0:
+		fmt.Fprintf(stderr, "%s: want [flags] NAME -- COMMAND [ARGS...]\n", fs.Name())
+		return "", false
+	case len(rest) > 1:
+		fmt.Fprintf(stderr, "%s: unexpected %q before \"--\": want [flags] NAME -- COMMAND [ARGS...]\n", fs.Name(), rest[1])
+		return "", false
+	case len(rest) == 0 && def == nil:
+		fmt.Fprintf(stderr, "%s: no lock NAME: want [flags] NAME -- COMMAND [ARGS...]\n", fs.Name())
+		return "", false
+	}
+	name := ""
+	if len(rest) == 1 {
+		name = rest[0]
+	} else {
+		name = def()
+	}
+	if err := lease.ValidateName(name); err != nil {
+		fmt.Fprintf(stderr, "%s: %v\n", fs.Name(), err)
+		return "", false
+	}
+	return name, true
+}
+
+// defaultLeaseName names the lease of a run given none: run/ and the
+// command's base name, its bytes outside a lease name's alphabet as '_'.
+func defaultLeaseName(command []string) string {
+	b := []byte(filepath.Base(command[0]))
+	for i, c := range b {
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '-' || c == '_' || c == '.') {
+			b[i] = '_'
+		}
+	}
+	if len(b) == 0 || b[0] == '.' || b[0] == '_' || b[0] == '-' {
+		b = append([]byte("cmd"), b...)
+	}
+	return "run/" + string(b[:min(len(b), lease.MaxNameLen-4)])
+}
+
+const runUsage = `usage: tenure run [flags] [NAME] -- COMMAND [ARGS...]
 
 Campaigns for the lease NAME and runs COMMAND while, and only while, this
-process leads. The command gets TENURE_LEASE (the lease name), TENURE_TOKEN
+process leads. Without NAME (or --name) the lease is run/ and COMMAND's base
+name: the processes that run the same command contend for one lease. The command gets TENURE_LEASE (the lease name), TENURE_TOKEN
 (the term's fencing token: pass it to what the command writes) and
 TENURE_HOLDER in its environment, in a process group of its own.
 
@@ -110,10 +151,21 @@ func runCommand(args []string, stdout, stderr io.Writer) int {
 	grace := fs.Duration("grace", 2*time.Second, "from SIGTERM to SIGKILL when the command must stop")
 	onExit := fs.String("on-exit", "exit", "when the command exits on its own: exit, restart or release")
 	onLost := fs.String("on-lost", "campaign", "when the lease is lost: campaign (run the command again when elected) or exit")
-	if ok, status := parseFlags(fs, args, stderr); !ok {
+	leaseName := fs.String("name", "", "the lease's name, if not given as NAME (default: run/ and the command's base name)")
+	before, argv := splitArgs(args)
+	if ok, status := parseFlags(fs, before, stderr); !ok {
 		return status
 	}
-	name, argv, ok := splitCommand(fs, stderr)
+	if *leaseName != "" && fs.NArg() > 0 && fs.Arg(0) != *leaseName {
+		fmt.Fprintf(stderr, "tenure run: NAME %q and --name %q differ\n", fs.Arg(0), *leaseName)
+		return exitUsage
+	}
+	name, ok := nameAndCommand(fs, argv, func() string {
+		if *leaseName != "" {
+			return *leaseName
+		}
+		return defaultLeaseName(argv)
+	}, stderr)
 	if !ok {
 		return exitUsage
 	}

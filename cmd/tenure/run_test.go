@@ -10,9 +10,11 @@ func TestRunAndLockUsageErrors(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"run"}, "want NAME -- COMMAND"},
-		{[]string{"run", "job"}, "want NAME -- COMMAND"},
-		{[]string{"run", "job", "true"}, "want NAME -- COMMAND"},
+		{[]string{"run"}, "want [flags] NAME -- COMMAND"},
+		{[]string{"run", "job"}, "want [flags] NAME -- COMMAND"},
+		{[]string{"run", "job", "true"}, "want [flags] NAME -- COMMAND"},
+		{[]string{"run", "job", "extra", "--", "true"}, `unexpected "extra"`},
+		{[]string{"lock", "--", "true"}, "no lock NAME"},
 		{[]string{"run", "bad name", "--", "true"}, "invalid name"},
 		{[]string{"run", "--on-exit", "maybe", "job", "--", "true"}, "--on-exit"},
 		{[]string{"run", "--on-lost", "x", "job", "--", "true"}, "--on-lost"},
@@ -46,5 +48,15 @@ func TestStatusOfAbsentLease(t *testing.T) {
 	code, out, _ = runTenure(t, "status", "--json", "--store", "file://"+t.TempDir(), "x")
 	if code != 0 || !strings.Contains(out, `"found":false`) {
 		t.Fatalf("--json: exit %d\n%s", code, out)
+	}
+}
+
+func TestDefaultLeaseName(t *testing.T) {
+	for argv0, want := range map[string]string{
+		"./job.sh": "run/job.sh", "/usr/bin/backup": "run/backup", "my job!": "run/my_job_", ".hidden": "run/cmd.hidden",
+	} {
+		if got := defaultLeaseName([]string{argv0}); got != want {
+			t.Errorf("defaultLeaseName(%q) = %q, want %q", argv0, got, want)
+		}
 	}
 }
