@@ -31,7 +31,7 @@ func parseFlags(fs *flag.FlagSet, args []string, stderr io.Writer) (ok bool, sta
 		fmt.Fprintf(stderr, "%s: %v\n", fs.Name(), bad)
 		return false, exitUsage
 	}
-	if err := fs.Parse(args); err != nil {
+	if err := fs.Parse(flagsFirst(fs, args)); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return false, 0
 		}
@@ -47,4 +47,34 @@ func usageFunc(fs *flag.FlagSet, stderr io.Writer, text string) func() {
 		fmt.Fprintln(stderr, "\nflags (each also from the environment: --lease from TENURE_LEASE, and so on):")
 		fs.PrintDefaults()
 	}
+}
+
+// flagsFirst moves the flags of args before the other arguments, so that
+// "tenure status NAME --json" reads as "tenure status --json NAME". A flag
+// that takes a value takes the next argument along, unless written -f=v.
+func flagsFirst(fs *flag.FlagSet, args []string) []string {
+	var flags, rest []string
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		if len(a) < 2 || a[0] != '-' {
+			rest = append(rest, a)
+			continue
+		}
+		flags = append(flags, a)
+		name, _, hasValue := strings.Cut(strings.TrimLeft(a, "-"), "=")
+		f := fs.Lookup(name)
+		if f == nil || hasValue || isBool(f) {
+			continue
+		}
+		if i+1 < len(args) {
+			i++
+			flags = append(flags, args[i])
+		}
+	}
+	return append(flags, rest...)
+}
+
+func isBool(f *flag.Flag) bool {
+	b, ok := f.Value.(interface{ IsBoolFlag() bool })
+	return ok && b.IsBoolFlag()
 }

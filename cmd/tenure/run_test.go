@@ -60,3 +60,16 @@ func TestDefaultLeaseName(t *testing.T) {
 		}
 	}
 }
+
+// TestFlagsAfterName: flags may follow NAME, as in "tenure status NAME --json".
+func TestFlagsAfterName(t *testing.T) {
+	dir := "file://" + t.TempDir()
+	code, out, errs := runTenure(t, "status", "x", "--json", "--store", dir)
+	if code != 0 || !strings.Contains(out, `"found":false`) {
+		t.Fatalf("exit %d\n%s%s", code, out, errs)
+	}
+	code, _, errs = runTenure(t, "lock", "job", "--wait", "0", "--store", dir, "--", "true")
+	if code != 0 {
+		t.Fatalf("lock NAME --wait 0 -- true: exit %d\n%s", code, errs)
+	}
+}
