@@ -69,6 +69,9 @@ type Status struct {
 	// Once another process was seen writing with this candidate's ID, Err is
 	// an *election.DuplicateIDError whenever no store error is pending.
 	Err error
+	// LastAnswer is the local time the store last answered (a record, a
+	// conflict, no record); zero before its first answer.
+	LastAnswer time.Time
 }
 
 // New returns a Candidate for cfg, with the defaults of the fields left zero
@@ -117,6 +120,7 @@ func (c *Candidate) ID() string { return c.cfg.ID }
 func (c *Candidate) Status() Status {
 	c.mu.Lock()
 	s := c.status
+	s.LastAnswer = c.answered
 	c.mu.Unlock()
 	s.Leading = s.Leading && c.cfg.Clock.Now().Before(s.Deadline)
 	if !s.Leading {

@@ -35,9 +35,7 @@ type CandidateHealth struct {
 func (c *Candidate) Handler() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		st := c.Status()
-		c.mu.Lock()
-		answered := c.answered
-		c.mu.Unlock()
+		answered := st.LastAnswer
 		now := c.cfg.Clock.Now()
 		h := CandidateHealth{Lease: c.cfg.Lease, ID: c.cfg.ID, Running: c.running.Load(), Leading: st.Leading,
 			Leader: st.Leader.Holder, LeaderToken: uint64(st.Leader.Token)}
@@ -97,7 +95,7 @@ type LockerHealth struct {
 func (l *Locker) Handler() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		now := l.cfg.Clock.Now()
-		answered := l.answeredAt()
+		answered := l.LastAnswer()
 		running := true
 		select {
 		case <-l.quit:

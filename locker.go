@@ -290,7 +290,9 @@ func (l *Locker) noteAnswer(err error) {
 	}
 }
 
-func (l *Locker) answeredAt() time.Time {
+// LastAnswer returns the local time the store last answered one of this
+// Locker's calls (a record, a conflict, no record); zero before the first.
+func (l *Locker) LastAnswer() time.Time {
 	l.answerMu.Lock()
 	defer l.answerMu.Unlock()
 	return l.answered

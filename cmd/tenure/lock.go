@@ -109,6 +109,20 @@ func lockCommand(args []string, stdout, stderr io.Writer) int {
 	if *fair {
 		opts = append(opts, tenure.Fair())
 	}
+	// The store must answer within startupWait, or the wait ends.
+	unreachable := make(chan struct{})
+	go func() {
+		t := time.NewTimer(startupWait(c.lease))
+		defer t.Stop()
+		select {
+		case <-ctx.Done():
+		case <-t.C:
+			if l.LastAnswer().IsZero() {
+				close(unreachable)
+				cancel()
+			}
+		}
+	}()
 	var h *tenure.Lock
 	switch {
 	case !wait.forever && wait.d == 0:
@@ -129,6 +143,9 @@ func lockCommand(args []string, stdout, stderr io.Writer) int {
 		case errors.Is(err, context.DeadlineExceeded):
 			fmt.Fprintf(stderr, "tenure lock: %q was held by another for all of --wait %v\n", name, wait)
 			return exitLocked
+		case isClosed(unreachable):
+			fmt.Fprintf(stderr, "tenure lock: no answer from the store within %v: check --store, the network and the credentials\n", startupWait(c.lease))
+			return exitUnavailable
 		case ctx.Err() != nil:
 			return 128 + 15 // a signal ended the wait
 		case errors.Is(err, lease.ErrPermanent):
@@ -160,4 +177,13 @@ func lockCommand(args []string, stdout, stderr io.Writer) int {
 		return exitLost
 	}
 	return status
+}
+
+func isClosed(ch chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
 }

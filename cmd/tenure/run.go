@@ -210,6 +210,7 @@ func runCommand(args []string, stdout, stderr io.Writer) int {
 		log.Debug("stopping", "signal", sig)
 		r.finish(0)
 	})
+	go r.watchStartup(ctx, startupWait(c.lease))
 	err = cand.Run(ctx)
 	switch {
 	case errors.Is(err, lease.ErrPermanent):
@@ -231,6 +232,27 @@ func warnGrace(log *slog.Logger, ttl, grace time.Duration) time.Duration {
 			"grace", grace, "lease", ttl)
 	}
 	return early
+}
+
+// startupWait is how long run and lock wait for the store's first answer
+// before they give up with exitUnavailable: two leases, at least 5s.
+func startupWait(ttl time.Duration) time.Duration { return max(2*ttl, 5*time.Second) }
+
+// watchStartup ends tenure (exitUnavailable) if the store has not answered
+// within d: a wrong endpoint or a network that is down, which retrying
+// could cure but which an operator must hear of. Later outages are waited
+// out (the term ends; the campaign goes on).
+func (r *runner) watchStartup(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+		if st := r.cand.Status(); st.LastAnswer.IsZero() {
+			fmt.Fprintf(r.stderr, "tenure run: no answer from the store within %v: %v\n", d, st.Err)
+			r.finish(exitUnavailable)
+		}
+	}
 }
 
 // runner carries out `tenure run`'s rules in OnElected.

@@ -73,3 +73,17 @@ func TestFlagsAfterName(t *testing.T) {
 		t.Fatalf("lock NAME --wait 0 -- true: exit %d\n%s", code, errs)
 	}
 }
+
+// TestUnreachableStore: a store that never answers ends run and lock with
+// exitUnavailable after startupWait.
+func TestUnreachableStore(t *testing.T) {
+	t.Setenv("AWS_ACCESS_KEY_ID", "x")
+	t.Setenv("AWS_SECRET_ACCESS_KEY", "x")
+	store := "dynamodb://table?region=us-east-1&endpoint=http://127.0.0.1:1"
+	for _, cmd := range []string{"run", "lock"} {
+		code, _, errs := runTenure(t, cmd, "--lease", "1s", "--store", store, "job", "--", "true")
+		if code != exitUnavailable || !strings.Contains(errs, "no answer from the store within 5s") {
+			t.Errorf("%s: exit %d, stderr %q; want %d", cmd, code, errs, exitUnavailable)
+		}
+	}
+}
