@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"log/slog"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/tenure-go/tenure/election"
@@ -41,17 +40,56 @@ var ErrQueueFull = errors.New("tenure: the lock's queue is full")
 type qentry struct{ ticket, beat uint64 }
 
 func parseQueue(b []byte) ([]qentry, error) {
-	var q []qentry
-	for _, f := range strings.Fields(string(b)) {
-		t, beat, ok := strings.Cut(f, ".")
-		tv, err1 := strconv.ParseUint(t, 10, 64)
-		bv, err2 := strconv.ParseUint(beat, 10, 64)
-		if !ok || err1 != nil || err2 != nil {
+	return appendQueue(nil, b)
+}
+
+// appendQueue parses b, "TICKET.BEAT TICKET.BEAT ...", onto q.
+func appendQueue(q []qentry, b []byte) ([]qentry, error) {
+	for i := 0; i < len(b); {
+		if b[i] == ' ' {
+			i++
+			continue
+		}
+		j := i
+		for j < len(b) && b[j] != ' ' {
+			j++
+		}
+		f := b[i:j]
+		dot := -1
+		for k, c := range f {
+			if c == '.' {
+				dot = k
+				break
+			}
+		}
+		t, ok1 := parseUint(f[:max(dot, 0)])
+		beat, ok2 := parseUint(f[dot+1:])
+		if dot < 0 || !ok1 || !ok2 {
 			return nil, fmt.Errorf("queue entry %q is not TICKET.BEAT", f)
 		}
-		q = append(q, qentry{tv, bv})
+		q = append(q, qentry{t, beat})
+		i = j
 	}
 	return q, nil
+}
+
+// parseUint parses decimal digits, refusing what does not fit a uint64.
+func parseUint(b []byte) (uint64, bool) {
+	if len(b) == 0 || len(b) > 20 {
+		return 0, false
+	}
+	var n uint64
+	for _, c := range b {
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		d := uint64(c - '0')
+		if n > (1<<64-1-d)/10 {
+			return 0, false
+		}
+		n = n*10 + d
+	}
+	return n, true
 }
 
 func formatQueue(q []qentry) []byte {
@@ -76,12 +114,20 @@ type fairState struct {
 	found    bool
 	known    bool                // rec, ver and found are what the store held at our last call
 	seen     map[uint64]seenBeat // by ticket
+	q        []qentry            // rec's entries, parsed when rec changes
+	qErr     error               // or why they cannot be
 	inFlight bool
 	next     time.Time // next queue action; zero: none
 	leaving  bool      // drop our entry (we got the lock, or gave up)
 	removing bool      // the write in flight drops our entry
 	gone     bool      // our entry is out of the queue for good
 	open     bool      // the gate is open: our turn
+}
+
+// set records what the store holds, and parses its entries once.
+func (f *fairState) set(rec lease.Record, ver lease.Version, found bool) {
+	f.rec, f.ver, f.found, f.known = rec, ver, found, true
+	f.q, f.qErr = appendQueue(f.q[:0], rec.Payload)
 }
 
 // seenBeat is a heartbeat as this waiter first saw it, on its own clock.
@@ -101,7 +147,7 @@ func (l *Lock) queueStep() {
 		l.queueCall(election.Op{Kind: election.OpGet})
 		return
 	}
-	q, err := parseQueue(f.rec.Payload)
+	q, err := f.q, f.qErr
 	if err != nil || f.found && f.rec.Holder != queueHolder {
 		l.h.Log(slog.LevelError, "lock queue unreadable; waiting without it", "lock", l.name, "err", err)
 		f.gone, f.open = true, true
@@ -109,7 +155,7 @@ func (l *Lock) queueStep() {
 		return
 	}
 	now := l.h.Now()
-	live := q[:0]
+	live := make([]qentry, 0, len(q)+1)
 	mine := false
 	for _, qe := range q {
 		switch {
@@ -199,7 +245,7 @@ func (l *Lock) queueResult(r election.Result, put bool) {
 	var ce *lease.ConflictError
 	switch {
 	case r.Err == nil && put:
-		f.rec, f.ver, f.found, f.known = r.Record, r.Version, true, true
+		f.set(r.Record, r.Version, true)
 		switch {
 		case f.removing:
 			f.gone = true
@@ -210,13 +256,13 @@ func (l *Lock) queueResult(r election.Result, put bool) {
 		}
 		f.next = now.Add(l.m.Config().RenewInterval)
 	case r.Err == nil:
-		f.rec, f.ver, f.found, f.known = r.Record, r.Version, true, true
+		f.set(r.Record, r.Version, true)
 		f.next = now
 	case errors.Is(r.Err, lease.ErrNotFound):
-		f.rec, f.ver, f.found, f.known = lease.Record{}, lease.NoVersion, false, true
+		f.set(lease.Record{}, lease.NoVersion, false)
 		f.next = now
 	case errors.As(r.Err, &ce):
-		f.rec, f.ver, f.found, f.known = ce.Current, ce.Version, ce.Found, true
+		f.set(ce.Current, ce.Version, ce.Found)
 		f.next = now // try our change again on what is there
 	case errors.Is(r.Err, lease.ErrConflict):
 		f.known = false
@@ -239,8 +285,8 @@ func (l *Lock) gate(now time.Time) {
 	if f.gone || f.leaving || !f.known || f.ticket == 0 {
 		return
 	}
-	q, _ := parseQueue(f.rec.Payload)
 	head := uint64(0)
+	q := f.q
 	for _, qe := range q {
 		if qe.ticket == f.ticket || !l.abandoned(qe, now) {
 			head = qe.ticket

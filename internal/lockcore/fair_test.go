@@ -110,3 +110,18 @@ func TestTicketIsOursOnlyOnceConfirmed(t *testing.T) {
 		t.Fatalf("queue %q, want %q: a beat b's entry as its own", got, want)
 	}
 }
+
+func TestParseQueue(t *testing.T) {
+	q, err := parseQueue([]byte(" 1.0  2.18446744073709551615 3.7 "))
+	if err != nil || len(q) != 3 || q[1] != (qentry{2, 1<<64 - 1}) || q[2] != (qentry{3, 7}) {
+		t.Fatalf("parseQueue = %v, %v", q, err)
+	}
+	if got := string(formatQueue(q)); got != "1.0 2.18446744073709551615 3.7" {
+		t.Fatalf("formatQueue = %q", got)
+	}
+	for _, bad := range []string{"1", "1.", ".1", "1.2.3", "a.1", "1.18446744073709551616", "1.-2", "1.0,2.0"} {
+		if _, err := parseQueue([]byte(bad)); err == nil {
+			t.Errorf("parseQueue(%q) accepted", bad)
+		}
+	}
+}

@@ -173,8 +173,7 @@ func (l *Lock) Ticket() uint64 {
 	if f == nil || f.gone || f.leaving || f.joining || !f.known || f.ticket == 0 {
 		return 0
 	}
-	q, _ := parseQueue(f.rec.Payload)
-	for _, e := range q {
+	for _, e := range f.q {
 		if e.ticket == f.ticket {
 			return f.ticket
 		}
