@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/tenure-go/tenure"
@@ -104,7 +106,13 @@ func lockCommand(args []string, stdout, stderr io.Writer) int {
 	early := warnGrace(log, c.lease, *grace)
 
 	// A signal while waiting gives up the wait.
-	sigs := newSignals(func(os.Signal) { cancel() })
+	var stopSig atomic.Int32 // the signal that ended the wait
+	sigs := newSignals(func(sig os.Signal) {
+		if s, ok := sig.(syscall.Signal); ok {
+			stopSig.CompareAndSwap(0, int32(s))
+		}
+		cancel()
+	})
 	opts := []tenure.LockOption{tenure.WithPayload([]byte(c.payload))}
 	if *fair {
 		opts = append(opts, tenure.Fair())
@@ -146,8 +154,8 @@ func lockCommand(args []string, stdout, stderr io.Writer) int {
 		case isClosed(unreachable):
 			fmt.Fprintf(stderr, "tenure lock: no answer from the store within %v: check --store, the network and the credentials\n", startupWait(c.lease))
 			return exitUnavailable
-		case ctx.Err() != nil:
-			return 128 + 15 // a signal ended the wait
+		case ctx.Err() != nil: // a signal ended the wait
+			return 128 + int(stopSig.Load())
 		case errors.Is(err, lease.ErrPermanent):
 			fmt.Fprintf(stderr, "tenure lock: %v\n", err)
 			return exitUnavailable

@@ -315,3 +315,49 @@ func TestProcessLockHeld(t *testing.T) {
 		}
 	})
 }
+
+// TestProcessRestart: with --on-exit restart a command that exits is run
+// again while tenure leads, and SIGTERM then ends tenure with the status
+// of the command it stopped.
+func TestProcessRestart(t *testing.T) {
+	e := newProcEnv(t, "")
+	marks := filepath.Join(e.dir, "runs")
+	cmd := exec.Command(tenureBinary(t), "run", "--on-exit", "restart", "--id", "a", "job", "--",
+		"sh", "-c", `echo "$TENURE_TOKEN" >> "$0"; sleep 0.1; exit 3`, marks)
+	cmd.Env = append(os.Environ(), "TENURE_STORE="+e.store, "TENURE_LEASE=2s")
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	runs := func() []string {
+		b, _ := os.ReadFile(marks)
+		return strings.Fields(string(b))
+	}
+	deadline := time.Now().Add(15 * time.Second)
+	for len(runs()) < 2 {
+		if time.Now().After(deadline) {
+			t.Fatalf("the command ran %d times, want a restart", len(runs()))
+		}
+		time.Sleep(20 * time.Millisecond) // polling a real process
+	}
+	if r := runs(); r[0] != r[1] {
+		t.Fatalf("restarted under token %s, then %s: want one term", r[0], r[1])
+	}
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	// The command's status: killed by the SIGTERM passed on (143), or its
+	// own 3 if it was exiting anyway; 0 if the signal came between runs.
+	code := 0
+	if err := cmd.Wait(); err != nil {
+		ee, ok := err.(*exec.ExitError)
+		if !ok {
+			t.Fatal(err)
+		}
+		code = ee.ExitCode()
+	}
+	if code != 143 && code != 3 && code != 0 {
+		t.Fatalf("tenure after SIGTERM: exit %d", code)
+	}
+}
