@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/tenure-go/tenure"
+	"github.com/tenure-go/tenure/election"
 	"github.com/tenure-go/tenure/lease"
 )
 
@@ -159,6 +160,9 @@ func lockCommand(args []string, stdout, stderr io.Writer) int {
 		case errors.Is(err, lease.ErrPermanent):
 			fmt.Fprintf(stderr, "tenure lock: %v\n", err)
 			return exitUnavailable
+		case errors.As(err, new(*election.FieldError)), errors.Is(err, lease.ErrInvalidName):
+			fmt.Fprintf(stderr, "tenure lock: %v\n", err)
+			return exitUsage
 		}
 		fmt.Fprintf(stderr, "tenure lock: %v\n", err)
 		return exitUnavailable

@@ -23,6 +23,7 @@ func TestRunAndLockUsageErrors(t *testing.T) {
 		{[]string{"run", "--store", "mem:", "--lease", "-1s", "job", "--", "true"}, "LeaseDuration"},
 		{[]string{"lock", "--wait", "soon", "job", "--", "true"}, "want 0, a duration"},
 		{[]string{"lock", "--wait", "-1s", "job", "--", "true"}, "want 0, a duration"},
+		{[]string{"lock", "--wait", "0", "--store", "mem:", "--payload", strings.Repeat("x", 2000), "job", "--", "true"}, "Payload is 2000 bytes"},
 		{[]string{"status"}, "want one lease NAME"},
 		{[]string{"status", "a", "b"}, "want one lease NAME"},
 	} {
