@@ -89,7 +89,7 @@ func Open(ctx context.Context, raw string) (lease.Store, error) {
 	case "s3":
 		return openS3(ctx, raw, u, q)
 	case "":
-		return nil, fmt.Errorf("store %q: no scheme: want dynamodb://TABLE, s3://BUCKET/PREFIX, file:///DIR or mem:", raw)
+		return nil, fmt.Errorf("store %q: no scheme: want dynamodb://TABLE, s3://BUCKET/PREFIX, file:///DIR or mem:NAME", raw)
 	}
 	return nil, fmt.Errorf("store %q: unknown scheme %q: want dynamodb, s3, file or mem", raw, u.Scheme)
 }
