@@ -98,12 +98,19 @@ func lockCommand(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "tenure lock: %v\n", err)
 		return exitUsage
 	}
-	l, err := tenure.NewLocker(tenure.LockerConfig{Store: store, ID: c.id, LeaseDuration: c.lease, Logger: log})
+	tel, err := newTelemetry(c.metricsAddr, stderr)
+	if err != nil {
+		fmt.Fprintf(stderr, "tenure lock: %v\n", err)
+		return exitUsage
+	}
+	defer tel.close()
+	l, err := tenure.NewLocker(tenure.LockerConfig{Store: store, ID: c.id, LeaseDuration: c.lease, Logger: log, MeterProvider: tel.mp})
 	if err != nil {
 		fmt.Fprintf(stderr, "tenure lock: %v\n", err)
 		return exitUsage
 	}
 	defer l.Close()
+	tel.setHealth(l.Handler())
 	early := warnGrace(log, c.lease, *grace)
 
 	// A signal while waiting gives up the wait.

@@ -5,6 +5,9 @@ package main
 import (
 	"bufio"
 	"fmt"
+	"io"
+	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -359,5 +362,55 @@ func TestProcessRestart(t *testing.T) {
 	}
 	if code != 143 && code != 3 && code != 0 {
 		t.Fatalf("tenure after SIGTERM: exit %d", code)
+	}
+}
+
+// freeAddr returns a loopback address no one listens on, for now.
+func freeAddr(t *testing.T) string {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// get fetches url, or returns "" if nothing answers yet.
+func get(url string) (int, string) {
+	resp, err := http.Get(url)
+	if err != nil {
+		return 0, ""
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+// TestProcessMetricsAddr: run and lock serve /metrics and /healthz on
+// --metrics-addr, with the instruments of what they run.
+func TestProcessMetricsAddr(t *testing.T) {
+	e := newProcEnv(t, "")
+	for _, c := range []struct {
+		args    []string
+		metrics []string
+		health  string
+	}{
+		{[]string{"run", "--id", "a", "job"}, []string{`tenure_leader{lease="job"`, "tenure_terms_total", "tenure_store_calls_total"}, `"leading":true`},
+		{[]string{"lock", "--id", "b", "nightly"}, []string{`tenure_locks_held{locker="b"`, "tenure_store_duration_seconds"}, `"held":1`},
+	} {
+		addr := freeAddr(t)
+		cmd := e.tenure(append([]string{c.args[0], "--metrics-addr", addr}, c.args[1:]...)...)
+		until(t, 20*time.Second, c.args[0]+"'s /healthz", func() bool {
+			code, b := get("http://" + addr + "/healthz")
+			return code == 200 && strings.Contains(b, c.health)
+		})
+		_, m := get("http://" + addr + "/metrics")
+		for _, want := range c.metrics {
+			if !strings.Contains(m, want) {
+				t.Errorf("%s: /metrics lacks %s:\n%s", c.args[0], want, m)
+			}
+		}
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		_ = cmd.Wait()
 	}
 }

@@ -198,13 +198,14 @@ func runCommand(args []string, stdout, stderr io.Writer) int {
 	r := &runner{argv: argv, grace: *grace, onExit: *onExit, onLost: *onLost, log: log, stdout: stdout, stderr: stderr, cancel: cancel}
 	cand, err := tenure.New(tenure.Config{
 		Lease: name, Store: store, ID: c.id, LeaseDuration: c.lease, Payload: []byte(c.payload), Logger: log,
-		Callbacks: tenure.Callbacks{OnElected: r.elected},
+		MeterProvider: tel.mp, Callbacks: tenure.Callbacks{OnElected: r.elected},
 	})
 	if err != nil {
 		fmt.Fprintf(stderr, "tenure run: %v\n", err)
 		return exitUsage
 	}
 	r.cand = cand
+	tel.setHealth(cand.Handler())
 	r.early = warnGrace(log, c.lease, *grace)
 	r.sigs = newSignals(func(sig os.Signal) { // no command running: just stop
 		log.Debug("stopping", "signal", sig)
