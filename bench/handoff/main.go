@@ -1,0 +1,465 @@
+// Command handoff measures tenure with real candidate processes against a
+// real store: failover after a crash (kill -9), handoff after a graceful
+// stop (SIGTERM), how soon a paused leader (SIGSTOP, then SIGCONT) knows it
+// no longer leads, the store requests per hour of 2 to 20 candidates, and
+// their idle CPU and goroutines. docs/performance.md explains the method.
+//
+//	scripts/testservers.sh run -- go run ./bench/handoff                 # DynamoDB Local
+//	go run ./bench/handoff -store 'dynamodb://leases?region=eu-west-1'   # any store URL
+//	go run ./bench/handoff -trials 5 -window 10s                        # a quick run
+//
+// Without -store it uses DynamoDB Local at $TENURE_DYNAMODB_ENDPOINT (a new
+// table per run), else a file store in a temporary directory. Each
+// candidate is this program again, in -role candidate, printing what
+// happens to it, with the time, on stdout.
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/tenure-go/tenure"
+	"github.com/tenure-go/tenure/election"
+	"github.com/tenure-go/tenure/lease"
+	"github.com/tenure-go/tenure/lease/storeurl"
+)
+
+func main() {
+	var (
+		role     = flag.String("role", "bench", "bench, or candidate (internal)")
+		storeURL = flag.String("store", "", "store URL (default: DynamoDB Local at $TENURE_DYNAMODB_ENDPOINT, else a file store)")
+		leaseDur = flag.Duration("lease", 3*time.Second, "lease duration (L)")
+		renew    = flag.Duration("renew", time.Second, "renewal interval")
+		poll     = flag.Duration("poll", time.Second, "poll interval")
+		trials   = flag.Int("trials", 20, "trials of each kind")
+		window   = flag.Duration("window", 30*time.Second, "how long to count requests, per number of candidates")
+		counts   = flag.String("candidates", "2,3,5,10,20", "numbers of candidates for the request counts")
+		name     = flag.String("name", "", "candidate: lease name")
+		id       = flag.String("id", "", "candidate: ID")
+	)
+	flag.Parse()
+	t := election.Timing{LeaseDuration: *leaseDur, RenewInterval: *renew, PollInterval: *poll}
+	if *role == "candidate" {
+		if err := candidate(*storeURL, *name, *id, t); err != nil {
+			fmt.Fprintln(os.Stderr, "candidate:", err)
+			os.Exit(1)
+		}
+		return
+	}
+	if err := bench(*storeURL, t, *trials, *window, *counts); err != nil {
+		fmt.Fprintln(os.Stderr, "handoff:", err)
+		os.Exit(1)
+	}
+}
+
+// counting counts the calls that reach a store.
+type counting struct {
+	lease.Store
+	gets, puts atomic.Int64
+}
+
+func (c *counting) Get(ctx context.Context, name string) (lease.Record, lease.Version, error) {
+	c.gets.Add(1)
+	return c.Store.Get(ctx, name)
+}
+
+func (c *counting) Put(ctx context.Context, name string, rec lease.Record, expect lease.Version) (lease.Version, error) {
+	c.puts.Add(1)
+	return c.Store.Put(ctx, name, rec, expect)
+}
+
+// candidate runs one Candidate and reports on stdout: "NS elected TOKEN",
+// "NS demoted REASON", and on SIGUSR1 "NS stats GETS PUTS GOROUTINES CPU_NS".
+func candidate(storeURL, name, id string, t election.Timing) error {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	defer stop()
+	s, err := storeurl.Open(ctx, storeURL)
+	if err != nil {
+		return err
+	}
+	store := &counting{Store: s}
+	say := func(format string, args ...any) {
+		fmt.Printf("%d %s\n", time.Now().UnixNano(), fmt.Sprintf(format, args...))
+	}
+	c, err := tenure.New(tenure.Config{
+		Lease: name, Store: store, ID: id, LeaseDuration: t.LeaseDuration, RenewInterval: t.RenewInterval, PollInterval: t.PollInterval,
+		Callbacks: tenure.Callbacks{
+			OnElected: func(ctx context.Context, term tenure.Term) {
+				say("elected %d", term.Token)
+				<-ctx.Done()
+				say("over %d", term.Token) // the term's context ended: the first "no"
+			},
+			OnDemoted: func(term tenure.Term, r tenure.DemotionReason) {
+				say("demoted %s", strings.ReplaceAll(r.String(), " ", "_"))
+			},
+		},
+	})
+	if err != nil {
+		return err
+	}
+	usr := make(chan os.Signal, 1)
+	signal.Notify(usr, syscall.SIGUSR1)
+	go func() {
+		for range usr {
+			var ru syscall.Rusage
+			_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+			cpu := time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+			say("stats %d %d %d %d", store.gets.Load(), store.puts.Load(), runtime.NumGoroutine(), cpu)
+		}
+	}()
+	say("started")
+	err = c.Run(ctx)
+	if errors.Is(err, context.Canceled) {
+		return nil
+	}
+	return err
+}
+
+// proc is a candidate process.
+type proc struct {
+	id      string
+	cmd     *exec.Cmd
+	leading bool // its latest news: elected, and not yet over
+	exited  bool
+}
+
+type event struct {
+	at   time.Time
+	what string
+	args []string
+}
+
+type msg struct {
+	p *proc
+	e event
+}
+
+// group runs candidates for one lease; their events arrive in one channel
+// that only the coordinator reads.
+type group struct {
+	procs []*proc
+	ch    chan msg
+}
+
+func newGroup(self, storeURL, name string, n int, t election.Timing) (*group, error) {
+	g := &group{ch: make(chan msg, 4096)}
+	for i := range n {
+		if err := g.start(self, storeURL, name, fmt.Sprintf("c%d", i), t); err != nil {
+			g.stop()
+			return nil, err
+		}
+	}
+	for range n {
+		if _, _, err := g.wait(30*time.Second, func(_ *proc, e event) bool { return e.what == "started" }); err != nil {
+			g.stop()
+			return nil, err
+		}
+	}
+	return g, nil
+}
+
+func (g *group) start(self, storeURL, name, id string, t election.Timing) error {
+	cmd := exec.Command(self, "-role", "candidate", "-store", storeURL, "-name", name, "-id", id,
+		"-lease", t.LeaseDuration.String(), "-renew", t.RenewInterval.String(), "-poll", t.PollInterval.String())
+	cmd.Stderr = os.Stderr
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return err
+	}
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	p := &proc{id: id, cmd: cmd}
+	g.procs = append(g.procs, p)
+	go func() {
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			f := strings.Fields(sc.Text())
+			if len(f) < 2 {
+				continue
+			}
+			ns, _ := strconv.ParseInt(f[0], 10, 64)
+			g.ch <- msg{p, event{at: time.Unix(0, ns), what: f[1], args: f[2:]}}
+		}
+		g.ch <- msg{p, event{at: time.Now(), what: "exit"}}
+	}()
+	return nil
+}
+
+// wait returns the first event that pred accepts, within d, keeping track
+// of who leads meanwhile.
+func (g *group) wait(d time.Duration, pred func(*proc, event) bool) (*proc, event, error) {
+	timeout := time.After(d)
+	for {
+		select {
+		case m := <-g.ch:
+			switch m.e.what {
+			case "elected":
+				m.p.leading = true
+			case "over", "demoted":
+				m.p.leading = false
+			case "exit":
+				m.p.leading, m.p.exited = false, true
+			}
+			if pred(m.p, m.e) {
+				return m.p, m.e, nil
+			}
+		case <-timeout:
+			return nil, event{}, fmt.Errorf("nothing awaited within %v", d)
+		}
+	}
+}
+
+func elected(p *proc, e event) bool { return e.what == "elected" }
+
+// leader returns the process that leads, waiting for an election if none
+// does yet (one may have come while waiting for something else).
+func (g *group) leader(d time.Duration) (*proc, error) {
+	for _, p := range g.procs {
+		if p.leading {
+			return p, nil
+		}
+	}
+	p, _, err := g.wait(d, elected)
+	return p, err
+}
+
+func electedOtherThan(skip ...*proc) func(*proc, event) bool {
+	return func(p *proc, e event) bool { return e.what == "elected" && !slices.Contains(skip, p) }
+}
+
+func (g *group) stop() {
+	for _, p := range g.procs {
+		_ = p.cmd.Process.Signal(syscall.SIGCONT)
+		_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	}
+	for _, p := range g.procs {
+		done := make(chan struct{})
+		go func() { _ = p.cmd.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			_ = p.cmd.Process.Kill()
+			<-done
+		}
+	}
+}
+
+func bench(storeURL string, t election.Timing, trials int, window time.Duration, counts string) error {
+	self, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	if storeURL == "" {
+		if ep := os.Getenv("TENURE_DYNAMODB_ENDPOINT"); ep != "" {
+			if os.Getenv("AWS_ACCESS_KEY_ID") == "" {
+				os.Setenv("AWS_ACCESS_KEY_ID", "bench")
+				os.Setenv("AWS_SECRET_ACCESS_KEY", "bench")
+			}
+			storeURL = fmt.Sprintf("dynamodb://tenure-bench-%d?region=us-east-1&endpoint=%s&create=true", rand.Uint32(), ep)
+		} else {
+			dir, err := os.MkdirTemp("", "tenure-bench")
+			if err != nil {
+				return err
+			}
+			defer os.RemoveAll(dir)
+			storeURL = "file://" + filepath.ToSlash(dir)
+		}
+	}
+	if _, err := storeurl.Open(context.Background(), storeURL); err != nil { // creates the table once
+		return err
+	}
+	// The candidates need not create it again.
+	storeURL = strings.Replace(storeURL, "&create=true", "", 1)
+	if _, err := election.NewPlan(t, 3, 0); err != nil {
+		return err
+	}
+	fmt.Printf("store %s\nlease L = %v, renew %v, poll %v; %d trials each\n\n", storeURL, t.LeaseDuration, t.RenewInterval, t.PollInterval, trials)
+	L := t.LeaseDuration
+	long := 3*L + 10*time.Second
+
+	var crash, handoff, zombie []time.Duration
+	for i := range trials {
+		g, err := newGroup(self, storeURL, fmt.Sprintf("bench/%d/%d", time.Now().UnixNano(), i), 3, t)
+		if err != nil {
+			return err
+		}
+		c, h, err := crashThenHandoff(g, t, long)
+		g.stop()
+		if err != nil {
+			return fmt.Errorf("trial %d: %w", i+1, err)
+		}
+		crash, handoff = append(crash, c), append(handoff, h)
+		fmt.Printf("trial %2d: crash failover %v (%.2f L), graceful handoff %v\n", i+1, c.Round(time.Millisecond), ratio(c, L), h.Round(time.Millisecond))
+	}
+	for i := range max(trials/4, 1) {
+		d, err := zombieTrial(self, storeURL, t, i, long)
+		if err != nil {
+			return fmt.Errorf("zombie %d: %w", i+1, err)
+		}
+		zombie = append(zombie, d)
+		fmt.Printf("zombie %2d: its term's context ended %v after SIGCONT\n", i+1, d.Round(time.Microsecond))
+	}
+	fmt.Println()
+	summary("crash failover ÷ L", crash, func(d time.Duration) string { return fmt.Sprintf("%.2f", ratio(d, L)) })
+	summary("graceful handoff", handoff, func(d time.Duration) string { return d.Round(time.Millisecond).String() })
+	summary("zombie's first \"no\"", zombie, func(d time.Duration) string { return d.Round(time.Microsecond).String() })
+	fmt.Println()
+	return requests(self, storeURL, t, window, counts)
+}
+
+// crashThenHandoff kills the leader (-9) at a random moment of a poll
+// interval and times the next election; then stops the new leader with
+// SIGTERM and times the next.
+func crashThenHandoff(g *group, t election.Timing, long time.Duration) (crash, handoff time.Duration, err error) {
+	l, err := g.leader(long)
+	if err != nil {
+		return 0, 0, err
+	}
+	time.Sleep(t.PollInterval + jitter(t.PollInterval)) // followers have polled
+	t0 := time.Now()
+	_ = l.cmd.Process.Kill()
+	l2, e, err := g.wait(long, electedOtherThan(l))
+	if err != nil {
+		return 0, 0, err
+	}
+	crash = e.at.Sub(t0)
+	time.Sleep(t.PollInterval + jitter(t.PollInterval))
+	t0 = time.Now()
+	_ = l2.cmd.Process.Signal(syscall.SIGTERM)
+	_, e, err = g.wait(long, electedOtherThan(l, l2))
+	if err != nil {
+		return 0, 0, err
+	}
+	return crash, e.at.Sub(t0), nil
+}
+
+// zombieTrial pauses a leader past its lease, lets another take over,
+// resumes it, and returns how long after SIGCONT its term's context ended.
+func zombieTrial(self, storeURL string, t election.Timing, i int, long time.Duration) (time.Duration, error) {
+	g, err := newGroup(self, storeURL, fmt.Sprintf("bench/zombie/%d/%d", time.Now().UnixNano(), i), 2, t)
+	if err != nil {
+		return 0, err
+	}
+	defer g.stop()
+	l, err := g.leader(long)
+	if err != nil {
+		return 0, err
+	}
+	_ = l.cmd.Process.Signal(syscall.SIGSTOP)
+	if _, _, err := g.wait(long, electedOtherThan(l)); err != nil {
+		return 0, err
+	}
+	time.Sleep(t.RenewInterval) // the new leader renews at least once
+	t0 := time.Now()
+	_ = l.cmd.Process.Signal(syscall.SIGCONT)
+	_, e, err := g.wait(10*time.Second, func(p *proc, e event) bool { return p == l && e.what == "over" })
+	if err != nil {
+		return 0, err
+	}
+	return e.at.Sub(t0), nil
+}
+
+// requests runs n idle candidates for window, for each n, and reports
+// their store requests per hour against the plan's, with idle CPU and
+// goroutines.
+func requests(self, storeURL string, t election.Timing, window time.Duration, counts string) error {
+	fmt.Printf("requests per hour over %v (plan: election.NewPlan), idle CPU and goroutines per candidate:\n", window)
+	for _, f := range strings.Split(counts, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 1 {
+			return fmt.Errorf("-candidates %q", counts)
+		}
+		g, err := newGroup(self, storeURL, fmt.Sprintf("bench/requests/%d/%d", time.Now().UnixNano(), n), n, t)
+		if err != nil {
+			return err
+		}
+		if _, err := g.leader(3*t.LeaseDuration + 10*time.Second); err != nil {
+			g.stop()
+			return err
+		}
+		before, err := g.stats()
+		if err == nil {
+			time.Sleep(window)
+			var after []stats
+			after, err = g.stats()
+			if err == nil {
+				report(n, t, window, before, after)
+			}
+		}
+		g.stop()
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func report(n int, t election.Timing, window time.Duration, before, after []stats) {
+	var reqs, cpu float64
+	var gor []int
+	for i := range after {
+		reqs += float64(after[i].gets + after[i].puts - before[i].gets - before[i].puts)
+		cpu += float64(after[i].cpu - before[i].cpu)
+		gor = append(gor, after[i].goroutines)
+	}
+	perHour := reqs * float64(time.Hour) / float64(window)
+	p, _ := election.NewPlan(t, n, 0)
+	slices.Sort(gor)
+	fmt.Printf("  %2d candidates: %8.0f requests/h (plan %8.0f), CPU %.3f%% of a core each, goroutines %d to %d\n",
+		n, perHour, p.RequestsPerHour, 100*cpu/float64(n)/float64(window), gor[0], gor[len(gor)-1])
+}
+
+type stats struct {
+	gets, puts int64
+	goroutines int
+	cpu        time.Duration
+}
+
+// stats asks every candidate for its counts (SIGUSR1) and collects them.
+func (g *group) stats() ([]stats, error) {
+	out := make([]stats, len(g.procs))
+	for i, p := range g.procs {
+		_ = p.cmd.Process.Signal(syscall.SIGUSR1)
+		_, e, err := g.wait(5*time.Second, func(q *proc, e event) bool { return q == p && e.what == "stats" })
+		if err != nil || len(e.args) < 4 {
+			return nil, fmt.Errorf("stats of %s: %v", p.id, err)
+		}
+		gets, _ := strconv.ParseInt(e.args[0], 10, 64)
+		puts, _ := strconv.ParseInt(e.args[1], 10, 64)
+		gor, _ := strconv.Atoi(e.args[2])
+		cpu, _ := strconv.ParseInt(e.args[3], 10, 64)
+		out[i] = stats{gets, puts, gor, time.Duration(cpu)}
+	}
+	return out, nil
+}
+
+func summary(what string, ds []time.Duration, f func(time.Duration) string) {
+	if len(ds) == 0 {
+		return
+	}
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	q := func(p float64) time.Duration { return s[min(len(s)-1, int(p*float64(len(s))))] }
+	fmt.Printf("%-22s min %s  median %s  p90 %s  max %s  (%d trials)\n", what, f(s[0]), f(q(0.5)), f(q(0.9)), f(s[len(s)-1]), len(s))
+}
+
+func ratio(d, l time.Duration) float64 { return float64(d) / float64(l) }
+
+// jitter spreads the moment of a crash or a stop over d.
+func jitter(d time.Duration) time.Duration { return time.Duration(rand.Int64N(int64(d))) }
