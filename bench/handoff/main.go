@@ -1,3 +1,5 @@
+//go:build unix
+
 // Command handoff measures tenure with real candidate processes against a
 // real store: failover after a crash (kill -9), handoff after a graceful
 // stop (SIGTERM), how soon a paused leader (SIGSTOP, then SIGCONT) knows it
