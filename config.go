@@ -1,8 +1,6 @@
 package tenure
 
 import (
-	"go.opentelemetry.io/otel/metric"
-
 	crand "crypto/rand"
 	"encoding/binary"
 	"encoding/hex"
@@ -13,6 +11,7 @@ import (
 	"time"
 
 	"github.com/benbjohnson/clock"
+	"go.opentelemetry.io/otel/metric"
 
 	"github.com/tenure-go/tenure/election"
 	"github.com/tenure-go/tenure/lease"
