@@ -56,11 +56,12 @@ func tenureBinary(t *testing.T) string {
 
 // procEnv is a test's directory of logs and the resource.
 type procEnv struct {
-	t     *testing.T
-	dir   string
-	store string
-	env   []string
-	lease time.Duration
+	t       *testing.T
+	dir     string
+	store   string
+	env     []string
+	lease   time.Duration
+	changed chan struct{} // a child logged something
 }
 
 func newProcEnv(t *testing.T, store string, env ...string) *procEnv {
@@ -68,7 +69,19 @@ func newProcEnv(t *testing.T, store string, env ...string) *procEnv {
 	if store == "" {
 		store = "file://" + filepath.Join(dir, "leases")
 	}
-	return &procEnv{t: t, dir: dir, store: store, env: env, lease: 2 * time.Second}
+	return &procEnv{t: t, dir: dir, store: store, env: env, lease: 2 * time.Second, changed: make(chan struct{}, 1)}
+}
+
+// watch reads what a tenure process and its children print, and says so
+// on e.changed.
+func (e *procEnv) watch(r io.Reader) {
+	sc := bufio.NewScanner(r)
+	for sc.Scan() {
+		select {
+		case e.changed <- struct{}{}:
+		default:
+		}
+	}
 }
 
 // tenure starts the tenure binary with args, the helper child after "--".
@@ -84,10 +97,15 @@ func (e *procEnv) tenure(args ...string) *exec.Cmd {
 	cmd.Env = append(os.Environ(), e.env...)
 	cmd.Env = append(cmd.Env, "TENURE_STORE="+e.store, "TENURE_LEASE="+e.lease.String(), "TENURE_GRACE=5s",
 		"TENURE_TEST_CHILD="+e.dir)
-	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+	cmd.Stderr = os.Stderr
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		e.t.Fatal(err)
+	}
 	if err := cmd.Start(); err != nil {
 		e.t.Fatal(err)
 	}
+	go e.watch(out)
 	e.t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
 	return cmd
 }
@@ -114,20 +132,22 @@ func (e *procEnv) events() []event {
 	return out
 }
 
-// await polls the log until one event passes ok, for at most within.
+// await reads the log each time a child logs, until one event passes ok,
+// for at most within.
 func (e *procEnv) await(within time.Duration, what string, ok func(event) bool) event {
 	e.t.Helper()
-	deadline := time.Now().Add(within)
+	timeout := time.After(within)
 	for {
 		for _, ev := range e.events() {
 			if ok(ev) {
 				return ev
 			}
 		}
-		if time.Now().After(deadline) {
+		select {
+		case <-e.changed:
+		case <-timeout:
 			e.t.Fatalf("no %s within %v; log:\n%v", what, within, e.events())
 		}
-		time.Sleep(10 * time.Millisecond) // polling real processes
 	}
 }
 
@@ -155,6 +175,7 @@ func TestHelperChild(t *testing.T) {
 			fmt.Fprintf(f, "%s %s %s %d\n", what, holder, token, os.Getpid())
 			f.Close()
 		}
+		fmt.Println(what) // wakes the test's await
 	}
 	term := make(chan os.Signal, 1)
 	signal.Notify(term, syscall.SIGTERM)
@@ -324,28 +345,39 @@ func TestProcessLockHeld(t *testing.T) {
 // of the command it stopped.
 func TestProcessRestart(t *testing.T) {
 	e := newProcEnv(t, "")
-	marks := filepath.Join(e.dir, "runs")
 	cmd := exec.Command(tenureBinary(t), "run", "--on-exit", "restart", "--id", "a", "job", "--",
-		"sh", "-c", `echo "$TENURE_TOKEN" >> "$0"; sleep 0.1; exit 3`, marks)
+		"sh", "-c", `echo "run $TENURE_TOKEN"; sleep 0.1; exit 3`)
 	cmd.Env = append(os.Environ(), "TENURE_STORE="+e.store, "TENURE_LEASE=2s")
 	cmd.Stderr = os.Stderr
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	runs := func() []string {
-		b, _ := os.ReadFile(marks)
-		return strings.Fields(string(b))
-	}
-	deadline := time.Now().Add(15 * time.Second)
-	for len(runs()) < 2 {
-		if time.Now().After(deadline) {
-			t.Fatalf("the command ran %d times, want a restart", len(runs()))
+	runs := make(chan string, 16)
+	go func() {
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			if f := strings.Fields(sc.Text()); len(f) == 2 && f[0] == "run" {
+				runs <- f[1]
+			}
 		}
-		time.Sleep(20 * time.Millisecond) // polling a real process
+	}()
+	var tokens []string
+	timeout := time.After(15 * time.Second)
+	for len(tokens) < 2 {
+		select {
+		case tok := <-runs:
+			tokens = append(tokens, tok)
+		case <-timeout:
+			t.Fatalf("the command ran %d times, want a restart", len(tokens))
+		}
 	}
-	if r := runs(); r[0] != r[1] {
-		t.Fatalf("restarted under token %s, then %s: want one term", r[0], r[1])
+	if tokens[0] != tokens[1] {
+		t.Fatalf("restarted under token %s, then %s: want one term", tokens[0], tokens[1])
 	}
 	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
@@ -400,10 +432,11 @@ func TestProcessMetricsAddr(t *testing.T) {
 	} {
 		addr := freeAddr(t)
 		cmd := e.tenure(append([]string{c.args[0], "--metrics-addr", addr}, c.args[1:]...)...)
-		until(t, 20*time.Second, c.args[0]+"'s /healthz", func() bool {
-			code, b := get("http://" + addr + "/healthz")
-			return code == 200 && strings.Contains(b, c.health)
-		})
+		id := c.args[2]
+		e.await(20*time.Second, id+"'s child", func(ev event) bool { return ev.what == "start" && ev.holder == id })
+		if code, b := get("http://" + addr + "/healthz"); code != 200 || !strings.Contains(b, c.health) {
+			t.Errorf("%s: /healthz while the command runs: %d %s", c.args[0], code, b)
+		}
 		_, m := get("http://" + addr + "/metrics")
 		for _, want := range c.metrics {
 			if !strings.Contains(m, want) {

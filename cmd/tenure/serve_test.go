@@ -25,16 +25,6 @@ func scrape(t *testing.T, url string) (int, string) {
 	return resp.StatusCode, string(b)
 }
 
-// until polls f (a real server, real time) for at most d.
-func until(t *testing.T, d time.Duration, what string, f func() bool) {
-	t.Helper()
-	for end := time.Now().Add(d); !f(); time.Sleep(20 * time.Millisecond) {
-		if time.Now().After(end) {
-			t.Fatalf("no %s within %v", what, d)
-		}
-	}
-}
-
 // TestMetricsEndpoint scrapes /metrics as the CLI serves it, around a term,
 // a lost record (its file deleted) and the next term, and finds each
 // instrument; /healthz answers for the Candidate.
@@ -46,7 +36,9 @@ func TestMetricsEndpoint(t *testing.T) {
 	defer tel.close()
 	dir := t.TempDir()
 	store, _ := filelease.New(dir)
-	c, err := tenure.New(tenure.Config{Lease: "job", Store: store, ID: "a", LeaseDuration: time.Second, MeterProvider: tel.mp})
+	terms := make(chan tenure.Term, 4)
+	c, err := tenure.New(tenure.Config{Lease: "job", Store: store, ID: "a", LeaseDuration: time.Second, MeterProvider: tel.mp,
+		Callbacks: tenure.Callbacks{OnElected: func(_ context.Context, t tenure.Term) { terms <- t }}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -58,12 +50,23 @@ func TestMetricsEndpoint(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- c.Run(ctx) }()
 	defer func() { cancel(); <-done }()
-	until(t, 5*time.Second, "term", func() bool { return c.Status().Leading })
+	next := func(what string) tenure.Term {
+		t.Helper()
+		select {
+		case term := <-terms:
+			return term
+		case <-time.After(10 * time.Second):
+			t.Fatalf("no %s within 10s", what)
+			return tenure.Term{}
+		}
+	}
+	first := next("term")
 	if err := os.Remove(filepath.Join(dir, "job.lease")); err != nil {
 		t.Fatal(err)
 	}
-	first := c.Status().Token
-	until(t, 10*time.Second, "term after the lost record", func() bool { st := c.Status(); return st.Leading && st.Token > first })
+	if second := next("term after the lost record"); second.Token <= first.Token {
+		t.Fatalf("token %d after %d", second.Token, first.Token)
+	}
 	_, body := scrape(t, "http://"+tel.addr()+"/metrics")
 	for _, want := range []string{
 		`tenure_leader{lease="job"`, `tenure_token{lease="job"`, `tenure_terms_total{lease="job"`,
