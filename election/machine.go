@@ -256,7 +256,14 @@ func (m *Machine) Gate(now time.Time, closed bool) Output {
 	if m.gated != closed {
 		m.gated = closed
 		if !closed && m.state == following && m.op == nil && (m.nextDo == 0 || m.nextDo == doPoll) {
-			m.follow(now)
+			if m.free() {
+				m.follow(now)
+			} else {
+				// Our turn came, most likely because the one before us took
+				// the lease, and it may have given it back since: read at
+				// once rather than at the next poll.
+				m.schedule(now, doPoll)
+			}
 		}
 	}
 	return m.flush(now)

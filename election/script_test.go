@@ -181,6 +181,9 @@ func (s *scripted) do(line string) string {
 			}
 		}
 		return s.show(s.m.Resign(s.time(at), hold))
+	case "gate":
+		closed := len(args) > 0 && args[0] == "closed"
+		return s.show(s.m.Gate(s.time(at), closed))
 	case "reply":
 		return s.reply(s.time(at), args)
 	case "poll":
