@@ -22,29 +22,14 @@ var lockScenarios = []*Scenario{
 		func(p *Plan, lp *LockPlan, r *rand.Rand) {
 			lp.Names, lp.Fair, lp.TryOneIn = 1, true, 0
 			lp.Wait = [2]time.Duration{30 * second, 3 * minute}
-			for t := uniform(r, 20*second, 40*second); t < p.Duration-30*second; t += uniform(r, 20*second, 40*second) {
-				holder, back := r.IntN(3) != 0, uniform(r, second, 20*second)
-				p.lat(t, func(w *lockWorld) {
-					if n := w.pick(holder); n != nil {
-						n.crash()
-						w.push(&lockEvent{at: w.now + back, f: n.boot})
-					}
-				})
-			}
+			spells(p, r, span{20 * second, 40 * second}, 30*second, func() bool { return r.IntN(3) != 0 },
+				span{second, 20 * second}, (*lnode).crash, (*lnode).boot)
 		}),
 	lockScenario("lock-holder-pause", "holders of a fair lock pause 2 to 40s, past their lease: their belief ends on their own clock", 8,
 		func(p *Plan, lp *LockPlan, r *rand.Rand) {
 			lp.Names, lp.Fair, lp.TryOneIn = 1, true, 0
 			lp.Wait = [2]time.Duration{30 * second, 3 * minute}
-			for t := uniform(r, 20*second, 40*second); t < p.Duration-60*second; t += uniform(r, 30*second, 60*second) {
-				d := uniform(r, 2*second, 40*second)
-				p.lat(t, func(w *lockWorld) {
-					if n := w.pick(true); n != nil {
-						n.pause()
-						w.push(&lockEvent{at: w.now + d, f: n.resume})
-					}
-				})
-			}
+			spells(p, r, span{30 * second, 60 * second}, 60*second, nil, span{2 * second, 40 * second}, (*lnode).pause, (*lnode).resume)
 		}),
 	lockScenario("lock-give-up", "fair waiters give up after 0.5 to 10s; the queue skips and drops their entries", 10,
 		func(p *Plan, lp *LockPlan, r *rand.Rand) {
@@ -61,31 +46,37 @@ var lockScenarios = []*Scenario{
 					n.PPB = -rhoPPB
 				}
 			}
-			for t := uniform(r, 30*second, 60*second); t < p.Duration-30*second; t += uniform(r, 40*second, 80*second) {
-				back := uniform(r, second, 20*second)
-				p.lat(t, func(w *lockWorld) {
-					if n := w.pick(true); n != nil {
-						n.crash()
-						w.push(&lockEvent{at: w.now + back, f: n.boot})
-					}
-				})
-			}
+			spells(p, r, span{40 * second, 80 * second}, 30*second, nil, span{second, 20 * second}, (*lnode).crash, (*lnode).boot)
 		}),
 	lockScenario("lock-partition", "clients of a fair lock lose the store for 5 to 40s; 2% of requests fail", 8,
 		func(p *Plan, lp *LockPlan, r *rand.Rand) {
 			lp.Names, lp.Fair, lp.TryOneIn = 1, true, 0
 			lp.Wait = [2]time.Duration{10 * second, 3 * minute}
 			p.Faults.ErrorPPM = 20_000
-			for t := uniform(r, 20*second, 40*second); t < p.Duration-60*second; t += uniform(r, 20*second, 40*second) {
-				holder, d := r.IntN(2) == 0, uniform(r, 5*second, 40*second)
-				p.lat(t, func(w *lockWorld) {
-					if n := w.pick(holder); n != nil {
-						n.setCut(true)
-						w.push(&lockEvent{at: w.now + d, f: func() { n.setCut(false) }})
-					}
-				})
-			}
+			spells(p, r, span{20 * second, 40 * second}, 60*second, func() bool { return r.IntN(2) == 0 },
+				span{5 * second, 40 * second}, func(n *lnode) { n.setCut(true) }, func(n *lnode) { n.setCut(false) })
 		}),
+}
+
+// span is a range of durations to draw from.
+type span [2]time.Duration
+
+// spells plans fault spells: the first at a gap drawn from gap, then each
+// a further gap later, the last at least margin before the plan's end. A
+// spell picks a node whose process holds a lock (or, when holder says
+// false, one that waits; nil: always a holder), applies begin to it, and
+// end after a length drawn from length.
+func spells(p *Plan, r *rand.Rand, gap span, margin time.Duration, holder func() bool, length span, begin, end func(*lnode)) {
+	for t := uniform(r, gap[0], gap[1]); t < p.Duration-margin; t += uniform(r, gap[0], gap[1]) {
+		h := holder == nil || holder()
+		d := uniform(r, length[0], length[1])
+		p.lat(t, func(w *lockWorld) {
+			if n := w.pick(h); n != nil {
+				begin(n)
+				w.push(&lockEvent{at: w.now + d, f: func() { end(n) }})
+			}
+		})
+	}
 }
 
 // pick returns the node of a process that believes it holds a lock

@@ -40,13 +40,17 @@ func parseFlags(fs *flag.FlagSet, args []string, stderr io.Writer) (ok bool, sta
 	return true, 0
 }
 
-// usageFunc prints text, the flags, and how the environment sets them.
-func usageFunc(fs *flag.FlagSet, stderr io.Writer, text string) func() {
-	return func() {
-		fmt.Fprint(stderr, text)
+// newFlagSet returns the flags of a command whose -h prints usage, the
+// flags, and how the environment sets them.
+func newFlagSet(name, usage string, stderr io.Writer) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprint(stderr, usage)
 		fmt.Fprintln(stderr, "\nflags (each also from the environment: --lease from TENURE_LEASE, and so on):")
 		fs.PrintDefaults()
 	}
+	return fs
 }
 
 // flagsFirst moves the flags of args before the other arguments, so that

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -69,9 +68,7 @@ func (w *waitFlag) Set(s string) error {
 
 // lockCommand implements "tenure lock".
 func lockCommand(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("tenure lock", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = usageFunc(fs, stderr, lockUsage)
+	fs := newFlagSet("tenure lock", lockUsage, stderr)
 	var c common
 	c.register(fs)
 	wait := &waitFlag{forever: true}

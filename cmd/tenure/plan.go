@@ -1,7 +1,6 @@
 package main
 
 import (
-	"flag"
 	"fmt"
 	"io"
 	"time"
@@ -27,9 +26,7 @@ examples:
 
 // planCommand implements "tenure plan".
 func planCommand(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("tenure plan", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = usageFunc(fs, stderr, planUsage)
+	fs := newFlagSet("tenure plan", planUsage, stderr)
 	var t election.Timing
 	fs.DurationVar(&t.LeaseDuration, "lease", election.DefaultLeaseDuration, "lease duration")
 	fs.DurationVar(&t.RenewInterval, "renew", 0, "renewal interval (default lease/5)")

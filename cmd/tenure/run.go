@@ -143,9 +143,7 @@ examples:
 
 // runCommand implements "tenure run".
 func runCommand(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("tenure run", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = usageFunc(fs, stderr, runUsage)
+	fs := newFlagSet("tenure run", runUsage, stderr)
 	var c common
 	c.register(fs)
 	grace := fs.Duration("grace", 2*time.Second, "from SIGTERM to SIGKILL when the command must stop")

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -39,9 +38,7 @@ examples:
 
 // statusCommand implements "tenure status".
 func statusCommand(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("tenure status", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = usageFunc(fs, stderr, statusUsage)
+	fs := newFlagSet("tenure status", statusUsage, stderr)
 	var c common
 	c.register(fs)
 	asJSON := fs.Bool("json", false, "print JSON (one object per line with --watch)")

@@ -58,40 +58,48 @@ import (
 // request: a wrong table or bucket shows at the first lease call, as a
 // permanent error.
 func Open(ctx context.Context, raw string) (lease.Store, error) {
-	u, err := url.Parse(raw)
+	s, err := open(ctx, raw)
 	if err != nil {
 		return nil, fmt.Errorf("store %q: %w", raw, err)
+	}
+	return s, nil
+}
+
+func open(ctx context.Context, raw string) (lease.Store, error) {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return nil, err
 	}
 	q := u.Query()
 	switch u.Scheme {
 	case "mem":
 		if err := only(q); err != nil {
-			return nil, fmt.Errorf("store %q: %w", raw, err)
+			return nil, err
 		}
 		return memStore(u.Opaque + u.Host + u.Path), nil
 	case "file":
 		if err := only(q); err != nil {
-			return nil, fmt.Errorf("store %q: %w", raw, err)
+			return nil, err
 		}
 		dir := u.Path
 		if u.Opaque != "" { // file:relative/dir
 			dir = u.Opaque
 		}
 		if u.Host != "" && u.Host != "localhost" {
-			return nil, fmt.Errorf("store %q: a file store is on this host: write file:///DIR (three slashes)", raw)
+			return nil, errors.New("a file store is on this host: write file:///DIR (three slashes)")
 		}
 		if dir == "" {
-			return nil, fmt.Errorf("store %q: no directory: write file:///DIR", raw)
+			return nil, errors.New("no directory: write file:///DIR")
 		}
 		return filelease.New(filepath.FromSlash(dir))
 	case "dynamodb":
-		return openDynamo(ctx, raw, u, q)
+		return openDynamo(ctx, u, q)
 	case "s3":
-		return openS3(ctx, raw, u, q)
+		return openS3(ctx, u, q)
 	case "":
-		return nil, fmt.Errorf("store %q: no scheme: want dynamodb://TABLE, s3://BUCKET/PREFIX, file:///DIR or mem:NAME", raw)
+		return nil, errors.New("no scheme: want dynamodb://TABLE, s3://BUCKET/PREFIX, file:///DIR or mem:NAME")
 	}
-	return nil, fmt.Errorf("store %q: unknown scheme %q: want dynamodb, s3, file or mem", raw, u.Scheme)
+	return nil, fmt.Errorf("unknown scheme %q: want dynamodb, s3, file or mem", u.Scheme)
 }
 
 var (
@@ -139,7 +147,13 @@ func boolParam(q url.Values, name string, def bool) (bool, error) {
 	return b, nil
 }
 
-func awsConfig(ctx context.Context, q url.Values) (aws.Config, error) {
+// awsSettings reads what the AWS stores share: the SDK's configuration
+// (region and profile from q) and create.
+func awsSettings(ctx context.Context, q url.Values) (aws.Config, bool, error) {
+	create, err := boolParam(q, "create", false)
+	if err != nil {
+		return aws.Config{}, false, err
+	}
 	var opts []func(*config.LoadOptions) error
 	if r := q.Get("region"); r != "" {
 		opts = append(opts, config.WithRegion(r))
@@ -149,32 +163,28 @@ func awsConfig(ctx context.Context, q url.Values) (aws.Config, error) {
 	}
 	cfg, err := config.LoadDefaultConfig(ctx, opts...)
 	if err != nil {
-		return aws.Config{}, fmt.Errorf("load AWS config: %w", err)
+		return aws.Config{}, false, fmt.Errorf("load AWS config: %w", err)
 	}
 	if cfg.Region == "" {
 		cfg.Region = "us-east-1"
 	}
-	return cfg, nil
+	return cfg, create, nil
 }
 
 // setupWait bounds creating a table or bucket.
 const setupWait = 5 * time.Minute
 
-func openDynamo(ctx context.Context, raw string, u *url.URL, q url.Values) (lease.Store, error) {
+func openDynamo(ctx context.Context, u *url.URL, q url.Values) (lease.Store, error) {
 	if err := only(q, "region", "profile", "endpoint", "create", "key"); err != nil {
-		return nil, fmt.Errorf("store %q: %w", raw, err)
+		return nil, err
 	}
 	table := u.Host
 	if table == "" || strings.Trim(u.Path, "/") != "" {
-		return nil, fmt.Errorf("store %q: want dynamodb://TABLE", raw)
+		return nil, errors.New("want dynamodb://TABLE")
 	}
-	create, err := boolParam(q, "create", false)
+	cfg, create, err := awsSettings(ctx, q)
 	if err != nil {
-		return nil, fmt.Errorf("store %q: %w", raw, err)
-	}
-	cfg, err := awsConfig(ctx, q)
-	if err != nil {
-		return nil, fmt.Errorf("store %q: %w", raw, err)
+		return nil, err
 	}
 	endpoint := q.Get("endpoint")
 	api := dynamodb.NewFromConfig(cfg, func(o *dynamodb.Options) {
@@ -187,36 +197,28 @@ func openDynamo(ctx context.Context, raw string, u *url.URL, q url.Values) (leas
 		ctx, cancel := context.WithTimeout(ctx, setupWait)
 		defer cancel()
 		if err := dynamolease.CreateTable(ctx, api, table, dynamolease.TableOptions{KeyAttribute: q.Get("key")}); err != nil {
-			return nil, fmt.Errorf("store %q: %w", raw, err)
+			return nil, err
 		}
 	}
-	s, err := dynamolease.New(api, dynamolease.Config{Table: table, KeyAttribute: q.Get("key")})
-	if err != nil {
-		return nil, fmt.Errorf("store %q: %w", raw, err)
-	}
-	return s, nil
+	return dynamolease.New(api, dynamolease.Config{Table: table, KeyAttribute: q.Get("key")})
 }
 
-func openS3(ctx context.Context, raw string, u *url.URL, q url.Values) (lease.Store, error) {
+func openS3(ctx context.Context, u *url.URL, q url.Values) (lease.Store, error) {
 	if err := only(q, "region", "profile", "endpoint", "create", "path-style"); err != nil {
-		return nil, fmt.Errorf("store %q: %w", raw, err)
+		return nil, err
 	}
 	bucket, prefix := u.Host, strings.TrimPrefix(u.Path, "/")
 	if bucket == "" {
-		return nil, fmt.Errorf("store %q: want s3://BUCKET/PREFIX", raw)
+		return nil, errors.New("want s3://BUCKET/PREFIX")
 	}
 	endpoint := q.Get("endpoint")
 	pathStyle, err := boolParam(q, "path-style", endpoint != "")
 	if err != nil {
-		return nil, fmt.Errorf("store %q: %w", raw, err)
+		return nil, err
 	}
-	create, err := boolParam(q, "create", false)
+	cfg, create, err := awsSettings(ctx, q)
 	if err != nil {
-		return nil, fmt.Errorf("store %q: %w", raw, err)
-	}
-	cfg, err := awsConfig(ctx, q)
-	if err != nil {
-		return nil, fmt.Errorf("store %q: %w", raw, err)
+		return nil, err
 	}
 	client := s3.NewFromConfig(cfg, func(o *s3.Options) {
 		o.UsePathStyle = pathStyle
@@ -228,13 +230,13 @@ func openS3(ctx context.Context, raw string, u *url.URL, q url.Values) (lease.St
 	})
 	s, err := s3lease.New(client, s3lease.Config{Bucket: bucket, Prefix: prefix})
 	if err != nil {
-		return nil, fmt.Errorf("store %q: %w", raw, err)
+		return nil, err
 	}
 	if create {
 		ctx, cancel := context.WithTimeout(ctx, setupWait)
 		defer cancel()
 		if err := createBucket(ctx, client, bucket, cfg.Region); err != nil {
-			return nil, fmt.Errorf("store %q: %w", raw, err)
+			return nil, err
 		}
 	}
 	return s, nil
