@@ -20,18 +20,19 @@ type lockEntry struct {
 	lockcore.Lock
 	l       *Locker
 	name    string
-	try     bool
 	cfg     *election.Config // until the lock starts
-	fair    bool
-	result  chan takeResult // size 1: what TryLock or Lock returns; nil once sent
+	result  chan takeResult  // size 1: what TryLock or Lock returns; nil once sent
 	held    *Lock
 	unlocks []chan error // Unlock calls waiting for the release
 	idx     int          // in the Locker's heap, or -1
-	started bool
-	counted bool // in Locker.held
 
 	opID     uint64             // the lock call asked for; 0 once answered or cancelled
 	cancelOp context.CancelFunc // cancels it once started
+
+	try     bool
+	fair    bool
+	started bool
+	counted bool // in Locker.held
 }
 
 type takeResult struct {

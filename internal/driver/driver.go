@@ -93,15 +93,17 @@ type Driver struct {
 	fx      Effects
 	release time.Duration // bound on the release after Drained
 
-	op       uint64    // the call in flight
-	wake     time.Time // the wake-up asked of Effects, if wakeSet
+	op      uint64    // the call in flight
+	wake    time.Time // the wake-up asked of Effects, if wakeSet
+	ended   time.Time // when the last term ended
+	reached []Barrier
+
+	// The flags, together: a Driver per held lock adds up.
 	wakeSet  bool
 	answered bool // a store call has been answered
 	stopping bool
-	held     bool      // a Held barrier is pending
-	ended    time.Time // when the last term ended
-	applying bool      // inside step: a barrier reached now waits for its end
-	reached  []Barrier
+	held     bool // a Held barrier is pending
+	applying bool // inside step: a barrier reached now waits for its end
 	done     bool
 	gaveUp   bool
 }
