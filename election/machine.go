@@ -110,8 +110,6 @@ type Machine struct {
 	window time.Duration // lead window for our own LeaseDuration
 
 	// The latest state of the store we know of.
-	seen   bool
-	exists bool
 	rec    lease.Record
 	ver    lease.Version
 	since  time.Time // local time ver was first seen
@@ -123,35 +121,44 @@ type Machine struct {
 	maxSeen uint64
 	maxTTL  time.Duration
 	nonces  [recentNonces]uint64 // our latest write nonces, for duplicate IDs
-	nonceN  int
-	first   time.Time // local time of the first answer
+	first   time.Time            // local time of the first answer
 
 	// Our term (acquiring, leading) and our last confirmed write.
 	token     uint64
-	acqExpect lease.Version // while acquiring: the version the takeover expects
-	ownVer    lease.Version // version of our last confirmed write, if any
-	ownRec    lease.Record  // what that write stored
-	sent      time.Time     // when that write was sent (s)
-	deadline  time.Time     // sent + window while leading
-	announced bool          // EventElected emitted and no EventDemoted yet
-	failed    bool          // a renewal failed with an error since the last confirmed write
-	held      bool          // a term ended and its callbacks have not returned: no campaign
-	resigning bool          // Resign: our record is to be released once the callbacks returned
-	holdUntil time.Time     // Resign: no campaign before this
-	gated     bool          // the driver holds campaigning back (a fair lock's turn has not come)
-	phase     phase
-	state     state
-	nextDo    purpose              // scheduled work, 0 if none
+	acqExpect lease.Version        // while acquiring: the version the takeover expects
+	ownVer    lease.Version        // version of our last confirmed write, if any
+	ownRec    lease.Record         // what that write stored
+	sent      time.Time            // when that write was sent (s)
+	deadline  time.Time            // sent + window while leading
+	holdUntil time.Time            // Resign: no campaign before this
 	pending   map[string]time.Time // nonce → send time of writes of unknown outcome
 
 	op         *flight // in flight
 	unresolved *flight // write awaiting its read-back
 	next       time.Time
-	attempt    int // failures since the last success, for backoff
 	lastID     uint64
 	lastErr    error
-	dupErr     error // sticky: another process writes with our ID
-	out        Output
+	dupErr     *DuplicateIDError // sticky: another process writes with our ID
+
+	// What the current input has produced so far (flush returns it).
+	outOp      *Op
+	outAbandon uint64
+	outEvents  []Event
+
+	// The small fields, together: a Machine per held lock adds up.
+	seen      bool
+	exists    bool
+	announced bool // EventElected emitted and no EventDemoted yet
+	failed    bool // a renewal failed with an error since the last confirmed write
+	held      bool // a term ended and its callbacks have not returned: no campaign
+	resigning bool // Resign: our record is to be released once the callbacks returned
+	gated     bool // the driver holds campaigning back (a fair lock's turn has not come)
+	phase     phase
+	state     state
+	nextDo    purpose // scheduled work, 0 if none
+	attempt   uint8   // failures since the last success, for backoff (at most 62)
+	nonceAt   uint8   // the slot of nonces the next write takes
+	nonceN    uint8   // slots of nonces filled, at most recentNonces
 }
 
 // New returns a Machine for cfg, or the first problem Config.Validate finds.
@@ -221,7 +228,7 @@ func (m *Machine) Release(now time.Time) Output {
 	if m.op != nil && m.op.do == doPoll {
 		// A follower's read changes nothing in the store: decide from what
 		// is known rather than wait for it (up to OpTimeout).
-		m.out.Abandon = m.op.id
+		m.outAbandon = m.op.id
 		m.op = nil
 	}
 	return m.flush(now)
@@ -330,7 +337,7 @@ func (m *Machine) flush(now time.Time) Output {
 		if m.op != nil && !now.Before(m.op.sent.Add(m.cfg.OpTimeout)) {
 			op := m.op
 			m.op = nil
-			m.out.Abandon = op.id
+			m.outAbandon = op.id
 			last := m.lastErr
 			var te *TimeoutError
 			if errors.As(last, &te) {
@@ -348,8 +355,8 @@ func (m *Machine) flush(now time.Time) Output {
 		}
 		break
 	}
-	out := m.out
-	m.out = Output{}
+	out := Output{Op: m.outOp, Abandon: m.outAbandon, Events: m.outEvents}
+	m.outOp, m.outAbandon, m.outEvents = nil, 0, nil
 	switch {
 	case m.phase == done:
 		out.Done = true
@@ -375,7 +382,7 @@ func (m *Machine) checkDeadline(now time.Time) {
 	}
 }
 
-func (m *Machine) emit(e Event) { m.out.Events = append(m.out.Events, e) }
+func (m *Machine) emit(e Event) { m.outEvents = append(m.outEvents, e) }
 
 // demote ends our term. A write of ours still in flight may land; its result
 // is then handled as a follower's.
@@ -428,8 +435,9 @@ func (m *Machine) pollAfter(now time.Time) time.Time {
 // number among the latest few (a few bytes each, for many held locks).
 func (m *Machine) nonce() string {
 	v := m.cfg.Rand.Uint64()
-	m.nonces[m.nonceN%recentNonces] = v
-	m.nonceN++
+	m.nonces[m.nonceAt] = v
+	m.nonceAt = (m.nonceAt + 1) % recentNonces
+	m.nonceN = min(m.nonceN+1, recentNonces)
 	var b [16]byte
 	return string(strconv.AppendUint(b[:0], v, 16)) // unpadded: parse as written
 }
@@ -441,7 +449,7 @@ func (m *Machine) ours(nonce string) bool {
 		return false
 	}
 	for i, n := range m.nonces {
-		if i < m.nonceN && n == v {
+		if i < int(m.nonceN) && n == v {
 			return true
 		}
 	}
@@ -557,7 +565,7 @@ func (m *Machine) send(now time.Time, f *flight) {
 	if f.do != doPoll && f.do != doReadBack {
 		op.Kind, op.Record, op.Expect = OpPut, f.rec, f.expect
 	}
-	m.out.Op = op
+	m.outOp = op
 }
 
 // mint returns the token of a takeover at now: above the stored token and

@@ -175,7 +175,7 @@ func TestBackoffBoundsAndNoOverflow(t *testing.T) {
 		}
 		prevCap := time.Duration(0)
 		for attempt := 0; attempt < 100; attempt++ {
-			m.attempt = attempt
+			m.attempt = uint8(attempt)
 			d := m.backoff()
 			capd := cfg.RetryMax
 			if attempt < 62 && cfg.RetryMin<<attempt <= cfg.RetryMax && cfg.RetryMin<<attempt > 0 {
