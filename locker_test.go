@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"runtime"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -297,6 +298,65 @@ func TestTryLockOwnIDFromEarlierProcess(t *testing.T) {
 		var le *tenure.LockedError
 		if _, err := later.TryLock(ctx, "job"); !errors.As(err, &le) || le.Holder != "a" || time.Since(start) != 0 {
 			t.Fatalf("TryLock: %v after %v", err, time.Since(start))
+		}
+	})
+}
+
+// gatedStore holds every call until open is closed, counting the calls in
+// flight and the most at once.
+type gatedStore struct {
+	lease.Store
+	open          chan struct{}
+	inflight, top atomic.Int64
+}
+
+func (g *gatedStore) enter() {
+	n := g.inflight.Add(1)
+	for {
+		if m := g.top.Load(); n <= m || g.top.CompareAndSwap(m, n) {
+			break
+		}
+	}
+	<-g.open
+	g.inflight.Add(-1)
+}
+
+func (g *gatedStore) Get(ctx context.Context, name string) (lease.Record, lease.Version, error) {
+	g.enter()
+	return g.Store.Get(ctx, name)
+}
+
+func (g *gatedStore) Put(ctx context.Context, name string, rec lease.Record, expect lease.Version) (lease.Version, error) {
+	g.enter()
+	return g.Store.Put(ctx, name, rec, expect)
+}
+
+// TestLockerBoundsCallsInFlight: a Locker has at most 256 store calls in
+// flight; the others wait their turn and all complete.
+func TestLockerBoundsCallsInFlight(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		store := &gatedStore{Store: memlease.New(), open: make(chan struct{})}
+		l := newLocker(t, store, "l")
+		const n = 600
+		errs := make(chan error, n)
+		for i := range n {
+			go func() {
+				_, err := l.TryLock(context.Background(), fmt.Sprintf("bound/%d", i))
+				errs <- err
+			}()
+		}
+		synctest.Wait()
+		if got := store.inflight.Load(); got != 256 {
+			t.Fatalf("%d calls in flight with %d locks asked for, want 256", got, n)
+		}
+		close(store.open)
+		for range n {
+			if err := <-errs; err != nil {
+				t.Fatal(err)
+			}
+		}
+		if got := store.top.Load(); got != 256 {
+			t.Fatalf("at most %d calls at once, want 256", got)
 		}
 	})
 }
