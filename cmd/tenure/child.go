@@ -193,6 +193,10 @@ func supervise(term context.Context, deadline func() time.Time, c *child, early,
 			return ended
 		case sig := <-ch:
 			timer.Stop()
+			if passOn(sig) {
+				c.signal(sig)
+				continue
+			}
 			logf("got %v: passing it to the child (SIGKILL after %v)", sig, grace)
 			c.signal(sig)
 			go func() { // a second signal kills at once

@@ -29,7 +29,13 @@ func exitSignal(ee *exec.ExitError) (int, bool) {
 }
 
 func notify(ch chan os.Signal) {
-	signal.Notify(ch, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT)
+	signal.Notify(ch, syscall.SIGINT, syscall.SIGTERM, syscall.SIGQUIT, syscall.SIGHUP, syscall.SIGUSR1, syscall.SIGUSR2)
+}
+
+// passOn reports whether sig only goes on to the child, which keeps
+// running (a reload, a log rotation), rather than stopping it.
+func passOn(sig os.Signal) bool {
+	return sig == syscall.SIGHUP || sig == syscall.SIGUSR1 || sig == syscall.SIGUSR2
 }
 
 func lockThread() { runtime.LockOSThread() }

@@ -24,7 +24,8 @@ COMMAND gets TENURE_LEASE, TENURE_TOKEN (the lock's fencing token) and
 TENURE_HOLDER in its environment, in a process group of its own. If the
 lock is lost while COMMAND runs (its renewals failed), COMMAND's group gets
 SIGTERM, then SIGKILL after --grace; the stop begins --grace before the
-lock's deadline. Signals to tenure are passed on to COMMAND.
+lock's deadline. Signals to tenure are passed on to COMMAND as for run:
+SIGINT, SIGTERM and SIGQUIT stop it, SIGHUP, SIGUSR1 and SIGUSR2 do not.
 
 exit status: COMMAND's (128+N if signal N killed it); 75 when another
 process held the lock for all of --wait; 76 when the lock was lost while
@@ -113,6 +114,9 @@ func lockCommand(args []string, stdout, stderr io.Writer) int {
 	// A signal while waiting gives up the wait.
 	var stopSig atomic.Int32 // the signal that ended the wait
 	sigs := newSignals(func(sig os.Signal) {
+		if passOn(sig) {
+			return
+		}
 		if s, ok := sig.(syscall.Signal); ok {
 			stopSig.CompareAndSwap(0, int32(s))
 		}

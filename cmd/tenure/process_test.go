@@ -136,19 +136,47 @@ func (e *procEnv) events() []event {
 // for at most within.
 func (e *procEnv) await(within time.Duration, what string, ok func(event) bool) event {
 	e.t.Helper()
-	timeout := time.After(within)
-	for {
-		for _, ev := range e.events() {
+	var found event
+	e.awaitLog(within, what, func(evs []event) bool {
+		for _, ev := range evs {
 			if ok(ev) {
-				return ev
+				found = ev
+				return true
 			}
 		}
+		return false
+	})
+	return found
+}
+
+// awaitLog reads the log each time a child logs, until done accepts it,
+// for at most within.
+func (e *procEnv) awaitLog(within time.Duration, what string, done func([]event) bool) {
+	e.t.Helper()
+	timeout := time.After(within)
+	for !done(e.events()) {
 		select {
 		case <-e.changed:
 		case <-timeout:
 			e.t.Fatalf("no %s within %v; log:\n%v", what, within, e.events())
 		}
 	}
+}
+
+// awaitAfter waits for an event that then accepts, logged after one that
+// first accepts.
+func (e *procEnv) awaitAfter(within time.Duration, what string, first, then func(event) bool) {
+	e.t.Helper()
+	e.awaitLog(within, what, func(evs []event) bool {
+		seen := false
+		for _, ev := range evs {
+			if seen && then(ev) {
+				return true
+			}
+			seen = seen || first(ev)
+		}
+		return false
+	})
 }
 
 func alive(pid int) bool { return syscall.Kill(pid, 0) == nil }
@@ -179,6 +207,8 @@ func TestHelperChild(t *testing.T) {
 	}
 	term := make(chan os.Signal, 1)
 	signal.Notify(term, syscall.SIGTERM)
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
 	logf("start")
 	tick := time.NewTicker(20 * time.Millisecond)
 	for {
@@ -186,6 +216,8 @@ func TestHelperChild(t *testing.T) {
 		case <-term:
 			logf("term")
 			os.Exit(0)
+		case <-hup:
+			logf("hup")
 		case <-tick.C:
 			if fencedWrite(filepath.Join(dir, "resource"), tok) {
 				logf("accepted")
@@ -280,6 +312,27 @@ func TestProcessSIGTERM(t *testing.T) {
 			t.Errorf("b's child started %v after the SIGTERM; want within a poll (%v) and a second", took, p.ReleaseFailover)
 		}
 	})
+}
+
+// TestProcessSIGHUP: SIGHUP to tenure reaches the child, which keeps
+// running and leading; SIGTERM then stops it.
+func TestProcessSIGHUP(t *testing.T) {
+	e := newProcEnv(t, "")
+	a := e.tenure("run", "--id", "a", "job")
+	first := e.await(20*time.Second, "a's child", func(ev event) bool { return ev.what == "start" })
+	if err := a.Process.Signal(syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	// The child got it, and wrote again after it: still running, still leading.
+	e.awaitAfter(5*time.Second, "a write after SIGHUP at the child",
+		func(ev event) bool { return ev.what == "hup" && ev.pid == first.pid },
+		func(ev event) bool { return ev.what == "accepted" && ev.pid == first.pid })
+	if err := a.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Wait(); err != nil {
+		t.Fatalf("tenure after SIGTERM: %v", err)
+	}
 }
 
 // TestProcessStoppedLeader: SIGSTOP the leading tenure past its lease. Its

@@ -124,9 +124,10 @@ another process can take over; a grace too long for that (longer than the
 lead window less a renewal interval and two operation timeouts: 2.99s at
 the default 10s lease) is said at startup, and the command may then run
 past the deadline by the difference.
-SIGINT, SIGTERM, SIGHUP and SIGQUIT to tenure are passed on to the
-command; once it exits, the lease is released and tenure exits with its
-status. When the command exits on its own, --on-exit decides: exit (the
+SIGINT, SIGTERM and SIGQUIT to tenure are passed on to the command (SIGKILL
+after --grace); once it exits, the lease is released and tenure exits with
+its status. SIGHUP, SIGUSR1 and SIGUSR2 are passed on, and the command
+keeps running. When the command exits on its own, --on-exit decides: exit (the
 default: release the lease and exit with its status), restart (run it again
 while still leading), or release (give the lease to another candidate and
 campaign again).
@@ -206,6 +207,9 @@ func runCommand(args []string, stdout, stderr io.Writer) int {
 	tel.setHealth(cand.Handler())
 	r.early = warnGrace(log, c.lease, *grace)
 	r.sigs = newSignals(func(sig os.Signal) { // no command running: just stop
+		if passOn(sig) {
+			return
+		}
 		log.Debug("stopping", "signal", sig)
 		r.finish(0)
 	})
