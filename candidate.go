@@ -15,6 +15,7 @@ import (
 	"github.com/tenure-go/tenure/election"
 	"github.com/tenure-go/tenure/fencing"
 	"github.com/tenure-go/tenure/internal/driver"
+	"github.com/tenure-go/tenure/internal/fencekey"
 	"github.com/tenure-go/tenure/internal/seam"
 	"github.com/tenure-go/tenure/lease"
 )
@@ -487,16 +488,28 @@ type termContext struct {
 	context.Context
 	cancel context.CancelCauseFunc
 	clk    Clock
+	fence  fencing.Fence
 
 	mu       sync.Mutex // guards deadline
 	deadline time.Time
 }
 
 func newTermContext(parent context.Context, term Term, clk Clock) *termContext {
-	t := &termContext{clk: clk, deadline: term.Deadline}
-	base := fencing.WithTerm(fencing.NewContext(parent, term.Fence()), t.ended)
-	t.Context, t.cancel = context.WithCancelCause(base)
+	t := &termContext{clk: clk, deadline: term.Deadline, fence: term.Fence()}
+	t.Context, t.cancel = context.WithCancelCause(parent)
 	return t
+}
+
+// Value answers fencing's keys itself (fencing.NewContext and WithTerm,
+// without a context each): the term's fence, and its end as the clock says.
+func (t *termContext) Value(key any) any {
+	switch key.(type) {
+	case fencekey.Fence:
+		return t.fence
+	case fencekey.Term:
+		return t.ended
+	}
+	return t.Context.Value(key)
 }
 
 // current returns the term's deadline as of the latest renewal.

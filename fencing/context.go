@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+
+	"github.com/tenure-go/tenure/internal/fencekey"
 )
 
 // ErrNoFence reports that a context carries no Fence where a write needed one.
@@ -42,7 +44,7 @@ func (f Fence) Validate() error {
 	return nil
 }
 
-type contextKey struct{}
+type contextKey = fencekey.Fence
 
 // NewContext returns a copy of ctx that carries f. tenure puts the term's
 // Fence into the context it passes to OnElected, so code far below can fence
@@ -62,7 +64,7 @@ func FromContext(ctx context.Context) (Fence, bool) {
 	return f, ok
 }
 
-type termKey struct{}
+type termKey = fencekey.Term
 
 // WithTerm returns a copy of ctx whose term ends when ended returns an
 // error: Err reports it for ctx and every context derived from it. tenure
