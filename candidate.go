@@ -45,7 +45,7 @@ type Candidate struct {
 	ms       *metrics
 	meter    metric.Meter
 	running  atomic.Bool
-	answered time.Time // local time of the store's last answer; guarded by mu
+	answered lastAnswer
 }
 
 func init() {
@@ -121,8 +121,8 @@ func (c *Candidate) ID() string { return c.cfg.ID }
 func (c *Candidate) Status() Status {
 	c.mu.Lock()
 	s := c.status
-	s.LastAnswer = c.answered
 	c.mu.Unlock()
+	s.LastAnswer = c.answered.get()
 	s.Leading = s.Leading && c.cfg.Clock.Now().Before(s.Deadline)
 	if !s.Leading {
 		s.Token, s.Deadline = 0, time.Time{}
@@ -193,16 +193,6 @@ func (c *Candidate) observeGauges() (metric.Registration, error) {
 	}, leader, token)
 }
 
-// noteAnswer records that the store answered (a record, a conflict, no
-// record), for Handler.
-func (c *Candidate) noteAnswer(err error) {
-	if err == nil || errors.Is(err, lease.ErrConflict) || errors.Is(err, lease.ErrNotFound) {
-		now := c.cfg.Clock.Now()
-		c.mu.Lock()
-		c.answered = now
-		c.mu.Unlock()
-	}
-}
 
 // runner carries out one Run: it runs the shared driver on the goroutine
 // that called Run, with store calls on goroutines of their own and callbacks
@@ -358,7 +348,7 @@ func (r *runner) Send(op election.Op) {
 			res.Version, res.Err = cfg.Store.Put(ctx, cfg.Lease, rec, op.Expect)
 		}
 		r.c.ms.storeCall(opName(op.Kind), res.Err, cfg.Clock.Now().Sub(start))
-		r.c.noteAnswer(res.Err)
+		r.c.answered.note(cfg.Clock, res.Err)
 		select {
 		case r.results <- res:
 		case <-r.quit:

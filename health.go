@@ -2,9 +2,35 @@ package tenure
 
 import (
 	"encoding/json"
+	"errors"
 	"net/http"
+	"sync"
 	"time"
+
+	"github.com/tenure-go/tenure/lease"
 )
+
+// lastAnswer is when the store last answered a call: with a record, a
+// conflict or no record, not with an error.
+type lastAnswer struct {
+	mu sync.Mutex
+	at time.Time // local time
+}
+
+func (a *lastAnswer) note(clk Clock, err error) {
+	if err == nil || errors.Is(err, lease.ErrConflict) || errors.Is(err, lease.ErrNotFound) {
+		now := clk.Now()
+		a.mu.Lock()
+		a.at = now
+		a.mu.Unlock()
+	}
+}
+
+func (a *lastAnswer) get() time.Time {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.at
+}
 
 // CandidateHealth is the JSON body of a Candidate's Handler.
 type CandidateHealth struct {

@@ -107,7 +107,7 @@ func (e *lockEntry) start(op election.Op, queue bool) {
 			res.Version, res.Err = l.cfg.Store.Put(ctx, name, op.Record, op.Expect)
 		}
 		l.ms.storeCall(opName(op.Kind), res.Err, l.cfg.Clock.Now().Sub(start))
-		l.noteAnswer(res.Err)
+		l.answered.note(l.cfg.Clock, res.Err)
 		select {
 		case l.res <- lockResult{e: e, res: res, queue: queue, put: op.Kind == election.OpPut}:
 		case <-l.quit:

@@ -110,8 +110,7 @@ type Locker struct {
 	ms       *metrics
 	reg      metric.Registration
 	held     atomic.Int64 // locks granted and not yet ended
-	answerMu sync.Mutex
-	answered time.Time // local time of the store's last answer
+	answered lastAnswer
 
 	// Owned by the loop goroutine.
 	entries map[*lockEntry]struct{}
@@ -280,23 +279,10 @@ func (l *Locker) Close() error {
 	return nil
 }
 
-// noteAnswer records that the store answered, for Handler.
-func (l *Locker) noteAnswer(err error) {
-	if err == nil || errors.Is(err, lease.ErrConflict) || errors.Is(err, lease.ErrNotFound) {
-		now := l.cfg.Clock.Now()
-		l.answerMu.Lock()
-		l.answered = now
-		l.answerMu.Unlock()
-	}
-}
 
 // LastAnswer returns the local time the store last answered one of this
 // Locker's calls (a record, a conflict, no record); zero before the first.
-func (l *Locker) LastAnswer() time.Time {
-	l.answerMu.Lock()
-	defer l.answerMu.Unlock()
-	return l.answered
-}
+func (l *Locker) LastAnswer() time.Time { return l.answered.get() }
 
 // do runs f on the loop goroutine; false if the Locker is closed.
 func (l *Locker) do(f func()) bool {
