@@ -193,7 +193,6 @@ func (c *Candidate) observeGauges() (metric.Registration, error) {
 	}, leader, token)
 }
 
-
 // runner carries out one Run: it runs the shared driver on the goroutine
 // that called Run, with store calls on goroutines of their own and callbacks
 // on the dispatcher's. It implements driver.Effects.

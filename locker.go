@@ -279,7 +279,6 @@ func (l *Locker) Close() error {
 	return nil
 }
 
-
 // LastAnswer returns the local time the store last answered one of this
 // Locker's calls (a record, a conflict, no record); zero before the first.
 func (l *Locker) LastAnswer() time.Time { return l.answered.get() }
