@@ -17,11 +17,13 @@ package testservers
 import (
 	"context"
 	"crypto/rand"
+	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -219,11 +221,25 @@ func deleteBucket(ctx context.Context, c *s3.Client, bucket string) error {
 	return errors.Join(errs...)
 }
 
-// UniqueName returns prefix + "-" + 8 random lowercase hex digits: unique, and valid
-// as a DynamoDB table name and as part of an S3 key when prefix is.
+// UniqueName returns prefix + "-" + 12 lowercase hex digits, valid as a DynamoDB
+// table name and as part of an S3 key when prefix is. Within a process the names
+// never repeat (a counter over a random start); across processes sharing a server
+// they collide with odds of about 1 in 2^48 per pair. Drawing fresh random digits
+// per call, as this once did, repeated a name in CI: the birthday bound over 32 bits
+// is not small at a thousand names.
 func UniqueName(prefix string) string {
-	return prefix + "-" + randomHex(4)
+	n := (nameBase + nameSeq.Add(1)) & (1<<48 - 1)
+	return fmt.Sprintf("%s-%012x", prefix, n)
 }
+
+var (
+	nameBase = func() uint64 {
+		var b [8]byte
+		_, _ = rand.Read(b[:]) // crypto/rand.Read never returns an error
+		return binary.LittleEndian.Uint64(b[:])
+	}()
+	nameSeq atomic.Uint64
+)
 
 // randomHex returns 2n random lowercase hex digits.
 func randomHex(n int) string {

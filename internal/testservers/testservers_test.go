@@ -19,12 +19,12 @@ import (
 )
 
 func TestUniqueName(t *testing.T) {
-	valid := regexp.MustCompile(`^lease-[0-9a-f]{8}$`)
+	valid := regexp.MustCompile(`^lease-[0-9a-f]{12}$`)
 	seen := map[string]bool{}
 	for range 1000 {
 		n := UniqueName("lease")
 		if !valid.MatchString(n) {
-			t.Fatalf("UniqueName(%q) = %q, want lease-<8 hex>", "lease", n)
+			t.Fatalf("UniqueName(%q) = %q, want lease-<12 hex>", "lease", n)
 		}
 		if seen[n] {
 			t.Fatalf("UniqueName returned %q twice", n)
