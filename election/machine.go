@@ -50,6 +50,7 @@ package election
 import (
 	"errors"
 	"fmt"
+	"math"
 	"strconv"
 	"time"
 
@@ -106,36 +107,44 @@ type flight struct {
 
 // Machine decides what one candidate does. It is not safe for concurrent use.
 type Machine struct {
-	cfg    *Config       // shared by NewShared; never changed
-	window time.Duration // lead window for our own LeaseDuration
+	cfg *Config // shared by NewShared; never changed
 
-	// The latest state of the store we know of.
-	rec    lease.Record
-	ver    lease.Version
-	since  time.Time // local time ver was first seen
-	read   time.Time // local time of the last answer that told us the record's state
-	leader Leader    // last reported in an EventLeaderChanged
+	// Local times are kept as offsets from epoch, the first instant the
+	// machine was given: 8 bytes each rather than time.Time's 24, since a
+	// Locker keeps a Machine per held lock. epoch.Add gives back the same
+	// times, monotonic reading included.
+	epoch time.Time
+
+	// The latest state of the store we know of. The leader last reported
+	// in an EventLeaderChanged is rec's (leaderOf).
+	rec   lease.Record
+	ver   lease.Version
+	since instant // ver was first seen
+	read  instant // the last answer that told us the record's state, or never
 
 	// What the machine has seen of the lease over its life: no token it mints
 	// is at or below maxSeen, and a lost record is waited out for maxTTL.
 	maxSeen uint64
 	maxTTL  time.Duration
 	nonces  [recentNonces]uint64 // our latest write nonces, for duplicate IDs
-	first   time.Time            // local time of the first answer
+	first   instant              // the first answer
 
 	// Our term (acquiring, leading) and our last confirmed write.
+	// Our record is {cfg.ID, ownTok, cfg.LeaseDuration, cfg.Payload}: a
+	// renewal or release writes it again with a new nonce, so only the
+	// token is kept.
 	token     uint64
+	ownTok    uint64               // the token of our last confirmed write
 	acqExpect lease.Version        // while acquiring: the version the takeover expects
 	ownVer    lease.Version        // version of our last confirmed write, if any
-	ownRec    lease.Record         // what that write stored
-	sent      time.Time            // when that write was sent (s)
-	deadline  time.Time            // sent + window while leading
-	holdUntil time.Time            // Resign: no campaign before this
+	sent      instant              // when that write was sent (s)
+	deadline  instant              // sent + the lead window, while leading
+	holdUntil instant              // Resign: no campaign before this
 	pending   map[string]time.Time // nonce → send time of writes of unknown outcome
 
 	op         *flight // in flight
 	unresolved *flight // write awaiting its read-back
-	next       time.Time
+	next       instant
 	lastID     uint64
 	lastErr    error
 	dupErr     *DuplicateIDError // sticky: another process writes with our ID
@@ -179,7 +188,38 @@ func NewShared(cfg *Config) (*Machine, error) {
 }
 
 func newMachine(cfg *Config) *Machine {
-	return &Machine{cfg: cfg, window: LeadWindow(cfg.LeaseDuration, cfg.MaxDrift, cfg.Margin)}
+	return &Machine{cfg: cfg, read: never}
+}
+
+// instant is a local time as an offset from the Machine's epoch.
+type instant time.Duration
+
+// never is the read of a machine that has had no answer: older than any.
+const never = instant(math.MinInt64)
+
+// at returns now as an instant; the first call fixes the epoch.
+func (m *Machine) at(now time.Time) instant {
+	if m.epoch.IsZero() {
+		m.epoch = now
+	}
+	return instant(now.Sub(m.epoch))
+}
+
+// time returns i as a local time. Before the epoch is fixed every instant
+// is 0, and its time the zero time.
+func (m *Machine) time(i instant) time.Time { return m.epoch.Add(time.Duration(i)) }
+
+// window returns the lead window for our own LeaseDuration.
+func (m *Machine) window() time.Duration {
+	return LeadWindow(m.cfg.LeaseDuration, m.cfg.MaxDrift, m.cfg.Margin)
+}
+
+// leaderOf returns the leader that the state of the record shows.
+func leaderOf(found bool, rec lease.Record) Leader {
+	if !found || rec.Released {
+		return Leader{}
+	}
+	return Leader{Holder: rec.Holder, Token: rec.Token, Payload: rec.Payload}
 }
 
 // Start begins campaigning: the first Output asks for a read.
@@ -241,7 +281,7 @@ func (m *Machine) Release(now time.Time) Output {
 // meanwhile is given back too. Resigning reports when it is over.
 func (m *Machine) Resign(now time.Time, holdOff time.Duration) Output {
 	if m.phase == running {
-		m.holdUntil = now.Add(holdOff)
+		m.holdUntil = m.at(now.Add(holdOff))
 		switch m.state {
 		case leading:
 			m.resigning = true
@@ -299,7 +339,7 @@ func (m *Machine) CallbacksDone(now time.Time) Output {
 // Leading reports whether the machine leads at now: elected, and now before
 // the lead deadline.
 func (m *Machine) Leading(now time.Time) bool {
-	return m.state == leading && m.announced && now.Before(m.deadline)
+	return m.state == leading && m.announced && now.Before(m.time(m.deadline))
 }
 
 // Term returns the current term and true while one is announced.
@@ -314,7 +354,7 @@ func (m *Machine) Term() (Term, bool) {
 func (m *Machine) Config() *Config { return m.cfg }
 
 // Leader returns the leader as last observed in the store.
-func (m *Machine) Leader() Leader { return m.leader }
+func (m *Machine) Leader() Leader { return leaderOf(m.exists, m.rec) }
 
 // Err returns the last store error other than a conflict or not-found, or
 // nil; or, once another process was seen writing with this machine's ID, a
@@ -327,7 +367,7 @@ func (m *Machine) Err() error {
 }
 
 func (m *Machine) term() Term {
-	return Term{Holder: m.cfg.ID, Token: m.token, Deadline: m.deadline, Payload: m.cfg.Payload}
+	return Term{Holder: m.cfg.ID, Token: m.token, Deadline: m.time(m.deadline), Payload: m.cfg.Payload}
 }
 
 // flush runs whatever is due at now and returns the accumulated Output.
@@ -349,7 +389,7 @@ func (m *Machine) flush(now time.Time) Output {
 		if m.phase == releasing && m.op == nil && m.nextDo == 0 {
 			m.releaseNext(now)
 		}
-		if m.op == nil && m.nextDo != 0 && !now.Before(m.next) {
+		if m.op == nil && m.nextDo != 0 && !now.Before(m.time(m.next)) {
 			m.start(now)
 			continue
 		}
@@ -364,16 +404,16 @@ func (m *Machine) flush(now time.Time) Output {
 	case m.op != nil:
 		out.Wake = m.op.sent.Add(m.cfg.OpTimeout)
 	case m.nextDo != 0:
-		out.Wake = m.next
+		out.Wake = m.time(m.next)
 	}
-	if m.state == leading && (out.Wake.IsZero() || m.deadline.Before(out.Wake)) {
-		out.Wake = m.deadline
+	if d := m.time(m.deadline); m.state == leading && (out.Wake.IsZero() || d.Before(out.Wake)) {
+		out.Wake = d
 	}
 	return out
 }
 
 func (m *Machine) checkDeadline(now time.Time) {
-	if m.state == leading && !now.Before(m.deadline) {
+	if m.state == leading && !now.Before(m.time(m.deadline)) {
 		reason := ReasonExpired
 		if m.failed {
 			reason = ReasonStoreUnavailable
@@ -397,7 +437,7 @@ func (m *Machine) demote(now time.Time, r Reason) {
 }
 
 func (m *Machine) schedule(at time.Time, do purpose) {
-	m.next, m.nextDo = at, do
+	m.next, m.nextDo = m.at(at), do
 }
 
 // retry schedules do again after a jittered, growing backoff.
@@ -488,14 +528,14 @@ func (m *Machine) start(now time.Time) {
 			return
 		}
 		if m.state == leading { // obsolete: keep renewing instead
-			m.schedule(m.sent.Add(m.cfg.RenewInterval), doRenew)
+			m.schedule(m.time(m.sent).Add(m.cfg.RenewInterval), doRenew)
 			return
 		}
-		if m.held || m.gated || now.Before(m.holdUntil) {
+		if m.held || m.gated || now.Before(m.time(m.holdUntil)) {
 			m.schedule(m.pollAfter(now), doPoll)
 			return
 		}
-		if now.Sub(m.read) > m.cfg.PollInterval {
+		if now.Sub(m.time(m.read)) > m.cfg.PollInterval {
 			// What we know is old (a pause, a slow callback): read before
 			// writing rather than send a write bound to conflict.
 			m.send(now, &flight{do: doPoll})
@@ -527,7 +567,7 @@ func (m *Machine) start(now time.Time) {
 			m.follow(now)
 			return
 		}
-		m.write(now, doRenew, m.ownRec, m.ownVer)
+		m.write(now, doRenew, m.ownRecord(), m.ownVer)
 	case doResign:
 		if m.phase != running {
 			return // Release gives it back
@@ -537,7 +577,7 @@ func (m *Machine) start(now time.Time) {
 			m.follow(now)
 			return
 		}
-		rec := m.ownRec
+		rec := m.ownRecord()
 		rec.Released = true
 		m.write(now, doResign, rec, m.ownVer)
 	case doRelease, doCheck:
@@ -545,7 +585,7 @@ func (m *Machine) start(now time.Time) {
 			m.finish()
 			return
 		}
-		rec := m.ownRec
+		rec := m.ownRecord()
 		rec.Released = true
 		m.write(now, doRelease, rec, m.ownVer)
 	}
@@ -667,7 +707,7 @@ func (m *Machine) resolve(now time.Time, w *flight, found bool, cur lease.Record
 	if found == (w.expect != lease.NoVersion) && ver == w.expect {
 		// Nothing changed: w did not apply, so far. Its nonce stays pending in
 		// case it lands late.
-		m.read = now
+		m.read = m.at(now)
 		if w.do == doCheck {
 			m.pending = nil // none of ours landed
 		} else {
@@ -706,7 +746,7 @@ func (m *Machine) resolve(now time.Time, w *flight, found bool, cur lease.Record
 // confirm records a write of ours known to have applied, sent at sent.
 func (m *Machine) confirm(now time.Time, do purpose, sent time.Time, rec lease.Record, ver lease.Version) {
 	m.pending, m.attempt, m.failed = nil, 0, false
-	m.ownVer, m.ownRec = ver, rec
+	m.ownVer, m.ownTok = ver, rec.Token
 	m.observe(now, true, rec, ver)
 	switch {
 	case rec.Released && m.phase == running: // Resign gave it back
@@ -726,11 +766,11 @@ func (m *Machine) confirm(now time.Time, do purpose, sent time.Time, rec lease.R
 		m.follow(now)
 		return
 	}
-	if m.state == acquiring || sent.After(m.sent) {
-		m.sent = sent
+	if s := m.at(sent); m.state == acquiring || s > m.sent {
+		m.sent = s
 	}
 	m.state = leading
-	m.deadline = m.sent.Add(m.window)
+	m.deadline = m.sent + instant(m.window())
 	if m.phase != running {
 		return // held, not announced; Release gives it back
 	}
@@ -738,30 +778,26 @@ func (m *Machine) confirm(now time.Time, do purpose, sent time.Time, rec lease.R
 		m.schedule(now, doResign) // an acquire that landed after Resign
 		return
 	}
-	if !m.announced && now.Before(m.deadline) {
+	if !m.announced && now.Before(m.time(m.deadline)) {
 		m.announced = true
 		m.emit(Event{Kind: EventElected, Term: m.term()})
 	}
-	m.schedule(m.sent.Add(m.cfg.RenewInterval), doRenew)
+	m.schedule(m.time(m.sent).Add(m.cfg.RenewInterval), doRenew)
 }
 
 // observe records what the store holds and reports a change of leader.
 func (m *Machine) observe(now time.Time, found bool, rec lease.Record, ver lease.Version) {
 	if !m.seen || found != m.exists || ver != m.ver {
-		m.since = now
+		m.since = m.at(now)
 		m.inspect(now, found, rec)
 	}
-	m.read = now
+	was := leaderOf(m.exists, m.rec)
+	m.read = m.at(now)
 	m.seen, m.exists, m.rec, m.ver = true, found, rec, ver
 	if found {
 		m.maxSeen, m.maxTTL = max(m.maxSeen, rec.Token), max(m.maxTTL, rec.Duration)
 	}
-	var l Leader
-	if found && !rec.Released {
-		l = Leader{Holder: rec.Holder, Token: rec.Token, Payload: rec.Payload}
-	}
-	if l.Holder != m.leader.Holder || l.Token != m.leader.Token {
-		m.leader = l
+	if l := leaderOf(found, rec); l.Holder != was.Holder || l.Token != was.Token {
 		m.emit(Event{Kind: EventLeaderChanged, Leader: l})
 	}
 }
@@ -779,9 +815,9 @@ func (m *Machine) inspect(now time.Time, found bool, rec lease.Record) {
 	// during our first lease: its writes can still be on the wire. Any later
 	// write with our ID that we did not make is another process's.
 	if !m.seen {
-		m.first = now
+		m.first = m.at(now)
 	}
-	if found && m.seen && rec.Holder == m.cfg.ID && !m.ours(rec.Nonce) && now.Sub(m.first) > m.cfg.LeaseDuration {
+	if found && m.seen && rec.Holder == m.cfg.ID && !m.ours(rec.Nonce) && now.Sub(m.time(m.first)) > m.cfg.LeaseDuration {
 		m.dupErr = &DuplicateIDError{ID: m.cfg.ID, Token: rec.Token}
 		m.emit(Event{Kind: EventAnomaly, Err: m.dupErr})
 	}
@@ -804,7 +840,7 @@ func (m *Machine) follow(now time.Time) {
 		return
 	}
 	poll := m.pollAfter(now)
-	if m.held || m.gated || now.Before(m.holdUntil) {
+	if m.held || m.gated || now.Before(m.time(m.holdUntil)) {
 		m.schedule(poll, doPoll)
 		return
 	}
@@ -816,7 +852,7 @@ func (m *Machine) follow(now time.Time) {
 	if !m.exists || m.rec.Token < m.maxSeen {
 		ttl = max(ttl, m.maxTTL) // a lost record: wait out the longest lease seen
 	}
-	at := m.since.Add(WaitBeforeTakeover(ttl, m.cfg.MaxDrift))
+	at := m.time(m.since).Add(WaitBeforeTakeover(ttl, m.cfg.MaxDrift))
 	if poll.Before(at) {
 		m.schedule(poll, doPoll)
 	} else {
@@ -839,6 +875,11 @@ func (m *Machine) releaseNext(now time.Time) {
 	default:
 		m.finish()
 	}
+}
+
+// ownRecord returns our last confirmed write's record, to write again.
+func (m *Machine) ownRecord() lease.Record {
+	return lease.Record{Holder: m.cfg.ID, Token: m.ownTok, Duration: m.cfg.LeaseDuration, Payload: m.cfg.Payload}
 }
 
 func (m *Machine) finish() {
