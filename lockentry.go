@@ -25,6 +25,7 @@ type lockEntry struct {
 	held    *Lock
 	unlocks []chan error // Unlock calls waiting for the release
 	idx     int          // in the Locker's heap, or -1
+	next    *lockEntry   // the next call of this Locker waiting for the name
 
 	opID     uint64             // the lock call asked for; 0 once answered or cancelled
 	cancelOp context.CancelFunc // cancels it once started
@@ -33,6 +34,7 @@ type lockEntry struct {
 	fair    bool
 	started bool
 	counted bool // in Locker.held
+	live    bool // started and not yet retired
 }
 
 type takeResult struct {
@@ -60,7 +62,7 @@ func (e *lockEntry) stopEntry() {
 
 // unlock stops the lock and answers done once it is released.
 func (e *lockEntry) unlock(done chan error) {
-	if _, ok := e.l.entries[e]; !ok {
+	if !e.live {
 		done <- nil // already gone: lost, or released
 		return
 	}

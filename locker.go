@@ -113,8 +113,8 @@ type Locker struct {
 	answered lastAnswer
 
 	// Owned by the loop goroutine.
-	entries map[*lockEntry]struct{}
-	names   map[string][]*lockEntry // per name: the active entry, then those waiting in this process
+	live    int                   // entries started and not yet retired
+	names   map[string]*lockEntry // per name: the active entry, then (next) those waiting in this process
 	wakes   wakeHeap
 	calls   []storeCall // waiting for one of maxCalls slots, in order
 	running int         // store calls in flight
@@ -149,7 +149,7 @@ func NewLocker(cfg LockerConfig) (*Locker, error) {
 	base, stop := context.WithCancel(context.Background())
 	l := &Locker{
 		cfg: cfg, reqs: make(chan func()), res: make(chan lockResult), quit: make(chan struct{}),
-		base: base, stop: stop, entries: map[*lockEntry]struct{}{}, names: map[string][]*lockEntry{},
+		base: base, stop: stop, names: map[string]*lockEntry{},
 	}
 	shared, err := l.machineConfig(lockOptions{})
 	if err != nil {
@@ -259,12 +259,16 @@ func (l *Locker) Close() error {
 		ok := l.do(func() {
 			l.closing = true
 			l.drained = make(chan struct{})
-			for _, q := range l.names {
-				for _, e := range q {
+			var active []*lockEntry
+			for _, e := range l.names {
+				if e.live {
+					active = append(active, e)
+				}
+				for ; e != nil; e = e.next {
 					e.fail(ErrClosed)
 				}
 			}
-			for e := range l.entries {
+			for _, e := range active {
 				e.stopEntry()
 			}
 			l.checkDrained()
@@ -357,7 +361,7 @@ func (l *Locker) loop() {
 			f()
 		case r := <-l.res:
 			l.callDone()
-			if _, ok := l.entries[r.e]; ok {
+			if r.e.live {
 				if r.queue {
 					r.e.QueueResult(r.res, r.put)
 				} else {
@@ -374,7 +378,7 @@ func (l *Locker) loop() {
 				l.wakes[0].Fire(now)
 			}
 		}
-		if l.closing && len(l.entries) == 0 {
+		if l.closing && l.live == 0 {
 			return
 		}
 		l.arm()
@@ -440,9 +444,8 @@ func (l *Locker) add(e *lockEntry) {
 		e.fail(ErrClosed)
 		return
 	}
-	q := l.names[e.name]
-	if len(q) > 0 && e.try {
-		a := q[0]
+	a := l.names[e.name]
+	if a != nil && e.try {
 		le := &LockedError{Name: e.name, Holder: l.cfg.ID}
 		if a.held != nil {
 			le.Token, le.Payload = a.held.token, a.Config().Payload
@@ -450,10 +453,15 @@ func (l *Locker) add(e *lockEntry) {
 		e.fail(le)
 		return
 	}
-	l.names[e.name] = append(q, e)
-	if len(q) == 0 {
+	if a == nil {
+		l.names[e.name] = e
 		l.begin(e)
+		return
 	}
+	for a.next != nil {
+		a = a.next
+	}
+	a.next = e
 }
 
 // begin starts e's driver.
@@ -467,13 +475,16 @@ func (l *Locker) begin(e *lockEntry) {
 		l.dequeue(e)
 		return
 	}
-	e.cfg, e.started = nil, true
-	l.entries[e] = struct{}{}
+	e.cfg, e.started, e.live = nil, true, true
+	l.live++
 	e.Start()
 }
 
 func (l *Locker) remove(e *lockEntry) {
-	delete(l.entries, e)
+	if e.live {
+		e.live = false
+		l.live--
+	}
 	if e.idx >= 0 {
 		heap.Remove(&l.wakes, e.idx)
 	}
@@ -483,25 +494,30 @@ func (l *Locker) remove(e *lockEntry) {
 
 // dequeue drops e from its name's queue and starts the next in line.
 func (l *Locker) dequeue(e *lockEntry) {
-	q := l.names[e.name]
-	for i, o := range q {
-		if o == e {
-			q = append(q[:i], q[i+1:]...)
-			break
+	head := l.names[e.name]
+	if head != e {
+		for o := head; o != nil; o = o.next {
+			if o.next == e {
+				o.next, e.next = e.next, nil
+				break
+			}
 		}
+		return // the active entry stays
 	}
-	if len(q) == 0 {
+	next := e.next
+	e.next = nil
+	if next == nil {
 		delete(l.names, e.name)
 		return
 	}
-	l.names[e.name] = q
-	if !q[0].started {
-		l.begin(q[0])
+	l.names[e.name] = next
+	if !next.started {
+		l.begin(next)
 	}
 }
 
 func (l *Locker) checkDrained() {
-	if l.closing && len(l.entries) == 0 && l.drained != nil {
+	if l.closing && l.live == 0 && l.drained != nil {
 		select {
 		case <-l.drained:
 		default:
