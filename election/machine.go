@@ -126,7 +126,7 @@ type Machine struct {
 	// is at or below maxSeen, and a lost record is waited out for maxTTL.
 	maxSeen uint64
 	maxTTL  time.Duration
-	nonces  [recentNonces]uint64 // our latest write nonces, for duplicate IDs
+	nonces  [recentNonces]uint32 // our latest write nonces' low bits, for duplicate IDs
 	first   instant              // the first answer
 
 	// Our term (acquiring, leading) and our last confirmed write.
@@ -471,11 +471,13 @@ func (m *Machine) pollAfter(now time.Time) time.Time {
 	return now.Add(d - time.Duration(m.cfg.Rand.Int64N(int64(d/5)+1)))
 }
 
-// nonce returns a new write nonce: 16 hex digits of randomness, kept as a
-// number among the latest few (a few bytes each, for many held locks).
+// nonce returns a new write nonce: 16 hex digits of randomness, of which
+// the low 32 bits are kept among the latest few (4 bytes each, for many
+// held locks): another process's nonce passes for ours with odds of 2^-29
+// at most, and that only hides a duplicate ID for one write.
 func (m *Machine) nonce() string {
 	v := m.cfg.Rand.Uint64()
-	m.nonces[m.nonceAt] = v
+	m.nonces[m.nonceAt] = uint32(v)
 	m.nonceAt = (m.nonceAt + 1) % recentNonces
 	m.nonceN = min(m.nonceN+1, recentNonces)
 	var b [16]byte
@@ -489,7 +491,7 @@ func (m *Machine) ours(nonce string) bool {
 		return false
 	}
 	for i, n := range m.nonces {
-		if i < int(m.nonceN) && n == v {
+		if i < int(m.nonceN) && n == uint32(v) {
 			return true
 		}
 	}
