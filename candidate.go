@@ -484,9 +484,16 @@ type termContext struct {
 }
 
 func newTermContext(parent context.Context, term Term, clk Clock) *termContext {
-	t := &termContext{clk: clk, deadline: term.Deadline, fence: term.Fence()}
-	t.Context, t.cancel = context.WithCancelCause(parent)
+	t := new(termContext)
+	t.init(parent, term, clk)
 	return t
+}
+
+// init makes t the context of term, as newTermContext does, in place: a
+// Lock holds its term's context in itself.
+func (t *termContext) init(parent context.Context, term Term, clk Clock) {
+	*t = termContext{clk: clk, deadline: term.Deadline, fence: term.Fence()}
+	t.Context, t.cancel = context.WithCancelCause(parent)
 }
 
 // Value answers fencing's keys itself (fencing.NewContext and WithTerm,

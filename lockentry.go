@@ -134,14 +134,14 @@ func (e *lockEntry) Log(level slog.Level, msg string, args ...any) {
 }
 
 func (e *lockEntry) Granted(t election.Term) {
-	f := fencing.Fence{Lease: e.name, Token: fencing.Token(t.Token)}
-	term := Term{Lease: e.name, Holder: e.l.cfg.ID, Token: f.Token, Deadline: t.Deadline, Payload: e.Config().Payload}
-	e.held = &Lock{name: e.name, token: f.Token, ctx: newTermContext(context.Background(), term, e.l.cfg.Clock), e: e, l: e.l}
+	term := Term{Lease: e.name, Holder: e.l.cfg.ID, Token: fencing.Token(t.Token), Deadline: t.Deadline, Payload: e.Config().Payload}
+	e.held = &Lock{e: e}
+	e.held.ctx.init(context.Background(), term, e.l.cfg.Clock)
 	e.counted = true
 	e.l.held.Add(1)
 	e.l.ms.elected()
 	e.answer(takeResult{lock: e.held})
-	e.l.log(slog.LevelDebug, "locked", "lock", e.name, "token", f.Token)
+	e.l.log(slog.LevelDebug, "locked", "lock", e.name, "token", term.Token)
 }
 
 func (e *lockEntry) Busy(ld election.Leader) {

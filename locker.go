@@ -182,23 +182,20 @@ func (l *Locker) ID() string { return l.cfg.ID }
 
 // Lock is a held lock.
 type Lock struct {
-	name  string
-	token fencing.Token
-	ctx   *termContext
-	e     *lockEntry
-	l     *Locker
+	ctx termContext // its fence names the lock and holds its token
+	e   *lockEntry
 }
 
 // Name returns the lock's name.
-func (h *Lock) Name() string { return h.name }
+func (h *Lock) Name() string { return h.ctx.fence.Lease }
 
 // Token returns the lock's fencing token: above every earlier holder's.
-func (h *Lock) Token() fencing.Token { return h.token }
+func (h *Lock) Token() fencing.Token { return h.ctx.fence.Token }
 
 // Context returns a context cancelled at the lock's local deadline (unless
 // renewed), when the lock is lost, on Unlock and on Close. It carries the
 // lock's fencing.Fence.
-func (h *Lock) Context() context.Context { return h.ctx }
+func (h *Lock) Context() context.Context { return &h.ctx }
 
 // Deadline returns the local instant at which the lock's term ends unless
 // renewed, as of its latest confirmed renewal; its context is done from
@@ -240,7 +237,7 @@ func (l *Locker) Do(ctx context.Context, name string, fn func(ctx context.Contex
 // ErrReleaseUnconfirmed: the lock then expires on its own.
 func (h *Lock) Unlock(ctx context.Context) error {
 	done := make(chan error, 1)
-	if !h.l.do(func() { h.e.unlock(done) }) {
+	if !h.e.l.do(func() { h.e.unlock(done) }) {
 		return ErrClosed
 	}
 	select {
@@ -448,7 +445,7 @@ func (l *Locker) add(e *lockEntry) {
 	if a != nil && e.try {
 		le := &LockedError{Name: e.name, Holder: l.cfg.ID}
 		if a.held != nil {
-			le.Token, le.Payload = a.held.token, a.Config().Payload
+			le.Token, le.Payload = a.held.Token(), a.Config().Payload
 		}
 		e.fail(le)
 		return
