@@ -111,7 +111,23 @@ type Driver struct {
 // New returns a Driver for m. release bounds the release after Stop (the
 // Candidate's ReleaseTimeout).
 func New(m Machine, fx Effects, release time.Duration) *Driver {
-	return &Driver{m: m, fx: fx, release: release}
+	d := new(Driver)
+	d.Init(m, fx, release)
+	return d
+}
+
+// Init makes d a new Driver for m, as New does, in place: for a Driver held
+// by value (one per lock of a Locker).
+func (d *Driver) Init(m Machine, fx Effects, release time.Duration) {
+	*d = Driver{m: m, fx: fx, release: release}
+}
+
+// Wake returns the wake-up last asked of Effects.Wake; zero if none.
+func (d *Driver) Wake() time.Time {
+	if !d.wakeSet {
+		return time.Time{}
+	}
+	return d.wake
 }
 
 // Start begins campaigning.

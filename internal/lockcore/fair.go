@@ -189,7 +189,7 @@ func (l *Lock) queueStep() {
 		live = append(live, qentry{f.ticket, 0})
 	}
 	f.removing = f.leaving
-	cfg := l.m.Config()
+	cfg := l.Config()
 	rec := lease.Record{Holder: queueHolder, Token: max(next, 1), Duration: cfg.LeaseDuration,
 		Nonce: strconv.FormatUint(cfg.Rand.Uint64(), 16), Payload: formatQueue(live)}
 	expect := f.ver
@@ -214,7 +214,7 @@ func (l *Lock) abandoned(qe qentry, now time.Time) bool {
 		f.seen[qe.ticket] = seenBeat{qe.beat, now}
 		return false
 	}
-	cfg := l.m.Config()
+	cfg := l.Config()
 	return now.Sub(s.since) >= election.WaitBeforeTakeover(cfg.LeaseDuration, cfg.MaxDrift)
 }
 
@@ -254,7 +254,7 @@ func (l *Lock) queueResult(r election.Result, put bool) {
 			f.next = now
 			return
 		}
-		f.next = now.Add(l.m.Config().RenewInterval)
+		f.next = now.Add(l.Config().RenewInterval)
 	case r.Err == nil:
 		f.set(r.Record, r.Version, true)
 		f.next = now
@@ -273,7 +273,7 @@ func (l *Lock) queueResult(r election.Result, put bool) {
 			return
 		}
 		f.known = false
-		f.next = now.Add(l.m.Config().RetryMax)
+		f.next = now.Add(l.Config().RetryMax)
 		return
 	}
 	l.gate(now)

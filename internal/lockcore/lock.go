@@ -48,13 +48,11 @@ type Host interface {
 
 // Lock is one lock. The zero Lock is unusable: call Init.
 type Lock struct {
-	h    Host
-	name string
-	m    Machine
-	d    *driver.Driver
-	fair *fairState // nil unless Fair
-
-	wake, giveUp time.Time // the driver's wake-up and release timer
+	h      Host
+	name   string
+	d      driver.Driver // runs a Machine
+	fair   *fairState    // nil unless Fair
+	giveUp time.Time     // the driver's release timer; its wake-up is d.Wake
 
 	try      bool // TryLock: give up at the first sight of a holder
 	answered bool
@@ -87,8 +85,8 @@ type Machine interface {
 
 // InitMachine is Init with a Machine made by the caller.
 func (l *Lock) InitMachine(h Host, name string, m Machine, try, fair bool) {
-	*l = Lock{h: h, name: name, m: m, try: try, answered: l.answered}
-	l.d = driver.New(m, (*effects)(l), m.Config().ReleaseTimeout)
+	*l = Lock{h: h, name: name, try: try, answered: l.answered}
+	l.d.Init(m, (*effects)(l), m.Config().ReleaseTimeout)
 	if fair && !try { // TryLock never waits, so it never queues
 		l.fair = &fairState{}
 	}
@@ -120,8 +118,7 @@ func (l *Lock) Fire(now time.Time) {
 	case !l.giveUp.IsZero() && !now.Before(l.giveUp):
 		l.giveUp = time.Time{}
 		l.d.GiveUp()
-	case !l.wake.IsZero() && !now.Before(l.wake):
-		l.wake = time.Time{}
+	case !l.d.Wake().IsZero() && !now.Before(l.d.Wake()):
 		l.d.Tick()
 	}
 	l.after()
@@ -129,7 +126,7 @@ func (l *Lock) Fire(now time.Time) {
 
 // Due returns the instant of the lock's next timer; zero if none.
 func (l *Lock) Due() time.Time {
-	d := l.wake
+	d := l.d.Wake()
 	for _, t := range [2]time.Time{l.giveUp, l.queueNext()} {
 		if !t.IsZero() && (d.IsZero() || t.Before(d)) {
 			d = t
@@ -185,7 +182,9 @@ func (l *Lock) Ticket() uint64 {
 func (l *Lock) Name() string { return l.name }
 
 // Config returns the lock's Machine configuration; it must not be changed.
-func (l *Lock) Config() *election.Config { return l.m.Config() }
+func (l *Lock) Config() *election.Config { return l.machine().Config() }
+
+func (l *Lock) machine() Machine { return l.d.Machine().(Machine) }
 
 // Held reports whether a term is under way.
 func (l *Lock) Held() bool { return l.held }
@@ -195,7 +194,7 @@ func (l *Lock) Held() bool { return l.held }
 func (l *Lock) GaveUp() bool { return l.d.GaveUp() }
 
 // Err returns the Machine's last store error, or nil.
-func (l *Lock) Err() error { return l.m.Err() }
+func (l *Lock) Err() error { return l.d.Machine().Err() }
 
 func (l *Lock) refuse(err error) {
 	if l.Answer() {
@@ -225,7 +224,7 @@ func (l *Lock) after() {
 		return
 	}
 	l.retired = true
-	l.wake, l.giveUp = time.Time{}, time.Time{}
+	l.giveUp = time.Time{}
 	l.h.Reschedule()
 	l.h.Retired()
 }
@@ -239,7 +238,8 @@ func (e *effects) Send(op election.Op) { e.h.Call(op, false) }
 
 func (e *effects) Cancel(uint64) { e.h.Cancel() }
 
-func (e *effects) Wake(at time.Time) { e.wake = at }
+// Wake: Due reads the wake-up off the driver.
+func (e *effects) Wake(time.Time) {}
 
 func (e *effects) ReleaseTimer(d time.Duration) { e.giveUp = e.h.Now().Add(d) }
 
