@@ -18,14 +18,12 @@ import (
 // loop's.
 type lockEntry struct {
 	lockcore.Lock
-	l       *Locker
-	name    string
-	cfg     *election.Config // until the lock starts
-	result  chan takeResult  // size 1: what TryLock or Lock returns; nil once sent
-	held    *Lock
-	unlocks []chan error // Unlock calls waiting for the release
-	idx     int          // in the Locker's heap, or -1
-	next    *lockEntry   // the next call of this Locker waiting for the name
+	l      *Locker
+	cfg    *election.Config // until the lock starts
+	result chan takeResult  // size 1: what TryLock or Lock returns; nil once sent
+	held   *Lock
+	idx    int        // in the Locker's heap, or -1
+	next   *lockEntry // the next call of this Locker waiting for the name
 
 	opID     uint64             // the lock call asked for; 0 once answered or cancelled
 	cancelOp context.CancelFunc // cancels it once started
@@ -66,7 +64,7 @@ func (e *lockEntry) unlock(done chan error) {
 		done <- nil // already gone: lost, or released
 		return
 	}
-	e.unlocks = append(e.unlocks, done)
+	e.l.unlocks[e] = append(e.l.unlocks[e], done)
 	e.stopEntry()
 }
 
@@ -90,7 +88,7 @@ func (e *lockEntry) start(op election.Op, queue bool) {
 	l := e.l
 	var ctx context.Context
 	var cancel context.CancelFunc
-	name := e.name
+	name := e.Name()
 	if queue {
 		name += lockcore.QueueSuffix
 		ctx, cancel = context.WithTimeout(l.base, e.Config().OpTimeout)
@@ -134,18 +132,18 @@ func (e *lockEntry) Log(level slog.Level, msg string, args ...any) {
 }
 
 func (e *lockEntry) Granted(t election.Term) {
-	term := Term{Lease: e.name, Holder: e.l.cfg.ID, Token: fencing.Token(t.Token), Deadline: t.Deadline, Payload: e.Config().Payload}
+	term := Term{Lease: e.Name(), Holder: e.l.cfg.ID, Token: fencing.Token(t.Token), Deadline: t.Deadline, Payload: e.Config().Payload}
 	e.held = &Lock{e: e}
 	e.held.ctx.init(context.Background(), term, e.l.cfg.Clock)
 	e.counted = true
 	e.l.held.Add(1)
 	e.l.ms.elected()
 	e.answer(takeResult{lock: e.held})
-	e.l.log(slog.LevelDebug, "locked", "lock", e.name, "token", term.Token)
+	e.l.log(slog.LevelDebug, "locked", "lock", e.Name(), "token", term.Token)
 }
 
 func (e *lockEntry) Busy(ld election.Leader) {
-	e.answer(takeResult{err: &LockedError{Name: e.name, Holder: ld.Holder, Token: fencing.Token(ld.Token), Payload: ld.Payload}})
+	e.answer(takeResult{err: &LockedError{Name: e.Name(), Holder: ld.Holder, Token: fencing.Token(ld.Token), Payload: ld.Payload}})
 }
 
 func (e *lockEntry) Refused(err error) { e.answer(takeResult{err: err}) }
@@ -167,10 +165,10 @@ func (e *lockEntry) Ended(t election.Term, r election.Reason) {
 	e.uncount()
 	e.l.ms.demoted(DemotionReason(r))
 	if e.held != nil {
-		e.held.ctx.cancel(fmt.Errorf("tenure: lock %q (token %d) ended: %s", e.name, t.Token, DemotionReason(r)))
+		e.held.ctx.cancel(fmt.Errorf("tenure: lock %q (token %d) ended: %s", e.Name(), t.Token, DemotionReason(r)))
 	}
 	if r != election.ReasonShutDown {
-		e.l.log(slog.LevelWarn, "lock lost", "lock", e.name, "token", t.Token, "reason", DemotionReason(r).String())
+		e.l.log(slog.LevelWarn, "lock lost", "lock", e.Name(), "token", t.Token, "reason", DemotionReason(r).String())
 	}
 }
 
@@ -204,12 +202,12 @@ func (e *lockEntry) Retired() {
 		if cause == nil {
 			cause = errors.New("no answer from the store")
 		}
-		err = fmt.Errorf("%w: lock %q within %v: %w", ErrReleaseUnconfirmed, e.name, e.Config().ReleaseTimeout, cause)
+		err = fmt.Errorf("%w: lock %q within %v: %w", ErrReleaseUnconfirmed, e.Name(), e.Config().ReleaseTimeout, cause)
 	}
-	for _, u := range e.unlocks {
+	for _, u := range e.l.unlocks[e] {
 		u <- err
 	}
-	e.unlocks = nil
+	delete(e.l.unlocks, e)
 	if e.held != nil {
 		e.held.ctx.cancel(errUnlocked)
 	}

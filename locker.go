@@ -121,7 +121,8 @@ type Locker struct {
 	timer   <-chan time.Time
 	timerAt time.Time
 	closing bool
-	drained chan struct{} // closed when closing and no entry is left
+	drained chan struct{}               // closed when closing and no entry is left
+	unlocks map[*lockEntry][]chan error // Unlock calls waiting for a release
 }
 
 type lockResult struct {
@@ -149,7 +150,7 @@ func NewLocker(cfg LockerConfig) (*Locker, error) {
 	base, stop := context.WithCancel(context.Background())
 	l := &Locker{
 		cfg: cfg, reqs: make(chan func()), res: make(chan lockResult), quit: make(chan struct{}),
-		base: base, stop: stop, names: map[string]*lockEntry{},
+		base: base, stop: stop, names: map[string]*lockEntry{}, unlocks: map[*lockEntry][]chan error{},
 	}
 	shared, err := l.machineConfig(lockOptions{})
 	if err != nil {
@@ -314,7 +315,8 @@ func (l *Locker) take(ctx context.Context, name string, try bool, opts []LockOpt
 		ec = &c
 	}
 	result := make(chan takeResult, 1)
-	e := &lockEntry{l: l, name: name, try: try, cfg: ec, fair: o.fair, result: result, idx: -1}
+	e := &lockEntry{l: l, try: try, cfg: ec, fair: o.fair, result: result, idx: -1}
+	e.SetName(name)
 	if !l.do(func() { l.add(e) }) {
 		return nil, ErrClosed
 	}
@@ -441,9 +443,9 @@ func (l *Locker) add(e *lockEntry) {
 		e.fail(ErrClosed)
 		return
 	}
-	a := l.names[e.name]
+	a := l.names[e.Name()]
 	if a != nil && e.try {
-		le := &LockedError{Name: e.name, Holder: l.cfg.ID}
+		le := &LockedError{Name: e.Name(), Holder: l.cfg.ID}
 		if a.held != nil {
 			le.Token, le.Payload = a.held.Token(), a.Config().Payload
 		}
@@ -451,7 +453,7 @@ func (l *Locker) add(e *lockEntry) {
 		return
 	}
 	if a == nil {
-		l.names[e.name] = e
+		l.names[e.Name()] = e
 		l.begin(e)
 		return
 	}
@@ -467,7 +469,7 @@ func (l *Locker) begin(e *lockEntry) {
 		l.dequeue(e)
 		return
 	}
-	if err := e.Init(e, e.name, e.cfg, e.try, e.fair); err != nil {
+	if err := e.Init(e, e.Name(), e.cfg, e.try, e.fair); err != nil {
 		e.fail(err) // Validate passed in take: not reached
 		l.dequeue(e)
 		return
@@ -491,7 +493,7 @@ func (l *Locker) remove(e *lockEntry) {
 
 // dequeue drops e from its name's queue and starts the next in line.
 func (l *Locker) dequeue(e *lockEntry) {
-	head := l.names[e.name]
+	head := l.names[e.Name()]
 	if head != e {
 		for o := head; o != nil; o = o.next {
 			if o.next == e {
@@ -504,10 +506,10 @@ func (l *Locker) dequeue(e *lockEntry) {
 	next := e.next
 	e.next = nil
 	if next == nil {
-		delete(l.names, e.name)
+		delete(l.names, e.Name())
 		return
 	}
-	l.names[e.name] = next
+	l.names[e.Name()] = next
 	if !next.started {
 		l.begin(next)
 	}

@@ -86,12 +86,12 @@ func benchLocker(b *testing.B, ttl time.Duration) {
 			b.Fatal(err)
 		}
 		ctx := context.Background()
+		held := make([]*tenure.Lock, n) // the caller's, not the Locker's
 		runtime.GC()
 		var before, after runtime.MemStats
 		runtime.ReadMemStats(&before)
 		g0 := runtime.NumGoroutine()
 		start := time.Now()
-		held := make([]*tenure.Lock, n)
 		for i := range held {
 			if held[i], err = l.TryLock(ctx, fmt.Sprintf("bench/%d", i)); err != nil {
 				b.Fatal(err)

@@ -181,6 +181,10 @@ func (l *Lock) Ticket() uint64 {
 // Name returns the lock's name.
 func (l *Lock) Name() string { return l.name }
 
+// SetName names a lock not yet started, for a host that keeps it before
+// Init (Init names it again).
+func (l *Lock) SetName(name string) { l.name = name }
+
 // Config returns the lock's Machine configuration; it must not be changed.
 func (l *Lock) Config() *election.Config { return l.machine().Config() }
 
