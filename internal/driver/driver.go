@@ -33,7 +33,7 @@ type Machine interface {
 }
 
 // Barrier names a point in the callback queue that the Driver waits for.
-type Barrier int
+type Barrier uint8
 
 const (
 	// Held follows the callbacks of a term that ended: until it is
@@ -96,7 +96,7 @@ type Driver struct {
 	op      uint64    // the call in flight
 	wake    time.Time // the wake-up asked of Effects, if wakeSet
 	ended   time.Time // when the last term ended
-	reached []Barrier
+	reached [2]Barrier // reached during a step, to take after it; Held and Drained at most once each
 
 	// The flags, together: a Driver per held lock adds up.
 	wakeSet  bool
@@ -207,8 +207,18 @@ func (d *Driver) Stopping() bool { return d.stopping }
 // as a goroutine running the Driver would.
 func (d *Driver) Reached(b Barrier) {
 	if d.applying {
-		d.reached = append(d.reached, b)
-		return
+		// Once each is enough: a second Held within the step follows the
+		// same callbacks, and Stop queues Drained once.
+		for i, r := range d.reached {
+			if r == b {
+				return
+			}
+			if r == 0 {
+				d.reached[i] = b
+				return
+			}
+		}
+		return // not reached: there are two kinds
 	}
 	d.take(b)
 }
@@ -293,9 +303,9 @@ func (d *Driver) step(out election.Output) {
 		d.fx.Wake(out.Wake)
 	}
 	d.applying = false
-	for len(d.reached) > 0 {
+	for d.reached[0] != 0 {
 		b := d.reached[0]
-		d.reached = d.reached[1:]
+		d.reached = [2]Barrier{d.reached[1]}
 		d.take(b)
 	}
 }
