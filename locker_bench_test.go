@@ -72,13 +72,20 @@ func recordBytes(n int) float64 {
 //	go test -run '^$' -bench Locker10k -benchtime 1x .
 func BenchmarkLocker10k(b *testing.B) {
 	for _, ttl := range []time.Duration{10 * time.Second, time.Second} {
-		b.Run("lease="+ttl.String(), func(b *testing.B) { benchLocker(b, ttl) })
+		b.Run("lease="+ttl.String(), func(b *testing.B) { benchLocker(b, ttl, false) })
 	}
+	b.Run("lease=10s/fair", func(b *testing.B) { benchLocker(b, 10*time.Second, true) })
 }
 
-func benchLocker(b *testing.B, ttl time.Duration) {
+// benchLocker: fair takes each lock with Lock(Fair()), through its queue,
+// rather than with TryLock; the store then keeps two records per lock, the
+// lock's and its (empty) queue's.
+func benchLocker(b *testing.B, ttl time.Duration, fair bool) {
 	const n = 10_000
 	perRecord := recordBytes(n)
+	if fair {
+		perRecord *= 2
+	}
 	for range b.N {
 		store := &countingStore{Store: memlease.New()}
 		l, err := tenure.NewLocker(tenure.LockerConfig{Store: store, ID: "bench", LeaseDuration: ttl})
@@ -93,7 +100,13 @@ func benchLocker(b *testing.B, ttl time.Duration) {
 		g0 := runtime.NumGoroutine()
 		start := time.Now()
 		for i := range held {
-			if held[i], err = l.TryLock(ctx, fmt.Sprintf("bench/%d", i)); err != nil {
+			name := fmt.Sprintf("bench/%d", i)
+			if fair {
+				held[i], err = l.Lock(ctx, name, tenure.Fair())
+			} else {
+				held[i], err = l.TryLock(ctx, name)
+			}
+			if err != nil {
 				b.Fatal(err)
 			}
 		}

@@ -214,6 +214,11 @@ func (l *Lock) after() {
 	if l.retired {
 		return
 	}
+	if f := l.fair; f != nil && f.gone && !f.inFlight {
+		// Out of the queue for good, with no call on it in flight: the
+		// lock goes on as an unfair one would, without the queue's state.
+		l.fair = nil
+	}
 	if (l.stopping || l.lost) && !l.d.Stopping() {
 		l.stopping = false
 		l.d.Stop()
