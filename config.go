@@ -51,8 +51,9 @@ type Config struct {
 	// RenewInterval is the time from sending one confirmed renewal to sending
 	// the next. Default: LeaseDuration/5 [2s].
 	RenewInterval time.Duration
-	// PollInterval is how often a follower reads the lease; jitter only
-	// shortens it. It bounds failover after a graceful release.
+	// PollInterval is how often a follower reads the lease on average: each
+	// wait is drawn in [0.9, 1.1] × PollInterval. The longest wait bounds
+	// failover after a graceful release.
 	// Default: LeaseDuration/5 [2s].
 	PollInterval time.Duration
 	// OpTimeout bounds one store call; a call not answered by then counts as

@@ -22,11 +22,13 @@
 //     the clock passes the deadline, even before the loop has run.
 //  4. While store calls are answered within a bound, after a leader crashes
 //     another candidate leads within
-//     (LeaseDuration×(1+MaxDrift) + PollInterval)/(1-MaxDrift) + four store
-//     round trips; after it releases (Run's context done), within
-//     PollInterval/(1-MaxDrift) + four round trips. (The round trips: the
-//     leader's last write in flight, the read that just missed it, the read
-//     that sees it, a read in flight when the wait ends, and the takeover.)
+//     (LeaseDuration×(1+MaxDrift) + 1.1×PollInterval)/(1-MaxDrift) + four
+//     store round trips; after it releases (Run's context done), within
+//     1.1×PollInterval/(1-MaxDrift) + four round trips. (1.1×PollInterval
+//     is the longest wait between polls, which are drawn within ±10% of
+//     PollInterval. The round trips: the leader's last write in flight, the
+//     read that just missed it, the read that sees it, a read in flight when
+//     the wait ends, and the takeover.)
 //
 // # Locks and watching
 //

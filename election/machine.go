@@ -464,12 +464,16 @@ func (m *Machine) backoff() time.Duration {
 	return d/2 + time.Duration(m.cfg.Rand.Int64N(int64(d/2)+1))
 }
 
-// pollAfter returns the next poll instant: PollInterval shortened by up to
-// 20% at random, so followers do not read in lockstep.
+// pollAfter returns the next poll instant: PollInterval moved by up to 10%
+// either way at random, so that followers do not read in lockstep and read
+// as often as configured on average (MaxPoll is the longest wait).
 func (m *Machine) pollAfter(now time.Time) time.Time {
 	d := m.cfg.PollInterval
-	return now.Add(d - time.Duration(m.cfg.Rand.Int64N(int64(d/5)+1)))
+	return now.Add(d - d/10 + time.Duration(m.cfg.Rand.Int64N(int64(d/5)+1)))
 }
+
+// MaxPoll returns the longest wait between a follower's polls: poll + 10%.
+func MaxPoll(poll time.Duration) time.Duration { return poll + poll/10 }
 
 // nonce returns a new write nonce: 16 hex digits of randomness, of which
 // the low 32 bits are kept among the latest few (4 bytes each, for many

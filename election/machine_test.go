@@ -199,8 +199,8 @@ func TestBackoffBoundsAndNoOverflow(t *testing.T) {
 				continue
 			}
 			// A retry waits at most RetryMax; a read (the last one is old)
-			// at most PollInterval.
-			if w := x.out.Wake.Sub(x.now); w > max(cfg.RetryMax, cfg.PollInterval) || w < 0 {
+			// at most MaxPoll.
+			if w := x.out.Wake.Sub(x.now); w > max(cfg.RetryMax, MaxPoll(cfg.PollInterval)) || w < 0 {
 				t.Fatalf("ttl %v: next attempt in %v", ttl, w)
 			}
 			x.tick(x.out.Wake)
@@ -219,19 +219,25 @@ func TestBackoffResetsOnAnswer(t *testing.T) {
 	}
 }
 
-// Polls are jittered within [0.8, 1] × PollInterval.
+// Polls are jittered within [0.9, 1.1] × PollInterval, around a mean of
+// PollInterval: followers read as often as configured.
 func TestPollJitterBounds(t *testing.T) {
 	m, err := New(testConfig("a"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	lo, hi := time.Duration(math.MaxInt64), time.Duration(0)
-	for range 10000 {
+	const n = 10000
+	lo, hi, sum := time.Duration(math.MaxInt64), time.Duration(0), time.Duration(0)
+	for range n {
 		d := m.pollAfter(t0).Sub(t0)
-		lo, hi = min(lo, d), max(hi, d)
+		lo, hi, sum = min(lo, d), max(hi, d), sum+d
 	}
-	if lo < 1600*time.Millisecond || hi > 2*time.Second || hi-lo < 300*time.Millisecond {
-		t.Fatalf("poll waits in [%v, %v], want within [1.6s, 2s] and spread", lo, hi)
+	if lo < 1800*time.Millisecond || hi > MaxPoll(2*time.Second) || hi-lo < 300*time.Millisecond {
+		t.Fatalf("poll waits in [%v, %v], want within [1.8s, 2.2s] and spread", lo, hi)
+	}
+	// The standard error of the mean is 115ms/√n ≈ 1.2ms: 10ms is 8 of them.
+	if mean := sum / n; mean < 1990*time.Millisecond || mean > 2010*time.Millisecond {
+		t.Fatalf("mean poll wait %v, want 2s", mean)
 	}
 }
 

@@ -23,17 +23,17 @@ type Plan struct {
 	// last saw the record change before it takes the lease over.
 	TakeoverWait time.Duration
 	// CrashFailover bounds, in true time, the time from a leader's crash
-	// to a new leader: the takeover wait and a poll, stretched by the
+	// to a new leader: the takeover wait and the longest poll (MaxPoll), stretched by the
 	// slowest clock ρ allows, and four round trips (the crashed leader's
 	// last write on the wire, the follower's read that sees it, a read in
 	// flight when the wait ends, the takeover).
 	CrashFailover time.Duration
-	// ReleaseFailover bounds the handoff after a graceful release: a poll
-	// by the slowest clock and four round trips.
+	// ReleaseFailover bounds the handoff after a graceful release: the
+	// longest poll by the slowest clock and four round trips.
 	ReleaseFailover time.Duration
 
-	// MeanPoll is a follower's mean time between reads (polls are drawn in
-	// [PollInterval×0.8, PollInterval]).
+	// MeanPoll is a follower's mean time between reads: PollInterval, as
+	// polls are drawn in [PollInterval×0.9, PollInterval×1.1].
 	MeanPoll time.Duration
 	// Per hour: the leader's renewals (writes), one follower's polls
 	// (reads), and the group's total.
@@ -59,9 +59,9 @@ func NewPlan(t Timing, candidates int, roundTrip time.Duration) (Plan, error) {
 	slow := func(d time.Duration) time.Duration { // d on a clock running ρ slow, in true time
 		return time.Duration(math.Ceil(float64(d) / (1 - t.MaxDrift)))
 	}
-	p.CrashFailover = slow(p.TakeoverWait) + slow(t.PollInterval) + 4*roundTrip
-	p.ReleaseFailover = slow(t.PollInterval) + 4*roundTrip
-	p.MeanPoll = t.PollInterval - t.PollInterval/10
+	p.CrashFailover = slow(p.TakeoverWait) + slow(MaxPoll(t.PollInterval)) + 4*roundTrip
+	p.ReleaseFailover = slow(MaxPoll(t.PollInterval)) + 4*roundTrip
+	p.MeanPoll = t.PollInterval
 	p.RenewalsPerHour = float64(time.Hour) / float64(t.RenewInterval)
 	p.PollsPerHour = float64(time.Hour) / float64(p.MeanPoll)
 	p.RequestsPerHour = p.RenewalsPerHour + float64(candidates-1)*p.PollsPerHour

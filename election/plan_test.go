@@ -14,20 +14,20 @@ func TestPlanDefaults(t *testing.T) {
 	want := Plan{
 		LeadWindow:      8990 * time.Millisecond, // 10s×(1-1e-3) - 1s
 		TakeoverWait:    10010 * time.Millisecond,
-		CrashFailover:   10020020021 + 2002002003 + 80*time.Millisecond,
-		ReleaseFailover: 2002002003 + 80*time.Millisecond,
-		MeanPoll:        1800 * time.Millisecond,
+		CrashFailover:   10020020021 + 2202202203 + 80*time.Millisecond, // the longest poll: 2.2s
+		ReleaseFailover: 2202202203 + 80*time.Millisecond,
+		MeanPoll:        2 * time.Second,
 	}
 	if p.LeadWindow != want.LeadWindow || p.TakeoverWait != want.TakeoverWait || p.CrashFailover != want.CrashFailover ||
 		p.ReleaseFailover != want.ReleaseFailover || p.MeanPoll != want.MeanPoll {
 		t.Fatalf("plan %+v\nwant %+v", p, want)
 	}
-	if p.RenewalsPerHour != 1800 || p.PollsPerHour != 2000 || p.RequestsPerHour != 5800 {
+	if p.RenewalsPerHour != 1800 || p.PollsPerHour != 1800 || p.RequestsPerHour != 5400 {
 		t.Fatalf("requests per hour: renewals %v, polls %v, total %v", p.RenewalsPerHour, p.PollsPerHour, p.RequestsPerHour)
 	}
 	leader, followers := p.MonthlyCost(DynamoDBOnDemand)
-	// 1,800/h × 720 h = 1,296,000 WRU at $0.625/M; 2 × 2,000/h × 720 h = 2,880,000 RRU at $0.125/M.
-	if math.Abs(leader-0.81) > 1e-9 || math.Abs(followers-0.36) > 1e-9 {
+	// 1,800/h × 720 h = 1,296,000 WRU at $0.625/M; 2 × 1,800/h × 720 h = 2,592,000 RRU at $0.125/M.
+	if math.Abs(leader-0.81) > 1e-9 || math.Abs(followers-0.324) > 1e-9 {
 		t.Fatalf("DynamoDB cost: leader %v, followers %v", leader, followers)
 	}
 }

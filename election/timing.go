@@ -28,8 +28,9 @@ type Timing struct {
 	// RenewInterval runs from the send of a confirmed write to the next
 	// renewal. Default LeaseDuration/5 [2s].
 	RenewInterval time.Duration
-	// PollInterval is how often a follower reads the lease (jitter only
-	// shortens it). Default LeaseDuration/5 [2s].
+	// PollInterval is how often a follower reads the lease on average:
+	// each wait is drawn in [0.9, 1.1] × PollInterval. Default
+	// LeaseDuration/5 [2s].
 	PollInterval time.Duration
 	// OpTimeout bounds one store call; one not answered by then has failed
 	// with an unknown outcome. Default LeaseDuration/5 [2s].

@@ -103,9 +103,10 @@
 //     no release is sent before the term's callbacks returned; the reason a
 //     term ended fits what happened.
 //   - I5: after a leader crashes, another one is elected within
-//     ttl×(1+ρ)/(1-ρ) + poll/(1-ρ) + 4 store round trips (in scenarios
-//     whose latency is bounded; docs/sim.md derives the bound); after a
-//     graceful release, within poll/(1-ρ) + 4 round trips; after every
+//     ttl×(1+ρ)/(1-ρ) + 1.1·poll/(1-ρ) + 4 store round trips (in scenarios
+//     whose latency is bounded; docs/sim.md derives the bound; 1.1·poll is
+//     the longest wait between polls); after a graceful release, within
+//     1.1·poll/(1-ρ) + 4 round trips; after every
 //     fault heals, one leader emerges, keeps its term and is seen by all.
 //   - I6: every Run returns, and in the real tier no goroutine outlives the
 //     run.

@@ -928,7 +928,7 @@ func (w *world) pollAndDrift(in *instance) (time.Duration, float64) {
 	rho := in.timing.MaxDrift
 	for _, o := range w.liveInstances() {
 		if o != in {
-			poll = max(poll, o.timing.PollInterval)
+			poll = max(poll, election.MaxPoll(o.timing.PollInterval))
 			rho = max(rho, o.timing.MaxDrift)
 		}
 	}
@@ -946,7 +946,7 @@ func (w *world) convergeBound() time.Duration {
 		ttl = max(ttl, in.timing.LeaseDuration)
 		op = max(op, in.timing.OpTimeout)
 		retry = max(retry, in.timing.RetryMax)
-		poll = max(poll, in.timing.PollInterval)
+		poll = max(poll, election.MaxPoll(in.timing.PollInterval))
 		rho = max(rho, in.timing.MaxDrift)
 	}
 	ppb := ppbOf(rho)

@@ -72,8 +72,8 @@ func printPlan(w io.Writer, p election.Plan, prices []election.Prices) {
 	row := func(k, v string) { fmt.Fprintf(w, "  %-28s %s\n", k, v) }
 	row("lead window", fmt.Sprintf("%v after sending each renewal the store confirms, by the leader's clock", p.LeadWindow))
 	row("takeover wait", fmt.Sprintf("%v of an unchanged record, by the follower's clock", p.TakeoverWait))
-	row("failover after a crash", fmt.Sprintf("at most %v (the wait and a poll on a clock ρ slow, 4 round trips)", p.CrashFailover.Round(time.Millisecond)))
-	row("failover after a release", fmt.Sprintf("at most %v (a poll on a clock ρ slow, 4 round trips)", p.ReleaseFailover.Round(time.Millisecond)))
+	row("failover after a crash", fmt.Sprintf("at most %v (the wait and the longest poll, PollInterval + 10%%, on a clock ρ slow; 4 round trips)", p.CrashFailover.Round(time.Millisecond)))
+	row("failover after a release", fmt.Sprintf("at most %v (the longest poll on a clock ρ slow; 4 round trips)", p.ReleaseFailover.Round(time.Millisecond)))
 	row("zombie window, no fencing", "unbounded: a leader paused between its check and its write sends that write when it wakes, however late")
 	row("zombie window, fencing", "none at the resource: it refuses the paused leader's token once a newer term has written")
 	row("requests per hour", fmt.Sprintf("leader %s renewals; each follower %s polls (mean %v); all %s",

@@ -10,8 +10,8 @@ func TestPlan(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d\n%s", code, errs)
 	}
-	for _, s := range []string{"lead window                  8.99s", "at most 12.102s", "at most 2.082s", "all 5,800",
-		"leader $0.81 + followers $0.36 = $1.17", "leader $6.48 + followers $1.15 = $7.63", "as of November 2024"} {
+	for _, s := range []string{"lead window                  8.99s", "at most 12.302s", "at most 2.282s", "all 5,400",
+		"leader $0.81 + followers $0.32 = $1.13", "leader $6.48 + followers $1.04 = $7.52", "as of November 2024"} {
 		if !strings.Contains(out, s) {
 			t.Errorf("output lacks %q:\n%s", s, out)
 		}
