@@ -93,9 +93,9 @@ type Driver struct {
 	fx      Effects
 	release time.Duration // bound on the release after Drained
 
-	op      uint64    // the call in flight
-	wake    time.Time // the wake-up asked of Effects, if wakeSet
-	ended   time.Time // when the last term ended
+	op      uint64     // the call in flight
+	wake    time.Time  // the wake-up asked of Effects, if wakeSet
+	ended   time.Time  // when the last term ended
 	reached [2]Barrier // reached during a step, to take after it; Held and Drained at most once each
 
 	// The flags, together: a Driver per held lock adds up.
