@@ -162,6 +162,7 @@ type Machine struct {
 	held      bool // a term ended and its callbacks have not returned: no campaign
 	resigning bool // Resign: our record is to be released once the callbacks returned
 	gated     bool // the driver holds campaigning back (a fair lock's turn has not come)
+	cold      bool // a follower other than the standby: polls every ColdPollInterval
 	phase     phase
 	state     state
 	nextDo    purpose // scheduled work, 0 if none
@@ -312,6 +313,31 @@ func (m *Machine) Gate(now time.Time, closed bool) Output {
 				m.schedule(now, doPoll)
 			}
 		}
+	}
+	return m.flush(now)
+}
+
+// SetCold makes the machine a cold follower, which polls every
+// ColdPollInterval (the Config must have one), or a hot one again, which
+// polls every PollInterval: the standby. Turning hot brings a later poll
+// forward. Only how often it reads changes, never when it may take the
+// lease (the wait runs from when the record was first seen unchanged).
+func (m *Machine) SetCold(now time.Time, cold bool) Output {
+	if m.cold != cold && (!cold || m.cfg.ColdPollInterval > 0) {
+		m.cold = cold
+		if !cold && m.state == following && m.op == nil && (m.nextDo == doPoll || m.nextDo == doAcquire) {
+			m.follow(now) // plan the next step anew at the hot cadence
+		}
+	}
+	return m.flush(now)
+}
+
+// Wake is a hint that the lease may have changed (a release): a follower
+// with nothing in flight reads at once instead of at its next poll. It
+// carries no authority: what the read finds decides, as always.
+func (m *Machine) Wake(now time.Time) Output {
+	if m.phase == running && m.state == following && m.op == nil && (m.nextDo == doPoll || m.nextDo == doAcquire) {
+		m.schedule(now, doPoll) // after it, follow schedules a takeover again
 	}
 	return m.flush(now)
 }
@@ -469,6 +495,9 @@ func (m *Machine) backoff() time.Duration {
 // as often as configured on average (MaxPoll is the longest wait).
 func (m *Machine) pollAfter(now time.Time) time.Time {
 	d := m.cfg.PollInterval
+	if m.cold {
+		d = m.cfg.ColdPollInterval
+	}
 	return now.Add(d - d/10 + time.Duration(m.cfg.Rand.Int64N(int64(d/5)+1)))
 }
 

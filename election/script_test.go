@@ -26,10 +26,14 @@ import (
 // offsets from the test's epoch; "+d" is d after the previous step. Commands:
 //
 //	config key=value...    before the first input: id, lease, renew, poll,
-//	                       op, retry-min, retry-max, drift, margin, wall
+//	                       cold-poll, op, retry-min, retry-max, drift,
+//	                       margin, wall
 //	start|tick|stop|release|callbacks-done [at=T]
 //	                       an input (tick with no time: at the wake-up)
 //	resign [at=T] hold=D   Resign, staying a follower for D
+//	gate [at=T] closed|open
+//	cold [at=T] [off]      SetCold: a cold follower, or (off) the standby
+//	hint [at=T]            Wake: a hint that the lease changed
 //	reply [at=T] OUTCOME   answer the call in flight, where OUTCOME is
 //	                       ok ver=V | notfound | error MESSAGE |
 //	                       record RECORD ver=V | conflict RECORD ver=V |
@@ -184,6 +188,11 @@ func (s *scripted) do(line string) string {
 	case "gate":
 		closed := len(args) > 0 && args[0] == "closed"
 		return s.show(s.m.Gate(s.time(at), closed))
+	case "cold":
+		cold := len(args) == 0 || args[0] != "off"
+		return s.show(s.m.SetCold(s.time(at), cold))
+	case "hint":
+		return s.show(s.m.Wake(s.time(at)))
 	case "reply":
 		return s.reply(s.time(at), args)
 	case "poll":
@@ -220,6 +229,8 @@ func (s *scripted) configure(args []string) {
 			s.cfg.RenewInterval = d
 		case "poll":
 			s.cfg.PollInterval = d
+		case "cold-poll":
+			s.cfg.ColdPollInterval = d
 		case "op":
 			s.cfg.OpTimeout = d
 		case "retry-min":

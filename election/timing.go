@@ -48,6 +48,27 @@ type Timing struct {
 	// ReleaseTimeout bounds the release after a stop. Default
 	// LeaseDuration/2 [5s].
 	ReleaseTimeout time.Duration
+	// ColdPollInterval, when not zero, turns on the standby: a follower
+	// other than the standby (a cold one) reads the lease, and the
+	// standby's record, this often on average; the standby reads the lease
+	// every PollInterval. Zero: no standby, and every follower polls every
+	// PollInterval. No default; at least PollInterval.
+	ColdPollInterval time.Duration
+}
+
+// StandbySuffix names a lease's standby record: NAME + StandbySuffix.
+const StandbySuffix = "::standby"
+
+// StandbyTiming returns the timing of the standby record's own election,
+// which cold followers watch: its lease is three cold polls (at least
+// LeaseDuration), renewed and polled once a cold poll, with a margin of a
+// sixth of it; store calls are timed and retried as for the lease. Its
+// settings follow from t's, which must have a ColdPollInterval.
+func StandbyTiming(t Timing) Timing {
+	c := t.ColdPollInterval
+	ttl := min(max(3*c, t.LeaseDuration), lease.MaxDuration)
+	return Timing{LeaseDuration: ttl, RenewInterval: c, PollInterval: c, OpTimeout: t.OpTimeout,
+		RetryMin: t.RetryMin, RetryMax: t.RetryMax, MaxDrift: t.MaxDrift, Margin: ttl / 6, ReleaseTimeout: t.ReleaseTimeout}
 }
 
 // WithDefaults returns t with every zero field set to its default.
@@ -111,6 +132,19 @@ func (t Timing) Validate() error {
 	if need := t.RenewInterval + 2*t.OpTimeout + t.RetryMax; need > window {
 		return fieldErr("RenewInterval", "%v + 2×OpTimeout %v + RetryMax %v = %v leaves no room to retry a renewal within the lead window %v (LeaseDuration×(1-MaxDrift)-Margin); shorten them or lengthen LeaseDuration",
 			t.RenewInterval, t.OpTimeout, t.RetryMax, need, window)
+	}
+	if t.ColdPollInterval != 0 {
+		if err := CheckDuration("ColdPollInterval", t.ColdPollInterval, 1); err != nil {
+			return err
+		}
+		if t.ColdPollInterval < t.PollInterval {
+			return fieldErr("ColdPollInterval", "%v is below PollInterval %v", t.ColdPollInterval, t.PollInterval)
+		}
+		if err := StandbyTiming(t).Validate(); err != nil {
+			// The standby's renewal, once a cold poll, must fit retries
+			// within its lease of three.
+			return fieldErr("ColdPollInterval", "%v is too short for the standby's own lease (%v); lengthen it", t.ColdPollInterval, err)
+		}
 	}
 	return nil
 }

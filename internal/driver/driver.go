@@ -192,6 +192,26 @@ func (d *Driver) Gate(closed bool) {
 	}
 }
 
+// SetCold makes the Machine poll at the cold cadence, or the hot one (a
+// standby's). It does nothing for a Machine without one.
+func (d *Driver) SetCold(cold bool) {
+	if c, ok := d.m.(interface {
+		SetCold(now time.Time, cold bool) election.Output
+	}); ok && !d.done {
+		d.step(c.SetCold(d.fx.Now(), cold))
+	}
+}
+
+// Hint passes on a wake-up: the lease may have changed, read it now. It
+// does nothing for a Machine that takes no hints.
+func (d *Driver) Hint() {
+	if w, ok := d.m.(interface {
+		Wake(now time.Time) election.Output
+	}); ok && !d.done {
+		d.step(w.Wake(d.fx.Now()))
+	}
+}
+
 // Resigning reports whether a Resign has yet to give the lease back.
 func (d *Driver) Resigning() bool {
 	r, ok := d.m.(resigner)
