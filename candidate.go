@@ -73,6 +73,10 @@ type Status struct {
 	// LastAnswer is the local time the store last answered (a record, a
 	// conflict, no record); zero before its first answer.
 	LastAnswer time.Time
+	// Standby reports whether this candidate is the standby
+	// (Config.Standby): the follower that reads the lease every
+	// PollInterval.
+	Standby bool
 }
 
 // New returns a Candidate for cfg, with the defaults of the fields left zero
@@ -219,6 +223,8 @@ type runner struct {
 	quitC <-chan time.Time // the release timer
 
 	resigns []chan struct{} // Resign calls waiting for the lease to be given back
+	sb      *sbRun          // nil without Config.Standby
+	woken   chan struct{}   // closed once the lease is given back: wake the standby; nil if none waits
 	warnAt  time.Time       // next warning about a wedged OnElected
 	errAt   time.Time       // when the current store error was last logged
 	lastErr string
@@ -242,21 +248,39 @@ func (r *runner) run(ctx context.Context) (err error) {
 		if r.notify != nil {
 			r.notify.close()
 		}
+		if r.sb != nil {
+			r.sb.close()
+		}
 		r.wg.Wait()
 	}()
+	if cfg.Standby {
+		if err := r.startStandby(); err != nil {
+			return err
+		}
+	}
 
 	r.d.Start()
+	var sbRes <-chan election.Result
+	var sbWakes <-chan struct{}
+	if r.sb != nil {
+		r.sb.s.Follow(true)
+		sbRes, sbWakes = r.sb.results, r.sb.wakes
+	}
 	stop := ctx.Done()
 	var crashed *CallbackPanic
-	for !r.d.Done() {
+	for !r.d.Done() || r.sb != nil && !r.sb.s.Done() {
+		var sbTimer <-chan time.Time
+		if r.sb != nil {
+			sbTimer = r.sb.timer
+		}
 		select {
 		case <-stop:
 			stop = nil
-			r.d.Stop()
+			r.stop()
 		case p := <-r.panics:
 			crashed = p
 			r.log(slog.LevelError, "callback panicked; ending the term and releasing the lease", "callback", p.Callback, "panic", fmt.Sprint(p.Value))
-			r.d.Stop()
+			r.stop()
 		case <-r.drained:
 			r.d.Reached(driver.Drained)
 		case <-r.held:
@@ -272,15 +296,34 @@ func (r *runner) run(ctx context.Context) (err error) {
 			}
 		case done := <-r.c.resign:
 			r.resigns = append(r.resigns, done)
+			r.wakeAfterRelease()
 			r.d.Resign(cfg.ResignHoldOff)
+		case res := <-sbRes:
+			if res.ID == r.sb.opID {
+				r.sb.opID, r.sb.cancel = 0, nil // its context is done: let it go
+			}
+			r.sb.s.Result(res)
+		case <-sbTimer:
+			r.sb.timer = nil
+			r.sb.s.Fire(r.Now())
+		case <-sbWakes:
+			r.sb.wake()
 		}
 		if len(r.resigns) > 0 && !r.d.Resigning() {
 			for _, done := range r.resigns {
 				close(done)
 			}
 			r.resigns = nil
+			r.wakeNow()
+		}
+		if r.sb != nil {
+			r.sb.apply()
+			r.sb.arm()
 		}
 		r.checkWedged()
+	}
+	if !r.d.GaveUp() {
+		r.wakeNow()
 	}
 	if crashed != nil {
 		panic(crashed)
@@ -297,6 +340,32 @@ func (r *runner) run(ctx context.Context) (err error) {
 }
 
 var errStopped = errors.New("tenure: Run ended")
+
+// stop ends the run: the term, then the release; and the standby campaign.
+func (r *runner) stop() {
+	r.wakeAfterRelease()
+	r.d.Stop()
+	if r.sb != nil {
+		r.sb.s.Follow(false)
+	}
+}
+
+// wakeAfterRelease plans a wake-up for the standby once the lease this
+// candidate leads is given back (wakeNow).
+func (r *runner) wakeAfterRelease() {
+	if r.sb != nil && r.tctx != nil && r.woken == nil {
+		r.woken = make(chan struct{})
+		r.wakeStandby(r.woken)
+	}
+}
+
+// wakeNow sends the planned wake-up: the lease was given back.
+func (r *runner) wakeNow() {
+	if r.woken != nil {
+		close(r.woken)
+		r.woken = nil
+	}
+}
 
 // The driver.Effects of a Candidate.
 
@@ -361,6 +430,9 @@ func (r *runner) Elected(t election.Term) {
 	tc := newTermContext(r.runCtx, term, cfg.Clock)
 	r.term, r.tctx = term, tc
 	r.log(slog.LevelInfo, "elected", "token", term.Token)
+	if r.sb != nil {
+		r.sb.s.Follow(false) // a leader is no standby: give the record back
+	}
 	r.c.ms.elected()
 	if o := r.c.obs; o != nil {
 		o.Elected(t.Token)
@@ -384,6 +456,9 @@ func (r *runner) Demoted(_ election.Term, why election.Reason) {
 		r.disp.push("OnDemoted", func() { f(term, reason) })
 	}
 	r.warnAt = r.Now().Add(cfg.Margin)
+	if r.sb != nil && !r.d.Stopping() {
+		r.sb.s.Follow(true)
+	}
 }
 
 func (r *runner) LeaderChanged(el election.Leader) {
@@ -404,8 +479,9 @@ func (r *runner) Anomaly(err error) {
 func (r *runner) Publish(snap driver.Snapshot) {
 	l := snap.Leader
 	s := Status{
-		Leader: Leader{Holder: l.Holder, Token: fencing.Token(l.Token), Payload: l.Payload},
-		Err:    snap.Err,
+		Leader:  Leader{Holder: l.Holder, Token: fencing.Token(l.Token), Payload: l.Payload},
+		Err:     snap.Err,
+		Standby: r.sb != nil && !r.sb.cold,
 	}
 	if snap.Leading {
 		s.Leading, s.Token, s.Deadline = true, fencing.Token(snap.Term.Token), snap.Term.Deadline

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"net"
 	"os"
 	"time"
 
@@ -79,6 +80,35 @@ type Config struct {
 	// the lease free first.
 	ResignHoldOff time.Duration
 
+	// Standby makes followers share the watching, so that the store's bill
+	// stays nearly flat as candidates are added. One follower, the
+	// standby, holds a second record (Lease + "::standby") and reads the
+	// lease every PollInterval; the others read the lease, and that
+	// record, every ColdPollInterval, and one of them takes the standby's
+	// place once it goes. Which follower is the standby changes only how
+	// often each reads, never who may take the lease or when; a failover
+	// with no standby left is bounded by ColdPollInterval instead of
+	// PollInterval. Off by default; every candidate of a lease should
+	// agree. See the README's "Standby and wake-ups".
+	Standby bool
+	// ColdPollInterval is how often, with Standby, a follower other than
+	// the standby reads. Default: 10×PollInterval [20s].
+	ColdPollInterval time.Duration
+	// WakeAddr, with Standby, is a UDP address ("host:port"; port 0 picks
+	// a free one) on which this candidate listens for wake-ups. The
+	// standby publishes its address in its record, and a leader that gives
+	// the lease back (Run's context done, Resign) sends it a wake-up: it
+	// then reads the lease at once and takes it, in a few store round
+	// trips instead of up to a poll. A wake-up only makes the standby read
+	// sooner, at most WakeBurst (3) at once and then one a second; it
+	// carries no authority, and a lost one leaves the poll to find the
+	// lease free. Empty (the default): no listener, no wake-ups.
+	WakeAddr string
+	// WakeAdvertise is the address published for WakeAddr, when others
+	// reach this host by another (NAT, containers). Default: WakeAddr's
+	// host with the port bound, so WakeAddr must then name a host.
+	WakeAdvertise string
+
 	// Clock supplies time. Default: clock.New() from
 	// github.com/benbjohnson/clock, the system clock.
 	Clock Clock
@@ -120,7 +150,50 @@ func (c Config) resolved() (Config, error) {
 	if err := election.CheckDuration("ResignHoldOff", c.ResignHoldOff, 0); err != nil {
 		return c, fieldError(err)
 	}
+	if err := c.checkStandby(); err != nil {
+		return c, fieldError(err)
+	}
 	return c, nil
+}
+
+// checkStandby checks the standby's fields (their timing is checked with
+// the rest).
+func (c *Config) checkStandby() error {
+	bad := func(field, format string, args ...any) error {
+		return &election.FieldError{Field: field, Reason: fmt.Sprintf(format, args...)}
+	}
+	if !c.Standby {
+		switch {
+		case c.ColdPollInterval != 0:
+			return bad("ColdPollInterval", "is set but Standby is off")
+		case c.WakeAddr != "" || c.WakeAdvertise != "":
+			return bad("WakeAddr", "is set but Standby is off: only a standby publishes one")
+		}
+		return nil
+	}
+	if err := lease.ValidateName(c.Lease + election.StandbySuffix); err != nil {
+		return &election.FieldError{Field: "Lease", Reason: "leaves no room for the standby record's name", Err: err}
+	}
+	if c.WakeAddr == "" {
+		if c.WakeAdvertise != "" {
+			return bad("WakeAdvertise", "is set without WakeAddr")
+		}
+		return nil
+	}
+	host, _, err := net.SplitHostPort(c.WakeAddr)
+	if err != nil {
+		return &election.FieldError{Field: "WakeAddr", Err: err}
+	}
+	if c.WakeAdvertise != "" {
+		if _, _, err := net.SplitHostPort(c.WakeAdvertise); err != nil {
+			return &election.FieldError{Field: "WakeAdvertise", Err: err}
+		}
+		return nil
+	}
+	if ip := net.ParseIP(host); host == "" || ip != nil && ip.IsUnspecified() {
+		return bad("WakeAddr", "%q names no host that others can send to: give one, or set WakeAdvertise", c.WakeAddr)
+	}
+	return nil
 }
 
 // WithDefaults returns a copy of c with every zero field that has a default
@@ -130,6 +203,9 @@ func (c Config) WithDefaults() Config {
 	c.setTiming(c.timing().WithDefaults())
 	if c.ResignHoldOff == 0 {
 		c.ResignHoldOff = 2 * c.PollInterval
+	}
+	if c.Standby && c.ColdPollInterval == 0 {
+		c.ColdPollInterval = 10 * c.PollInterval
 	}
 	if c.ID == "" {
 		c.ID = defaultID()
@@ -151,7 +227,7 @@ func (c *Config) timing() election.Timing {
 	return election.Timing{
 		LeaseDuration: c.LeaseDuration, RenewInterval: c.RenewInterval, PollInterval: c.PollInterval,
 		OpTimeout: c.OpTimeout, RetryMin: c.RetryMin, RetryMax: c.RetryMax,
-		MaxDrift: c.MaxDrift, Margin: c.Margin, ReleaseTimeout: c.ReleaseTimeout,
+		MaxDrift: c.MaxDrift, Margin: c.Margin, ReleaseTimeout: c.ReleaseTimeout, ColdPollInterval: c.ColdPollInterval,
 	}
 }
 
@@ -159,10 +235,17 @@ func (c *Config) setTiming(t election.Timing) {
 	c.LeaseDuration, c.RenewInterval, c.PollInterval = t.LeaseDuration, t.RenewInterval, t.PollInterval
 	c.OpTimeout, c.RetryMin, c.RetryMax = t.OpTimeout, t.RetryMin, t.RetryMax
 	c.MaxDrift, c.Margin, c.ReleaseTimeout = t.MaxDrift, t.Margin, t.ReleaseTimeout
+	c.ColdPollInterval = t.ColdPollInterval
 }
 
 func (c *Config) machineConfig() election.Config {
 	return election.Config{ID: c.ID, Timing: c.timing(), Payload: c.Payload, Rand: c.Rand, Wall: wallOf(c.Clock)}
+}
+
+// standbyConfig is the configuration of the standby record's Machine: its
+// own timing, and the wake-up address as its payload.
+func (c *Config) standbyConfig(wake string) election.Config {
+	return election.Config{ID: c.ID, Timing: election.StandbyTiming(c.timing()), Payload: []byte(wake), Rand: c.Rand, Wall: wallOf(c.Clock)}
 }
 
 // wallOf returns the wall clock of clk: its Wall method if it has one (a

@@ -1,0 +1,193 @@
+// Package standby is a candidate's campaign for its lease's standby record
+// (NAME + election.StandbySuffix), without goroutines. While the candidate
+// follows, it campaigns for the record as a lock (internal/lockcore) on the
+// record's own timing (election.StandbyTiming). Holding it makes the
+// candidate the standby: it reads the lease at the hot cadence and
+// publishes its wake-up address in the record's payload. The other
+// followers are cold: they read the lease, and the standby record, once a
+// cold poll, and one of them takes the record when its holder goes. A
+// leader gives the record back. Which candidate is the standby decides only
+// how often each reads: never who may take the lease, nor when.
+//
+// A Host carries out what a Standby asks and calls it back one event at a
+// time, so the Candidate's loop and a simulator can both run it.
+package standby
+
+import (
+	"log/slog"
+	"time"
+
+	"github.com/tenure-go/tenure/election"
+	"github.com/tenure-go/tenure/internal/lockcore"
+)
+
+// Host is what a Standby asks of the runtime around it. The Standby calls
+// it from the goroutine that calls the Standby.
+type Host interface {
+	// Now reads the clock.
+	Now() time.Time
+	// Call starts a store call on the standby record; its answer comes
+	// back through Standby.Result.
+	Call(op election.Op)
+	// Cancel abandons the call in flight.
+	Cancel()
+	Log(level slog.Level, msg string, args ...any)
+	// Hot says whether this candidate is now the standby. The host applies
+	// it to the lease's Machine (SetCold) once its current step is over.
+	Hot(hot bool)
+	// Reschedule says that Due may have changed.
+	Reschedule()
+}
+
+// Wake-ups are rate-limited: a burst of WakeBurst, then one every
+// WakeEvery. A flood of them costs at most that many extra reads.
+const (
+	WakeBurst = 3
+	WakeEvery = time.Second
+)
+
+// Standby is one candidate's standby campaign. The zero value is unusable:
+// call New.
+type Standby struct {
+	h      Host
+	name   string
+	cfg    *election.Config
+	lk     *lockcore.Lock // campaign, or release, under way; nil between
+	follow bool           // the candidate follows: campaign
+	hot    bool
+	again  time.Time // campaign again at this instant; zero: not planned
+	gaveUp bool      // the campaign under way was stopped on purpose
+
+	wakeAt time.Time // the rate limit's theoretical arrival time (GCRA)
+}
+
+// New returns a Standby for lease's standby record, campaigning with cfg
+// (election.StandbyTiming, the wake-up address as payload) once Follow
+// says so.
+func New(h Host, lease string, cfg *election.Config) *Standby {
+	return &Standby{h: h, name: lease + election.StandbySuffix, cfg: cfg}
+}
+
+// Follow says whether the candidate follows (campaign for the record) or
+// not (it leads, or stops: give the record back).
+func (s *Standby) Follow(follow bool) {
+	if s.follow == follow {
+		return
+	}
+	s.follow = follow
+	switch {
+	case !follow && s.lk != nil:
+		s.gaveUp = true
+		s.lk.Stop()
+	case !follow:
+		s.again = time.Time{}
+	case s.lk == nil:
+		s.start()
+	}
+	s.h.Reschedule()
+}
+
+// start begins a campaign; one that ended is replaced when it retires.
+func (s *Standby) start() {
+	s.again, s.gaveUp = time.Time{}, false
+	lk := new(lockcore.Lock)
+	if err := lk.Init((*lockHost)(s), s.name, s.cfg, false, false); err != nil {
+		s.h.Log(slog.LevelError, "standby: bad configuration", "err", err) // validated: not reached
+		return
+	}
+	s.lk = lk
+	lk.Start()
+}
+
+// Result takes the answer of a call on the record.
+func (s *Standby) Result(r election.Result) {
+	if s.lk != nil {
+		s.lk.Result(r)
+	}
+}
+
+// Due returns the instant of the next timer; zero if none.
+func (s *Standby) Due() time.Time {
+	d := s.again
+	if s.lk != nil {
+		if t := s.lk.Due(); !t.IsZero() && (d.IsZero() || t.Before(d)) {
+			d = t
+		}
+	}
+	return d
+}
+
+// Fire runs whatever is due at now.
+func (s *Standby) Fire(now time.Time) {
+	if !s.again.IsZero() && !now.Before(s.again) && s.lk == nil {
+		s.start()
+	} else if s.lk != nil {
+		s.lk.Fire(now)
+	}
+	s.h.Reschedule()
+}
+
+// Done reports whether nothing is under way: no campaign, no release.
+func (s *Standby) Done() bool { return s.lk == nil && !s.follow }
+
+// Hot reports whether this candidate is the standby.
+func (s *Standby) Hot() bool { return s.hot }
+
+// AllowWake reports whether a wake-up received at now may make the
+// candidate read: WakeBurst at once, then one every WakeEvery.
+func (s *Standby) AllowWake(now time.Time) bool {
+	tat := s.wakeAt
+	if tat.Before(now) {
+		tat = now
+	}
+	if tat.Sub(now) > (WakeBurst-1)*WakeEvery {
+		return false
+	}
+	s.wakeAt = tat.Add(WakeEvery)
+	return true
+}
+
+func (s *Standby) setHot(hot bool) {
+	if s.hot != hot {
+		s.hot = hot
+		s.h.Hot(hot)
+	}
+}
+
+// lockHost is the lockcore.Host of the campaign.
+type lockHost Standby
+
+func (l *lockHost) Now() time.Time              { return l.h.Now() }
+func (l *lockHost) Call(op election.Op, _ bool) { l.h.Call(op) } // never fair: no queue calls
+func (l *lockHost) Cancel()                     { l.h.Cancel() }
+func (l *lockHost) Log(lv slog.Level, msg string, args ...any) {
+	l.h.Log(lv, "standby: "+msg, args...)
+}
+func (l *lockHost) Granted(election.Term)                { (*Standby)(l).setHot(true) }
+func (l *lockHost) Busy(election.Leader)                 {} // not a TryLock: never called
+func (l *lockHost) Extended(time.Time)                   {}
+func (l *lockHost) Ended(election.Term, election.Reason) { (*Standby)(l).setHot(false) }
+func (l *lockHost) Reschedule()                          { l.h.Reschedule() }
+
+// Refused: the store refused for good at the first answer. The lease's own
+// Machine meets the same refusal and ends the run; until then, try again a
+// cold poll later.
+func (l *lockHost) Refused(err error) {
+	l.h.Log(slog.LevelWarn, "standby: campaign refused", "err", err)
+}
+
+// Retired: the campaign is over (the record given back, or lost, or
+// refused). While the candidate follows, a new one starts at once if this
+// one was given back on purpose, else a cold poll later.
+func (l *lockHost) Retired() {
+	s := (*Standby)(l)
+	s.setHot(false)
+	s.lk = nil
+	if s.follow {
+		s.again = s.h.Now()
+		if !s.gaveUp {
+			s.again = s.again.Add(s.cfg.PollInterval)
+		}
+	}
+	s.h.Reschedule()
+}

@@ -1,0 +1,205 @@
+package tenure
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net"
+	"time"
+
+	"github.com/tenure-go/tenure/election"
+	"github.com/tenure-go/tenure/internal/standby"
+)
+
+// sbRun is the standby side of one Run (Config.Standby): the standby
+// campaign (internal/standby), its store calls and timer, and the wake-up
+// listener. The runner's loop owns it.
+type sbRun struct {
+	r       *runner
+	s       *standby.Standby
+	results chan election.Result
+	timer   <-chan time.Time
+	timerAt time.Time
+	opID    uint64
+	cancel  context.CancelFunc
+	cold    bool // what the lease's Machine was last told
+	hot     bool // what the campaign says now
+
+	conn  net.PacketConn // the wake-up listener; nil without WakeAddr
+	wakes chan struct{}  // size 1: a wake-up arrived
+}
+
+// wakeMsg is a wake-up for the lease: the message names it, so that a
+// wake-up meant for another lease on the same address is ignored.
+func wakeMsg(lease string) string { return "tenure wake " + lease }
+
+// startStandby listens for wake-ups (with WakeAddr) and makes the standby
+// campaign; the lease's Machine starts cold.
+func (r *runner) startStandby() error {
+	cfg := &r.c.cfg
+	sb := &sbRun{r: r, results: make(chan election.Result), wakes: make(chan struct{}, 1)}
+	addr := ""
+	if cfg.WakeAddr != "" {
+		conn, err := net.ListenPacket("udp", cfg.WakeAddr)
+		if err != nil {
+			return fmt.Errorf("tenure: wake-up listener: %w", err)
+		}
+		sb.conn = conn
+		addr = cfg.WakeAdvertise
+		if addr == "" {
+			host, _, _ := net.SplitHostPort(cfg.WakeAddr) // checked by Validate
+			_, port, _ := net.SplitHostPort(conn.LocalAddr().String())
+			addr = net.JoinHostPort(host, port)
+		}
+		r.wg.Go(sb.listen)
+		r.log(slog.LevelInfo, "listening for wake-ups", "addr", conn.LocalAddr().String(), "advertised", addr)
+	}
+	scfg := cfg.standbyConfig(addr)
+	sb.s = standby.New(sb, cfg.Lease, &scfg)
+	r.sb = sb
+	r.d.SetCold(true)
+	sb.cold = true
+	return nil
+}
+
+// listen passes wake-ups for this lease to the loop until the listener is
+// closed. Anything else that arrives is dropped.
+func (sb *sbRun) listen() {
+	want := wakeMsg(sb.r.c.cfg.Lease)
+	buf := make([]byte, len(want)+1)
+	for {
+		n, _, err := sb.conn.ReadFrom(buf)
+		if err != nil {
+			return // closed
+		}
+		if string(buf[:n]) == want {
+			select {
+			case sb.wakes <- struct{}{}:
+			default: // one is pending already
+			}
+		}
+	}
+}
+
+// wake takes a wake-up: read the lease now, within the rate limit.
+func (sb *sbRun) wake() {
+	if sb.s.AllowWake(sb.Now()) {
+		sb.r.log(slog.LevelDebug, "woken: reading the lease")
+		sb.r.d.Hint()
+		return
+	}
+	sb.r.log(slog.LevelDebug, "wake-up dropped: over the rate limit")
+}
+
+// apply tells the lease's Machine whether this candidate is the standby,
+// outside the driver's step.
+func (sb *sbRun) apply() {
+	if cold := !sb.hot; cold != sb.cold {
+		sb.cold = cold
+		sb.r.d.SetCold(cold)
+		sb.r.c.mu.Lock()
+		sb.r.c.status.Standby = sb.hot
+		sb.r.c.mu.Unlock()
+	}
+}
+
+// arm sets the standby's timer for its next wake-up.
+func (sb *sbRun) arm() {
+	at := sb.s.Due()
+	switch {
+	case at.IsZero():
+		sb.timer, sb.timerAt = nil, time.Time{}
+	case sb.timer == nil || !at.Equal(sb.timerAt):
+		sb.timerAt = at
+		sb.timer = sb.r.c.cfg.Clock.After(at.Sub(sb.Now()))
+	}
+}
+
+// close stops the listener.
+func (sb *sbRun) close() {
+	if sb.conn != nil {
+		_ = sb.conn.Close()
+	}
+}
+
+// The standby.Host of a Run.
+
+func (sb *sbRun) Now() time.Time { return sb.r.c.cfg.Clock.Now() }
+
+func (sb *sbRun) Call(op election.Op) {
+	r := sb.r
+	cfg := &r.c.cfg
+	ctx, cancel := context.WithCancel(r.opBase)
+	sb.opID, sb.cancel = op.ID, cancel
+	rec := op.Record
+	rec.WrittenAt = cfg.Clock.Now().Round(0).UTC()
+	name := cfg.Lease + election.StandbySuffix
+	r.wg.Go(func() {
+		defer cancel()
+		res := election.Result{ID: op.ID, Record: rec}
+		start := cfg.Clock.Now()
+		switch op.Kind {
+		case election.OpGet:
+			res.Record, res.Version, res.Err = cfg.Store.Get(ctx, name)
+		case election.OpPut:
+			res.Version, res.Err = cfg.Store.Put(ctx, name, rec, op.Expect)
+		}
+		r.c.ms.storeCall(opName(op.Kind), res.Err, cfg.Clock.Now().Sub(start))
+		select {
+		case sb.results <- res:
+		case <-r.quit:
+		}
+	})
+}
+
+func (sb *sbRun) Cancel() {
+	if sb.cancel != nil {
+		sb.cancel()
+		sb.cancel = nil
+	}
+}
+
+func (sb *sbRun) Log(level slog.Level, msg string, args ...any) { sb.r.log(level, msg, args...) }
+
+func (sb *sbRun) Hot(hot bool) {
+	sb.hot = hot
+	if hot {
+		sb.r.log(slog.LevelInfo, "standby: reading the lease every PollInterval")
+	} else {
+		sb.r.log(slog.LevelInfo, "standby no more: reading every ColdPollInterval")
+	}
+}
+
+func (sb *sbRun) Reschedule() {} // the loop arms the timer after every event
+
+// wakeStandby reads the standby's record now, and sends its holder a
+// wake-up once released is closed: once the lease given back is
+// confirmed. It gives up if the run ends first without that.
+func (r *runner) wakeStandby(released <-chan struct{}) {
+	cfg := &r.c.cfg
+	r.wg.Go(func() {
+		ctx, cancel := context.WithTimeout(r.opBase, cfg.OpTimeout)
+		rec, _, err := cfg.Store.Get(ctx, cfg.Lease+election.StandbySuffix)
+		cancel()
+		if err != nil || rec.Released || rec.Holder == cfg.ID || len(rec.Payload) == 0 {
+			return // no standby to wake
+		}
+		select {
+		case <-released:
+		case <-r.quit:
+			select {
+			case <-released:
+			default:
+				return
+			}
+		}
+		conn, err := net.Dial("udp", string(rec.Payload))
+		if err != nil {
+			r.log(slog.LevelDebug, "wake-up not sent", "standby", rec.Holder, "err", err)
+			return
+		}
+		_, err = conn.Write([]byte(wakeMsg(cfg.Lease)))
+		_ = conn.Close()
+		r.log(slog.LevelDebug, "woke the standby", "standby", rec.Holder, "addr", string(rec.Payload), "err", err)
+	})
+}
