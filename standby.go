@@ -178,11 +178,14 @@ func (sb *sbRun) Reschedule() {} // the loop arms the timer after every event
 func (r *runner) wakeStandby(released <-chan struct{}) {
 	cfg := &r.c.cfg
 	r.wg.Go(func() {
-		ctx, cancel := context.WithTimeout(r.opBase, cfg.OpTimeout)
+		// Not cancelled with the run: the release may well be confirmed
+		// before this read is answered, and Run waits for it (OpTimeout).
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(r.opBase), cfg.OpTimeout)
 		rec, _, err := cfg.Store.Get(ctx, cfg.Lease+election.StandbySuffix)
 		cancel()
 		if err != nil || rec.Released || rec.Holder == cfg.ID || len(rec.Payload) == 0 {
-			return // no standby to wake
+			r.log(slog.LevelDebug, "no standby to wake", "holder", rec.Holder, "released", rec.Released, "err", err)
+			return
 		}
 		select {
 		case <-released:

@@ -888,9 +888,15 @@ func (m *Machine) follow(now time.Time) {
 		ttl = max(ttl, m.maxTTL) // a lost record: wait out the longest lease seen
 	}
 	at := m.time(m.since).Add(WaitBeforeTakeover(ttl, m.cfg.MaxDrift))
-	if poll.Before(at) {
+	switch {
+	case poll.Before(at):
 		m.schedule(poll, doPoll)
-	} else {
+	case m.cold && m.since == m.read:
+		// A cold follower checks a record that just changed (its holder
+		// is alive, as far as anyone knows) at its next cold poll, not at
+		// its takeover instant: a read then would be one more per wait.
+		m.schedule(poll, doPoll)
+	default:
 		m.schedule(at, doAcquire)
 	}
 }
