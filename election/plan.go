@@ -36,8 +36,24 @@ type Plan struct {
 	// polls are drawn in [PollInterval×0.9, PollInterval×1.1].
 	MeanPoll time.Duration
 	// Per hour: the leader's renewals (writes), one follower's polls
-	// (reads), and the group's total.
+	// (reads; with a standby, the standby's), and the group's total.
 	RenewalsPerHour, PollsPerHour, RequestsPerHour float64
+
+	// With a standby (Timing.ColdPollInterval): the standby's renewals of
+	// its record (writes) per hour, and a cold follower's reads per hour
+	// (the lease and the standby record, once a cold poll each).
+	StandbyRenewalsPerHour, ColdReadsPerHour float64
+	// ColdFailover bounds the failover after a crash that leaves no
+	// standby (the standby crashed too): a cold follower's first sight of
+	// the last record, the takeover wait and one more cold poll, on the
+	// slowest clock, and four round trips. With a live standby the bound
+	// is CrashFailover.
+	ColdFailover time.Duration
+	// WakeHandoff bounds the handoff after a release when the standby is
+	// woken (Config.WakeAddr): the release, the read of the standby's
+	// address, the wake-up, the standby's read and its takeover, each at
+	// most a round trip.
+	WakeHandoff time.Duration
 }
 
 // NewPlan returns the Plan of t (defaults filled in) for the given number of
@@ -62,9 +78,22 @@ func NewPlan(t Timing, candidates int, roundTrip time.Duration) (Plan, error) {
 	p.CrashFailover = slow(p.TakeoverWait) + slow(MaxPoll(t.PollInterval)) + 4*roundTrip
 	p.ReleaseFailover = slow(MaxPoll(t.PollInterval)) + 4*roundTrip
 	p.MeanPoll = t.PollInterval
-	p.RenewalsPerHour = float64(time.Hour) / float64(t.RenewInterval)
-	p.PollsPerHour = float64(time.Hour) / float64(p.MeanPoll)
+	perHour := func(d time.Duration) float64 { return float64(time.Hour) / float64(d) }
+	p.RenewalsPerHour = perHour(t.RenewInterval)
+	p.PollsPerHour = perHour(p.MeanPoll)
 	p.RequestsPerHour = p.RenewalsPerHour + float64(candidates-1)*p.PollsPerHour
+	if c := t.ColdPollInterval; c > 0 {
+		st := StandbyTiming(t)
+		p.StandbyRenewalsPerHour = perHour(st.RenewInterval)
+		p.ColdReadsPerHour = 2 * perHour(c)
+		p.ColdFailover = slow(MaxPoll(c)) + slow(p.TakeoverWait) + slow(MaxPoll(c)) + 4*roundTrip
+		p.WakeHandoff = 5 * roundTrip
+		p.RequestsPerHour = p.RenewalsPerHour
+		if candidates >= 2 {
+			p.RequestsPerHour += p.PollsPerHour + p.StandbyRenewalsPerHour
+		}
+		p.RequestsPerHour += float64(max(candidates-2, 0)) * p.ColdReadsPerHour
+	}
 	return p, nil
 }
 
@@ -93,10 +122,19 @@ var (
 )
 
 // MonthlyCost returns what one lease costs a month at prices: the leader's
-// renewals and the followers' polls, in US dollars.
+// renewals, and the followers' polls (with a standby: the standby's polls
+// and renewals of its record, and the cold followers' reads), in US
+// dollars.
 func (p Plan) MonthlyCost(pr Prices) (leader, followers float64) {
 	hours := pr.MonthDuration.Hours()
-	leader = p.RenewalsPerHour * hours * pr.WritesPerPut * pr.WritePerMil / 1e6
-	followers = float64(p.Candidates-1) * p.PollsPerHour * hours * pr.ReadsPerPoll * pr.ReadPerMil / 1e6
-	return leader, followers
+	writes := func(perHour float64) float64 { return perHour * hours * pr.WritesPerPut * pr.WritePerMil / 1e6 }
+	reads := func(perHour float64) float64 { return perHour * hours * pr.ReadsPerPoll * pr.ReadPerMil / 1e6 }
+	leader = writes(p.RenewalsPerHour)
+	if p.Timing.ColdPollInterval == 0 {
+		return leader, reads(float64(p.Candidates-1) * p.PollsPerHour)
+	}
+	if p.Candidates >= 2 {
+		followers = reads(p.PollsPerHour) + writes(p.StandbyRenewalsPerHour)
+	}
+	return leader, followers + reads(float64(max(p.Candidates-2, 0))*p.ColdReadsPerHour)
 }

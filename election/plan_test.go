@@ -50,3 +50,35 @@ func TestPlanRefusesWhatValidateRefuses(t *testing.T) {
 		t.Error("0 candidates accepted")
 	}
 }
+
+// With a standby, requests per hour grow by a cold follower's two reads a
+// cold poll per candidate, not by a poll every PollInterval.
+func TestPlanStandby(t *testing.T) {
+	tm := Timing{LeaseDuration: 3 * time.Second, RenewInterval: time.Second, PollInterval: time.Second, ColdPollInterval: 10 * time.Second}
+	for _, c := range []struct {
+		n    int
+		want float64
+	}{
+		// leader 3,600 renewals; standby 3,600 polls + 360 renewals; each
+		// cold follower 2 × 360 reads.
+		{1, 3600}, {2, 7560}, {3, 8280}, {5, 9720}, {10, 13320}, {20, 20520},
+	} {
+		p, err := NewPlan(tm, c.n, 10*time.Millisecond)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p.RequestsPerHour != c.want {
+			t.Errorf("%d candidates: %v requests per hour, want %v", c.n, p.RequestsPerHour, c.want)
+		}
+	}
+	p, _ := NewPlan(tm, 3, 10*time.Millisecond)
+	// 11s first sight + 3.003s wait + 11s, on a clock 0.1% slow, + 4 × 10ms.
+	if want := time.Duration(math.Ceil(11e9/0.999))*2 + time.Duration(math.Ceil(3.003e9/0.999)) + 40*time.Millisecond; p.ColdFailover != want {
+		t.Errorf("cold failover %v, want %v", p.ColdFailover, want)
+	}
+	leader, followers := p.MonthlyCost(DynamoDBOnDemand)
+	// 720 h: leader 3,600 writes/h; followers 360 writes/h + (3,600 + 720) reads/h.
+	if math.Abs(leader-720*3600*0.625/1e6) > 1e-9 || math.Abs(followers-720*(360*0.625+4320*0.125)/1e6) > 1e-9 {
+		t.Errorf("cost: leader %v, followers %v", leader, followers)
+	}
+}

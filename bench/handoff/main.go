@@ -9,6 +9,7 @@
 //	scripts/testservers.sh run -- go run ./bench/handoff                 # DynamoDB Local
 //	go run ./bench/handoff -store 'dynamodb://leases?region=eu-west-1'   # any store URL
 //	go run ./bench/handoff -trials 5 -window 10s                        # a quick run
+//	scripts/testservers.sh run -- go run ./bench/handoff -wake          # a standby, woken on release
 //
 // Without -store it uses DynamoDB Local at $TENURE_DYNAMODB_ENDPOINT (a new
 // table per run), else a file store in a temporary directory. Each
@@ -51,11 +52,18 @@ func main() {
 		trials   = flag.Int("trials", 20, "trials of each kind")
 		window   = flag.Duration("window", 30*time.Second, "how long to count requests, per number of candidates")
 		counts   = flag.String("candidates", "2,3,5,10,20", "numbers of candidates for the request counts")
+		standby  = flag.Bool("standby", false, "candidates run with Config.Standby")
+		coldPoll = flag.Duration("cold-poll", 0, "with -standby: ColdPollInterval (default 10 × poll)")
+		wake     = flag.Bool("wake", false, "candidates listen for wake-ups on 127.0.0.1 (turns on -standby)")
 		name     = flag.String("name", "", "candidate: lease name")
 		id       = flag.String("id", "", "candidate: ID")
 	)
 	flag.Parse()
-	t := election.Timing{LeaseDuration: *leaseDur, RenewInterval: *renew, PollInterval: *poll}
+	t := election.Timing{LeaseDuration: *leaseDur, RenewInterval: *renew, PollInterval: *poll, ColdPollInterval: *coldPoll}
+	if (*standby || *wake) && t.ColdPollInterval == 0 {
+		t.ColdPollInterval = 10 * t.PollInterval
+	}
+	wakeFlag = *wake
 	if *role == "candidate" {
 		if err := candidate(*storeURL, *name, *id, t); err != nil {
 			fmt.Fprintln(os.Stderr, "candidate:", err)
@@ -85,8 +93,12 @@ func (c *counting) Put(ctx context.Context, name string, rec lease.Record, expec
 	return c.Store.Put(ctx, name, rec, expect)
 }
 
+// wakeFlag: candidates listen for wake-ups (-wake).
+var wakeFlag bool
+
 // candidate runs one Candidate and reports on stdout: "NS elected TOKEN",
-// "NS demoted REASON", and on SIGUSR1 "NS stats GETS PUTS GOROUTINES CPU_NS".
+// "NS demoted REASON", "NS standby true|false" (with a standby), and on
+// SIGUSR1 "NS stats GETS PUTS GOROUTINES CPU_NS".
 func candidate(storeURL, name, id string, t election.Timing) error {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
@@ -98,8 +110,13 @@ func candidate(storeURL, name, id string, t election.Timing) error {
 	say := func(format string, args ...any) {
 		fmt.Printf("%d %s\n", time.Now().UnixNano(), fmt.Sprintf(format, args...))
 	}
+	wakeAddr := ""
+	if wakeFlag {
+		wakeAddr = "127.0.0.1:0"
+	}
 	c, err := tenure.New(tenure.Config{
 		Lease: name, Store: store, ID: id, LeaseDuration: t.LeaseDuration, RenewInterval: t.RenewInterval, PollInterval: t.PollInterval,
+		Standby: t.ColdPollInterval > 0, ColdPollInterval: t.ColdPollInterval, WakeAddr: wakeAddr,
 		Callbacks: tenure.Callbacks{
 			OnElected: func(ctx context.Context, term tenure.Term) {
 				say("elected %d", term.Token)
@@ -124,6 +141,17 @@ func candidate(storeURL, name, id string, t election.Timing) error {
 			say("stats %d %d %d %d", store.gets.Load(), store.puts.Load(), runtime.NumGoroutine(), cpu)
 		}
 	}()
+	if t.ColdPollInterval > 0 {
+		go func() { // Status has no callback for the standby: look often
+			was := false
+			for range time.Tick(20 * time.Millisecond) {
+				if now := c.Status().Standby; now != was {
+					was = now
+					say("standby %t", now)
+				}
+			}
+		}()
+	}
 	say("started")
 	err = c.Run(ctx)
 	if errors.Is(err, context.Canceled) {
@@ -137,6 +165,7 @@ type proc struct {
 	id      string
 	cmd     *exec.Cmd
 	leading bool // its latest news: elected, and not yet over
+	standby bool
 	exited  bool
 }
 
@@ -177,7 +206,8 @@ func newGroup(self, storeURL, name string, n int, t election.Timing) (*group, er
 
 func (g *group) start(self, storeURL, name, id string, t election.Timing) error {
 	cmd := exec.Command(self, "-role", "candidate", "-store", storeURL, "-name", name, "-id", id,
-		"-lease", t.LeaseDuration.String(), "-renew", t.RenewInterval.String(), "-poll", t.PollInterval.String())
+		"-lease", t.LeaseDuration.String(), "-renew", t.RenewInterval.String(), "-poll", t.PollInterval.String(),
+		"-cold-poll", t.ColdPollInterval.String(), "-wake="+strconv.FormatBool(wakeFlag))
 	cmd.Stderr = os.Stderr
 	out, err := cmd.StdoutPipe()
 	if err != nil {
@@ -216,7 +246,9 @@ func (g *group) wait(d time.Duration, pred func(*proc, event) bool) (*proc, even
 			case "over", "demoted":
 				m.p.leading = false
 			case "exit":
-				m.p.leading, m.p.exited = false, true
+				m.p.leading, m.p.exited, m.p.standby = false, true, false
+			case "standby":
+				m.p.standby = len(m.e.args) > 0 && m.e.args[0] == "true"
 			}
 			if pred(m.p, m.e) {
 				return m.p, m.e, nil
@@ -239,6 +271,23 @@ func (g *group) leader(d time.Duration) (*proc, error) {
 	}
 	p, _, err := g.wait(d, elected)
 	return p, err
+}
+
+// standbyReady waits, with a standby, until a live follower other than
+// skip is the standby: the handoff measured is then the one a standby
+// makes (after a takeover, the next standby is a cold follower that finds
+// the record free within a cold poll).
+func (g *group) standbyReady(t election.Timing, d time.Duration, skip ...*proc) error {
+	if t.ColdPollInterval == 0 {
+		return nil
+	}
+	for _, p := range g.procs {
+		if p.standby && !p.exited && !slices.Contains(skip, p) {
+			return nil
+		}
+	}
+	_, _, err := g.wait(d, func(p *proc, e event) bool { return p.standby && !slices.Contains(skip, p) })
+	return err
 }
 
 func electedOtherThan(skip ...*proc) func(*proc, event) bool {
@@ -291,7 +340,11 @@ func bench(storeURL string, t election.Timing, trials int, window time.Duration,
 	if _, err := election.NewPlan(t, 3, 0); err != nil {
 		return err
 	}
-	fmt.Printf("store %s\nlease L = %v, renew %v, poll %v; %d trials each\n\n", storeURL, t.LeaseDuration, t.RenewInterval, t.PollInterval, trials)
+	fmt.Printf("store %s\nlease L = %v, renew %v, poll %v; %d trials each\n", storeURL, t.LeaseDuration, t.RenewInterval, t.PollInterval, trials)
+	if t.ColdPollInterval > 0 {
+		fmt.Printf("standby, cold poll %v; wake-ups %t\n", t.ColdPollInterval, wakeFlag)
+	}
+	fmt.Println()
 	L := t.LeaseDuration
 	long := 3*L + 10*time.Second
 
@@ -342,6 +395,9 @@ func crashThenHandoff(g *group, t election.Timing, long time.Duration) (crash, h
 	}
 	crash = e.at.Sub(t0)
 	time.Sleep(t.PollInterval + jitter(t.PollInterval))
+	if err := g.standbyReady(t, long, l, l2); err != nil {
+		return 0, 0, err
+	}
 	t0 = time.Now()
 	_ = l2.cmd.Process.Signal(syscall.SIGTERM)
 	_, e, err = g.wait(long, electedOtherThan(l, l2))

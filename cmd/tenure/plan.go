@@ -21,6 +21,7 @@ examples:
   tenure plan                                   # the defaults, 3 candidates
   tenure plan --lease 3s --candidates 10        # a short lease, many replicas
   tenure plan --lease 30s --renew 10s --store s3
+  tenure plan --lease 3s --renew 1s --poll 1s --standby --candidates 20
   TENURE_LEASE=20s tenure plan
 `
 
@@ -34,6 +35,8 @@ func planCommand(args []string, stdout, stderr io.Writer) int {
 	fs.DurationVar(&t.OpTimeout, "op-timeout", 0, "store call timeout (default lease/5)")
 	fs.DurationVar(&t.Margin, "margin", 0, "safety margin at the end of a term (default lease/10)")
 	fs.Float64Var(&t.MaxDrift, "drift", election.DefaultMaxDrift, "largest clock rate error between hosts (ρ)")
+	standby := fs.Bool("standby", false, "with a standby: one follower polls, the others poll every --cold-poll")
+	fs.DurationVar(&t.ColdPollInterval, "cold-poll", 0, "with --standby: the other followers' poll interval (default 10 × poll)")
 	candidates := fs.Int("candidates", 3, "number of candidates")
 	rtt := fs.Duration("rtt", 20*time.Millisecond, "longest store round trip to assume")
 	store := fs.String("store", "all", "whose cost to print: dynamodb, s3 or all")
@@ -56,6 +59,13 @@ func planCommand(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "tenure plan: --store %q: want dynamodb, s3 or all\n", *store)
 		return exitUsage
 	}
+	switch {
+	case *standby && t.ColdPollInterval == 0:
+		t.ColdPollInterval = 10 * t.WithDefaults().PollInterval // as tenure.Config's default
+	case !*standby && t.ColdPollInterval != 0:
+		fmt.Fprintln(stderr, "tenure plan: --cold-poll needs --standby")
+		return exitUsage
+	}
 	p, err := election.NewPlan(t, *candidates, *rtt)
 	if err != nil {
 		fmt.Fprintf(stderr, "tenure plan: %v\n", err)
@@ -76,8 +86,15 @@ func printPlan(w io.Writer, p election.Plan, prices []election.Prices) {
 	row("failover after a release", fmt.Sprintf("at most %v (the longest poll on a clock ρ slow; 4 round trips)", p.ReleaseFailover.Round(time.Millisecond)))
 	row("zombie window, no fencing", "unbounded: a leader paused between its check and its write sends that write when it wakes, however late")
 	row("zombie window, fencing", "none at the resource: it refuses the paused leader's token once a newer term has written")
-	row("requests per hour", fmt.Sprintf("leader %s renewals; each follower %s polls (mean %v); all %s",
-		count(p.RenewalsPerHour), count(p.PollsPerHour), p.MeanPoll, count(p.RequestsPerHour)))
+	if t.ColdPollInterval == 0 {
+		row("requests per hour", fmt.Sprintf("leader %s renewals; each follower %s polls (mean %v); all %s",
+			count(p.RenewalsPerHour), count(p.PollsPerHour), p.MeanPoll, count(p.RequestsPerHour)))
+	} else {
+		row("failover, no standby left", fmt.Sprintf("at most %v (a cold poll to see the last record, the wait, a cold poll; 4 round trips)", p.ColdFailover.Round(time.Millisecond)))
+		row("handoff, standby woken", fmt.Sprintf("at most %v with --wake (5 round trips); else as after a release", p.WakeHandoff.Round(time.Millisecond)))
+		row("requests per hour", fmt.Sprintf("leader %s renewals; the standby %s polls (mean %v) and %s renewals of its record; each cold follower %s reads (every %v, the lease and the standby record); all %s",
+			count(p.RenewalsPerHour), count(p.PollsPerHour), p.MeanPoll, count(p.StandbyRenewalsPerHour), count(p.ColdReadsPerHour), t.ColdPollInterval, count(p.RequestsPerHour)))
+	}
 	for _, pr := range prices {
 		leader, followers := p.MonthlyCost(pr)
 		fmt.Fprintf(w, "\n  %s, list prices as of %s: $%g per million %s, $%g per million %s\n",

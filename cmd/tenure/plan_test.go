@@ -54,3 +54,20 @@ func TestPlanFromEnvironment(t *testing.T) {
 		t.Fatalf("TENURE_LEASE=soon: exit %d, %q", code, errs)
 	}
 }
+
+// TestPlanStandby: with --standby the requests grow by a cold follower's
+// reads per candidate; --cold-poll alone is refused.
+func TestPlanStandby(t *testing.T) {
+	code, out, errs := runTenure(t, "plan", "--lease", "3s", "--renew", "1s", "--poll", "1s", "--standby", "--candidates", "10")
+	if code != 0 {
+		t.Fatalf("exit %d\n%s", code, errs)
+	}
+	for _, s := range []string{"the standby 3,600 polls", "360 renewals of its record", "each cold follower 720 reads (every 10s", "all 13,320", "failover, no standby left"} {
+		if !strings.Contains(out, s) {
+			t.Errorf("output lacks %q:\n%s", s, out)
+		}
+	}
+	if code, _, errs := runTenure(t, "plan", "--cold-poll", "20s"); code != exitUsage || !strings.Contains(errs, "--standby") {
+		t.Errorf("--cold-poll without --standby: exit %d, %s", code, errs)
+	}
+}

@@ -87,6 +87,12 @@ func (e *procEnv) watch(r io.Reader) {
 // tenure starts the tenure binary with args, the helper child after "--".
 func (e *procEnv) tenure(args ...string) *exec.Cmd {
 	e.t.Helper()
+	return e.tenureLog(os.Stderr, args...)
+}
+
+// tenureLog is tenure with its log (stderr) going to w.
+func (e *procEnv) tenureLog(w io.Writer, args ...string) *exec.Cmd {
+	e.t.Helper()
 	self, err := os.Executable()
 	if err != nil {
 		e.t.Fatal(err)
@@ -97,7 +103,7 @@ func (e *procEnv) tenure(args ...string) *exec.Cmd {
 	cmd.Env = append(os.Environ(), e.env...)
 	cmd.Env = append(cmd.Env, "TENURE_STORE="+e.store, "TENURE_LEASE="+e.lease.String(), "TENURE_GRACE=5s",
 		"TENURE_TEST_CHILD="+e.dir)
-	cmd.Stderr = os.Stderr
+	cmd.Stderr = w
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		e.t.Fatal(err)
@@ -312,6 +318,47 @@ func TestProcessSIGTERM(t *testing.T) {
 			t.Errorf("b's child started %v after the SIGTERM; want within a poll (%v) and a second", took, p.ReleaseFailover)
 		}
 	})
+}
+
+// logWatch passes a log on to stderr and closes seen at the first line
+// that contains want.
+type logWatch struct {
+	want string
+	seen chan struct{}
+	once sync.Once
+}
+
+func (l *logWatch) Write(b []byte) (int, error) {
+	if strings.Contains(string(b), l.want) {
+		l.once.Do(func() { close(l.seen) })
+	}
+	return os.Stderr.Write(b)
+}
+
+// TestProcessWake: with --wake, the follower is the standby, and when the
+// leader gets SIGTERM it releases the lease and wakes it: the follower's
+// child starts long before its next poll could have found the lease free.
+// The lease is 60s, so polls are 10.8s to 13.2s apart, and b read the
+// lease just before it became the standby.
+func TestProcessWake(t *testing.T) {
+	e := newProcEnv(t, "")
+	e.lease = time.Minute
+	a := e.tenure("run", "--id", "a", "--wake", "127.0.0.1:0", "job")
+	e.await(20*time.Second, "a's child", func(ev event) bool { return ev.what == "start" && ev.holder == "a" })
+	w := &logWatch{want: "standby: reading the lease every PollInterval", seen: make(chan struct{})}
+	e.tenureLog(w, "run", "-v", "--id", "b", "--wake", "127.0.0.1:0", "job")
+	select {
+	case <-w.seen:
+	case <-time.After(10 * time.Second):
+		t.Fatal("b did not become the standby")
+	}
+	if err := a.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	e.await(8*time.Second, "b's child, woken", func(ev event) bool { return ev.what == "start" && ev.holder == "b" })
+	if err := a.Wait(); err != nil {
+		t.Errorf("tenure after SIGTERM: %v", err)
+	}
 }
 
 // TestProcessSIGHUP: SIGHUP to tenure reaches the child, which keeps

@@ -140,6 +140,7 @@ examples:
   tenure run nightly-report -- ./report.sh
   tenure run --store 'dynamodb://leases?region=eu-west-1' --grace 3s writer -- ./writer --token-env TENURE_TOKEN
   TENURE_STORE=s3://my-leases/tenure/ tenure run --on-exit restart api-singleton -- ./server
+  tenure run --wake 10.0.0.5:7946 writer -- ./writer   # standby, woken on release
 `
 
 // runCommand implements "tenure run".
@@ -151,6 +152,10 @@ func runCommand(args []string, stdout, stderr io.Writer) int {
 	onExit := fs.String("on-exit", "exit", "when the command exits on its own: exit, restart or release")
 	onLost := fs.String("on-lost", "campaign", "when the lease is lost: campaign (run the command again when elected) or exit")
 	leaseName := fs.String("name", "", "the lease's name, if not given as NAME (default: run/ and the command's base name)")
+	standby := fs.Bool("standby", false, "share the watching: one follower polls, the others every --cold-poll (every process of the lease should agree)")
+	coldPoll := fs.Duration("cold-poll", 0, "with --standby: how often followers other than the standby read (default 10 × the poll interval)")
+	wake := fs.String("wake", "", "listen for wake-ups on this UDP address, e.g. 10.0.0.5:7946 or 127.0.0.1:0 (turns on --standby): the standby takes over in a few round trips when the leader releases")
+	wakeAdvertise := fs.String("wake-advertise", "", "the address others send wake-ups to, if not --wake's (NAT, containers)")
 	before, argv := splitArgs(args)
 	if ok, status := parseFlags(fs, before, stderr); !ok {
 		return status
@@ -198,6 +203,7 @@ func runCommand(args []string, stdout, stderr io.Writer) int {
 	cand, err := tenure.New(tenure.Config{
 		Lease: name, Store: store, ID: c.id, LeaseDuration: c.lease, Payload: []byte(c.payload), Logger: log,
 		MeterProvider: tel.mp, Callbacks: tenure.Callbacks{OnElected: r.elected},
+		Standby: *standby || *wake != "", ColdPollInterval: *coldPoll, WakeAddr: *wake, WakeAdvertise: *wakeAdvertise,
 	})
 	if err != nil {
 		fmt.Fprintf(stderr, "tenure run: %v\n", err)
