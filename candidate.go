@@ -263,7 +263,9 @@ func (r *runner) run(ctx context.Context) (err error) {
 	var sbRes <-chan election.Result
 	var sbWakes <-chan struct{}
 	if r.sb != nil {
-		r.sb.s.Follow(true)
+		// The standby campaign begins once another candidate is seen to
+		// lead (LeaderChanged): a candidate about to take a free lease
+		// would take the standby record too, then give it back.
 		sbRes, sbWakes = r.sb.results, r.sb.wakes
 	}
 	stop := ctx.Done()
@@ -462,6 +464,9 @@ func (r *runner) Demoted(_ election.Term, why election.Reason) {
 }
 
 func (r *runner) LeaderChanged(el election.Leader) {
+	if r.sb != nil && el.Holder != "" && el.Holder != r.c.cfg.ID && !r.d.Stopping() {
+		r.sb.s.Follow(true)
+	}
 	l := Leader{Holder: el.Holder, Token: fencing.Token(el.Token), Payload: el.Payload}
 	r.log(slog.LevelDebug, "leader changed", "leader", l.Holder, "token", l.Token)
 	if r.notify != nil {
