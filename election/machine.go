@@ -163,6 +163,7 @@ type Machine struct {
 	resigning bool // Resign: our record is to be released once the callbacks returned
 	gated     bool // the driver holds campaigning back (a fair lock's turn has not come)
 	cold      bool // a follower other than the standby: polls every ColdPollInterval
+	rewake    bool // a wake-up came while a read was in flight: read again after it
 	phase     phase
 	state     state
 	nextDo    purpose // scheduled work, 0 if none
@@ -336,8 +337,13 @@ func (m *Machine) SetCold(now time.Time, cold bool) Output {
 // with nothing in flight reads at once instead of at its next poll. It
 // carries no authority: what the read finds decides, as always.
 func (m *Machine) Wake(now time.Time) Output {
-	if m.phase == running && m.state == following && m.op == nil && (m.nextDo == doPoll || m.nextDo == doAcquire) {
+	switch {
+	case m.phase != running || m.state != following:
+	case m.op == nil && (m.nextDo == doPoll || m.nextDo == doAcquire):
 		m.schedule(now, doPoll) // after it, follow schedules a takeover again
+	case m.op != nil && m.op.do == doPoll:
+		// That read may have left before the change it was woken for.
+		m.rewake = true
 	}
 	return m.flush(now)
 }
@@ -687,6 +693,12 @@ func (m *Machine) handle(now time.Time, op *flight, res Result) {
 			return
 		}
 		m.follow(now)
+		if m.rewake {
+			m.rewake = false
+			if m.nextDo == doPoll { // nothing to take yet: read once more
+				m.schedule(now, doPoll)
+			}
+		}
 	case doReadBack:
 		w := m.unresolved
 		m.unresolved = nil

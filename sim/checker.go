@@ -31,6 +31,14 @@ type Stats struct {
 	MaxFailover   time.Duration // longest wait for a new leader in an I5 check
 	Losses        int           // records deleted or written back
 	LossDemotions int           // terms that ended because of one
+
+	// With a standby: calls on the standby record, and wake-ups sent,
+	// lost, and taken (that made the standby read).
+	StandbyRequests                 int
+	WakesSent, WakesLost, WakesUsed int
+	// I5 checks made with the cold bound (no standby reading) and with
+	// the wake-up bound.
+	ColdBounds, WakeBounds int
 }
 
 // term is one leadership term as the checker saw it, in true time.

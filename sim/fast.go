@@ -2,11 +2,13 @@ package sim
 
 import (
 	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/tenure-go/tenure"
 	"github.com/tenure-go/tenure/election"
 	"github.com/tenure-go/tenure/internal/driver"
+	"github.com/tenure-go/tenure/internal/standby"
 )
 
 // fastRun is the fast tier's instance: the driver that tenure.Candidate
@@ -28,6 +30,21 @@ type fastRun struct {
 	disp   dispatcher
 	notif  notifier
 	dead   bool // crashed
+
+	// With a standby (Timing.ColdPollInterval), as the Candidate's sbRun.
+	sb      *standby.Standby
+	sbReq   *request // its call in flight
+	sbTimer *timer
+	sbAt    time.Time
+	hot     bool // what the campaign says
+	cold    bool // what the Machine was last told
+	// The wake-up of the standby after a release (Plan.Wake): wakeTo is the
+	// standby's ID as its record named it, once read; released, once the
+	// release is confirmed.
+	wakeTo           string
+	waking, released bool
+	quitWake         bool // the run ended without a confirmed release: no wake-up
+	returned         bool // Run returned (finish)
 }
 
 // fastTerm models a term's context.
@@ -58,6 +75,14 @@ func newFastRun(in *instance) instRuntime {
 	f.d = driver.New(f.m, f, in.timing.ReleaseTimeout)
 	f.disp.f = f
 	f.notif.f = f
+	if in.timing.ColdPollInterval > 0 {
+		addr := ""
+		if in.w.plan.Wake != nil {
+			addr = in.ID // the address published: how a wake-up finds it here
+		}
+		sc := election.Config{ID: in.ID, Timing: election.StandbyTiming(in.timing), Payload: []byte(addr), Rand: ec.Rand, Wall: in.wallNow}
+		f.sb = standby.New((*fastSB)(f), leaseName, &sc)
+	}
 	return f
 }
 
@@ -72,6 +97,10 @@ func (f *fastRun) after(src source, d time.Duration, fn func()) *timer {
 // The loop's inputs, as the Candidate's select receives them.
 
 func (f *fastRun) start() {
+	if f.sb != nil {
+		f.d.SetCold(true)
+		f.cold = true
+	}
 	f.d.Start()
 	f.loop()
 }
@@ -83,8 +112,20 @@ func (f *fastRun) fire(tm *timer) {
 }
 
 func (f *fastRun) deliver(req *request) {
+	if req.wake {
+		f.wakeRead(req)
+		return
+	}
 	if f.dead || f.exited {
 		return // the call's goroutine gives up on quit
+	}
+	if req.standby {
+		if req == f.sbReq {
+			f.sbReq = nil
+		}
+		f.sb.Result(election.Result{ID: req.opID, Record: req.res.rec, Version: req.res.ver, Err: req.res.err})
+		f.loop()
+		return
 	}
 	if req == f.req {
 		f.req = nil
@@ -97,15 +138,117 @@ func (f *fastRun) stop() {
 	if f.dead || f.exited {
 		return
 	}
+	if f.sb != nil && f.term != nil && f.w.plan.Wake != nil && !f.waking {
+		// wakeAfterRelease: read the standby record now.
+		f.waking = true
+		req := &request{in: f.in, kind: election.OpGet, standby: true, wake: true}
+		f.w.stage(item{in: f.in, src: srcStore, kind: itRequest, req: req})
+	}
 	f.d.Stop()
+	if f.sb != nil {
+		f.sb.Follow(false)
+	}
 	f.loop()
 }
 
-// loop models `for !r.d.Done()`.
+// loop models the end of an iteration of the Candidate's loop: the
+// standby's hot or cold applied and its timer armed, and then
+// `for !r.d.Done() || !sb.Done()`.
 func (f *fastRun) loop() {
-	if f.d.Done() && !f.exited {
-		f.exit()
+	if f.exited {
+		return
 	}
+	if f.sb != nil {
+		if cold := !f.hot; cold != f.cold {
+			f.cold = cold
+			f.d.SetCold(cold)
+		}
+		f.armStandby()
+	}
+	if f.d.Done() && (f.sb == nil || f.sb.Done()) {
+		f.exit()
+		if f.waking {
+			// The run ends: the wake-up goes out if the lease was given
+			// back; else its goroutine returns on quit.
+			if f.d.GaveUp() {
+				f.quitWake = true
+				if f.wakeTo != "" {
+					f.wakeTo, f.waking = "", false
+					f.joined()
+				}
+			} else {
+				f.released = true
+				f.sendWake()
+			}
+		}
+	}
+}
+
+// armStandby sets the standby campaign's timer to its next wake-up.
+func (f *fastRun) armStandby() {
+	at := f.sb.Due()
+	if at.Equal(f.sbAt) && (f.sbTimer != nil || at.IsZero()) {
+		return
+	}
+	if f.sbTimer != nil {
+		f.sbTimer.dead = true
+		f.sbTimer = nil
+	}
+	f.sbAt = at
+	if at.IsZero() {
+		return
+	}
+	var tm *timer
+	tm = f.after(srcRunner, at.Sub(f.now()), func() {
+		if f.exited || tm != f.sbTimer {
+			return
+		}
+		f.sbTimer, f.sbAt = nil, time.Time{}
+		f.sb.Fire(f.now())
+		f.loop()
+	})
+	f.sbTimer = tm
+}
+
+// wakeRead takes the answer of the read of the standby record; the
+// goroutine that made it outlives the loop, as in the Candidate.
+func (f *fastRun) wakeRead(req *request) {
+	if f.dead {
+		return
+	}
+	rec := req.res.rec
+	if f.quitWake || req.res.err != nil || rec.Released || rec.Holder == f.in.ID || len(rec.Payload) == 0 {
+		f.waking = false
+		f.joined() // Run waits for this read
+		return
+	}
+	f.wakeTo = string(rec.Payload)
+	f.sendWake()
+}
+
+// sendWake sends the wake-up once the standby is known and the release
+// confirmed.
+func (f *fastRun) sendWake() {
+	if f.wakeTo == "" || !f.released {
+		return
+	}
+	to := f.wakeTo
+	f.wakeTo, f.waking = "", false
+	f.w.sendWake(f.in, to)
+	f.joined()
+}
+
+// woken takes a wake-up, within the rate limit.
+func (f *fastRun) woken() {
+	if f.dead || f.exited || f.sb == nil {
+		return
+	}
+	if f.sb.AllowWake(f.now()) {
+		f.w.chk.stats.WakesUsed++
+		f.w.trace(f.in, line{what: mFault, text: "woken: reading the lease"})
+		f.d.Hint()
+	}
+	f.loop()
 }
 
 // exit models run's deferred cleanup: cancel calls in flight, stop
@@ -183,6 +326,9 @@ func (f *fastRun) Publish(s driver.Snapshot) {
 }
 
 func (f *fastRun) Elected(et election.Term) {
+	if f.sb != nil {
+		f.sb.Follow(false) // a leader is no standby
+	}
 	t := &fastTerm{tok: et.Token}
 	if _, ok := f.m.Term(); ok { // the naive baseline has no deadline to check
 		t.deadline = et.Deadline
@@ -204,13 +350,50 @@ func (f *fastRun) Demoted(et election.Term, r election.Reason) {
 	reason := tenure.DemotionReason(r).String()
 	f.w.stage(item{in: f.in, src: srcRunner, kind: itDemoted, tok: t.tok, s: reason, deadline: et.Deadline})
 	f.disp.push(&job{kind: jDemoted, term: t, reason: reason})
+	if f.sb != nil && !f.d.Stopping() {
+		f.sb.Follow(true)
+	}
 }
 
-func (f *fastRun) LeaderChanged(l election.Leader) { f.notif.push(l) }
+func (f *fastRun) LeaderChanged(l election.Leader) {
+	if f.sb != nil && l.Holder != "" && l.Holder != f.in.ID && !f.d.Stopping() {
+		f.sb.Follow(true)
+	}
+	f.notif.push(l)
+}
 
 func (f *fastRun) Anomaly(error) {}
 
 func (f *fastRun) Barrier(b driver.Barrier) { f.disp.push(&job{kind: jBarrier, barrier: b}) }
+
+// fastSB is the standby.Host of the fast tier.
+type fastSB fastRun
+
+func (s *fastSB) Now() time.Time { return (*fastRun)(s).now() }
+
+func (s *fastSB) Call(op election.Op) {
+	f := (*fastRun)(s)
+	rec := op.Record
+	rec.WrittenAt = f.now().Round(0).UTC()
+	req := &request{in: f.in, kind: op.Kind, opID: op.ID, rec: rec, expect: op.Expect, standby: true}
+	f.sbReq = req
+	f.w.stage(item{in: f.in, src: srcStore, kind: itRequest, req: req})
+}
+
+func (s *fastSB) Cancel() {
+	if s.sbReq != nil {
+		s.sbReq.abandoned = true
+		s.sbReq = nil
+	}
+}
+
+func (s *fastSB) Log(slog.Level, string, ...any) {}
+func (s *fastSB) Hot(hot bool)                   { s.hot = hot }
+func (s *fastSB) Reschedule()                    {} // loop arms the timer
+
+// hotStandby reports whether in is the standby, reading the lease at the
+// hot cadence.
+func (f *fastRun) hotStandby() bool { return f.sb != nil && !f.cold && !f.dead && !f.exited }
 
 func (f *fastRun) crash() {
 	f.dead = true
@@ -290,8 +473,12 @@ func (d *dispatcher) run() {
 
 // joined models wg.Wait in run's cleanup: Run returns once the dispatcher
 // and the notifier have both returned.
+//
+// With a wake-up planned it waits for that goroutine too: the read of the
+// standby record and the send.
 func (f *fastRun) joined() {
-	if f.disp.finished && f.notif.finished {
+	if f.exited && f.disp.finished && f.notif.finished && !f.waking && !f.returned {
+		f.returned = true
 		f.finish()
 	}
 }

@@ -19,8 +19,8 @@ func realSeeds() uint64 {
 // its millions of events speak for the real code.
 func TestRealTier(t *testing.T) {
 	for _, sc := range Scenarios() {
-		if sc.Locks() {
-			continue // the fast tier runs lockcore itself
+		if sc.FastOnly() {
+			continue // the fast tier runs lockcore and internal/standby itself
 		}
 		t.Run(sc.Name, func(t *testing.T) {
 			for seed := uint64(1); seed <= realSeeds(); seed++ {

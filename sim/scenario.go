@@ -14,12 +14,19 @@ type Scenario struct {
 	Name    string
 	Summary string
 	locks   bool // its nodes run lock clients (LockPlan), not Candidates
+	standby bool // its Candidates run with a standby (the fast tier models it)
 	build   func(p *Plan, r *rand.Rand)
 }
 
 // Locks reports whether the scenario runs lock clients rather than
 // Candidates. It runs on the fast tier only.
 func (s *Scenario) Locks() bool { return s.locks }
+
+// FastOnly reports whether only the fast tier runs the scenario: lock
+// scenarios (the fast tier runs lockcore itself) and standby scenarios
+// (the fast tier runs internal/standby itself; the real Candidate's wake-ups
+// need UDP, which a synctest bubble cannot wait on).
+func (s *Scenario) FastOnly() bool { return s.locks || s.standby }
 
 // Plan is what a Scenario draws for one seed: the nodes, the store, the
 // actions over time, and the invariants the run must keep.
@@ -38,9 +45,21 @@ type Plan struct {
 	Failover bool
 	// Locks: what the lock clients of a lock scenario do.
 	Locks *LockPlan
+	// Wake: with a standby (the nodes' Timing.ColdPollInterval), a leader
+	// that releases wakes the standby, over a network with these faults;
+	// nil: no wake-ups.
+	Wake *WakeFaults
 
 	actions     []action
 	lockActions []lockAction
+}
+
+// WakeFaults are the faults of the network that carries wake-ups, in parts
+// per million: lost, duplicated, and delayed by up to DelayMax beyond the
+// store's latency.
+type WakeFaults struct {
+	LossPPM, DupPPM, DelayPPM int
+	DelayMax                  time.Duration
 }
 
 type action struct {

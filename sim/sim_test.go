@@ -125,6 +125,22 @@ func TestScenariosDoWhatTheySay(t *testing.T) {
 		"foreign-restore": func(r *Result) string {
 			return want(r.Stats.Losses >= 2 && r.Stats.LossDemotions >= 1 && r.Stats.Terms >= 3, "records written back under leaders that then stepped down")
 		},
+		"standby-leader-crash": func(r *Result) string {
+			return want(r.Stats.Crashes == 3 && r.Stats.Terms >= 4 && r.Stats.StandbyRequests > 0 && r.Stats.ColdBounds == 0,
+				"three crashes, each with a standby reading")
+		},
+		"standby-crash": func(r *Result) string {
+			return want(r.Stats.Crashes == 4 && r.Stats.Terms >= 3 && r.Stats.ColdBounds >= 1, "standbys and leaders crashed, a takeover by a cold follower")
+		},
+		"standby-pause": func(r *Result) string {
+			return want(r.Stats.Pauses == 2 && r.Stats.Crashes == 2 && r.Stats.ColdBounds >= 1, "a standby paused, a takeover by a cold follower")
+		},
+		"wake-handoff": func(r *Result) string {
+			return want(r.Stats.Releases >= 5 && r.Stats.WakesUsed >= 3 && r.Stats.WakeBounds >= 3, "handoffs to a woken standby")
+		},
+		"wake-faults": func(r *Result) string {
+			return want(r.Stats.Releases >= 5 && r.Stats.WakesSent >= 3, "wake-ups sent over a faulty network")
+		},
 		"lock-contention": func(r *Result) string { return want(r.Stats.Terms >= 50, "50 grants") },
 		"lock-fair":       func(r *Result) string { return want(r.Stats.Terms >= 50, "50 grants") },
 		"lock-holder-crash": func(r *Result) string {
@@ -246,6 +262,7 @@ func TestScenarioNames(t *testing.T) {
 		drift-beyond-bound gc-pause vm-suspend leader-cut-off long-tail-latency lost-renewal-response
 		lost-takeover-response delayed-write simultaneous-takeover partition-flapping store-brownout
 		restart-same-identity mixed-ttl slow-callbacks stop-during-renewal swarm record-lost foreign-restore
+		standby-leader-crash standby-crash standby-pause wake-handoff wake-faults
 		lock-contention lock-fair lock-holder-crash lock-holder-pause lock-give-up lock-skew-drift lock-partition`)
 	var got []string
 	for _, sc := range Scenarios() {

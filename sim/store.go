@@ -46,6 +46,9 @@ type request struct {
 	renewal bool
 	// early: sent while a term's callbacks were pending (world.stage).
 	early bool
+	// standby: a call on the standby record (NAME::standby), not the
+	// lease; wake: the read a leader makes to find the standby to wake.
+	standby, wake bool
 	// abandoned: the caller stopped waiting (its context is done). Guarded
 	// by world.mu, since real-tier goroutines set it.
 	abandoned bool
@@ -73,6 +76,12 @@ type store struct {
 	history     []lease.Record // records that began a term or released one, for restores
 	lostAt      time.Duration  // when the record was last deleted or written back; -1: never
 	lastArrival time.Duration  // latest arrival of any request sent so far
+
+	// The standby record: a plain compare-and-swap register beside the
+	// lease, with the same links; no fault applies to it but refusals.
+	sbExists bool
+	sbRec    lease.Record
+	sbVer    lease.Version
 }
 
 func newStore(w *world, lat Latency, f Faults) *store {
@@ -85,7 +94,10 @@ func (s *store) send(r *request) {
 	w.reqID++
 	r.id = w.reqID
 	w.chk.stats.Requests++
-	if r.kind == election.OpPut {
+	if r.standby {
+		w.chk.stats.StandbyRequests++
+		w.trace(in, line{what: mSend, req: r.id, op: int64(r.kind), tok: int64(r.rec.Token), text: string(r.expect), flags: "standby"})
+	} else if r.kind == election.OpPut {
 		flags := ""
 		if r.rec.Released {
 			flags = "released"
@@ -123,7 +135,7 @@ func (s *store) send(r *request) {
 		w.push(event{at: w.now + up + down, kind: evRespond, req: r})
 		return
 	}
-	if r.kind == election.OpPut && chance(w.rng, s.f.DelayPutPPM) {
+	if r.kind == election.OpPut && !r.standby && chance(w.rng, s.f.DelayPutPPM) {
 		w.chk.stats.Delayed++
 		up = in.timing.OpTimeout + uniform(w.rng, time.Millisecond, max(s.f.DelayMax, time.Millisecond))
 	}
@@ -136,6 +148,10 @@ func (s *store) send(r *request) {
 func (s *store) arrive(r *request) {
 	w := s.w
 	in := r.in
+	if r.standby {
+		s.arriveStandby(r)
+		return
+	}
 	switch r.kind {
 	case election.OpGet:
 		if !s.exists {
@@ -179,6 +195,27 @@ func (s *store) arrive(r *request) {
 			r.res = reply{err: fmt.Errorf("put lease %q: %w", leaseName, ErrReset)}
 		}
 	}
+	w.push(event{at: w.now + r.down, kind: evRespond, req: r})
+}
+
+// arriveStandby applies r to the standby record.
+func (s *store) arriveStandby(r *request) {
+	w := s.w
+	const name = leaseName + election.StandbySuffix
+	switch {
+	case r.kind == election.OpGet && !s.sbExists:
+		r.res = reply{err: lease.NotFound(name)}
+	case r.kind == election.OpGet:
+		r.res = reply{rec: s.sbRec.Clone(), ver: s.sbVer}
+	case s.sbExists != (r.expect != lease.NoVersion) || s.sbExists && s.sbVer != r.expect:
+		r.res = reply{err: &lease.ConflictError{Name: name, Current: s.sbRec.Clone(), Version: s.sbVer, Found: s.sbExists}}
+	default:
+		s.verN++
+		s.sbVer = lease.Version("v" + strconv.Itoa(s.verN))
+		s.sbRec, s.sbExists = r.rec.Clone(), true
+		r.res = reply{ver: s.sbVer}
+	}
+	w.trace(r.in, line{what: mApply, req: r.id, op: int64(r.kind), code: outcome(r.res.err), text: string(r.res.ver), holder: r.res.rec.Holder, flags: "standby"})
 	w.push(event{at: w.now + r.down, kind: evRespond, req: r})
 }
 

@@ -905,22 +905,115 @@ func trueSpan(local time.Duration, ppb int64) time.Duration {
 //
 // A write of the leader's that lands later than L (a delayed write) counts
 // as on the wire until it lands.
+//
+// With a standby (ColdPollInterval), the bound holds while a standby reads
+// at the hot cadence. With none (it crashed, is paused, or has yet to be
+// found), the cold followers find the last record within a cold poll and
+// check it again one cold poll later: cold + wait + cold, and a read before
+// the takeover (2L more).
 func (w *world) failoverBound(in *instance) time.Duration {
 	ttl := in.timing.LeaseDuration
 	poll, rho := w.pollAndDrift(in)
 	ppb := ppbOf(rho)
 	l := w.store.lat.Bound()
 	wire := max(in.lastArrival-w.now, l)
-	return wire + trueSpan(election.WaitBeforeTakeover(ttl, rho), ppb) + trueSpan(poll, ppb) + 7*l + time.Millisecond
+	wait := trueSpan(election.WaitBeforeTakeover(ttl, rho), ppb)
+	if cold := w.coldPoll(in); cold > 0 && !w.hotStandbyBesides(in) {
+		w.chk.stats.ColdBounds++
+		return wire + trueSpan(cold, ppb) + wait + trueSpan(cold, ppb) + 9*l + time.Millisecond
+	}
+	return wire + wait + trueSpan(poll, ppb) + 7*l + time.Millisecond
+}
+
+// coldPoll returns the longest cold poll of the live instances but in, or
+// 0 without a standby.
+func (w *world) coldPoll(in *instance) time.Duration {
+	var c time.Duration
+	for _, o := range w.liveInstances() {
+		if o != in && o.timing.ColdPollInterval > 0 {
+			c = max(c, election.MaxPoll(o.timing.ColdPollInterval))
+		}
+	}
+	return c
+}
+
+// hotStandbyBesides reports whether a live instance other than in, not
+// paused, is the standby.
+func (w *world) hotStandbyBesides(in *instance) bool {
+	for _, o := range w.liveInstances() {
+		if f, ok := o.rt.(*fastRun); ok && o != in && !o.paused && f.hotStandby() {
+			return true
+		}
+	}
+	return false
+}
+
+// sendWake sends a wake-up from in to the instance with ID to, over the
+// network of Plan.Wake.
+func (w *world) sendWake(from *instance, to string) {
+	var target *instance
+	for _, o := range w.liveInstances() {
+		if o.ID == to {
+			target = o
+		}
+	}
+	wf := w.plan.Wake
+	w.chk.stats.WakesSent++
+	if target == nil || chance(w.rng, wf.LossPPM) {
+		w.chk.stats.WakesLost++
+		w.trace(from, line{what: mFault, text: "wake-up to " + to + " lost"})
+		return
+	}
+	copies := 1
+	if chance(w.rng, wf.DupPPM) {
+		copies = 2
+	}
+	for range copies {
+		d := w.store.lat.draw(w.rng)
+		if chance(w.rng, wf.DelayPPM) {
+			d += uniform(w.rng, time.Millisecond, max(wf.DelayMax, time.Millisecond))
+		}
+		w.at(w.now+d, target, func() {
+			if f, ok := target.rt.(*fastRun); ok {
+				f.woken()
+			}
+		})
+	}
 }
 
 // releaseBound is I5's bound after the leader in shuts down with nothing
 // slow in its callbacks: its release lands (L), followers see it as above
 // (a poll interval and 3L) and take over (a read in flight, then a round
 // trip: 4L).
+//
+// With a standby but none reading at the hot cadence, the cold followers
+// find the release within a cold poll. With wake-ups on a clean network
+// and a standby, the standby is woken: see wakeBound.
 func (w *world) releaseBound(in *instance) time.Duration {
 	poll, rho := w.pollAndDrift(in)
+	if cold := w.coldPoll(in); cold > 0 && !w.hotStandbyBesides(in) {
+		poll = cold
+	}
 	return trueSpan(poll, ppbOf(rho)) + 4*w.rtt() + time.Millisecond
+}
+
+// wakeBound is I5's bound after a release that wakes a standby, with no
+// wake-up lost or delayed: the leader's release (a round trip, its read
+// of the standby record running alongside), the wake-up (one way), a
+// read in flight when it arrives and the read after it, and the takeover.
+func (w *world) wakeBound() time.Duration {
+	w.chk.stats.WakeBounds++
+	return 4*w.rtt() + w.store.lat.Bound() + time.Millisecond
+}
+
+// standby returns the live instance that is the standby, or nil.
+func (w *world) standby() *instance {
+	for _, o := range w.liveInstances() {
+		if f, ok := o.rt.(*fastRun); ok && f.hotStandby() {
+			return o
+		}
+	}
+	return nil
 }
 
 func (w *world) pollAndDrift(in *instance) (time.Duration, float64) {
