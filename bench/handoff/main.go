@@ -23,6 +23,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"log/slog"
 	"math/rand/v2"
 	"os"
 	"os/exec"
@@ -117,6 +118,7 @@ func candidate(storeURL, name, id string, t election.Timing) error {
 	c, err := tenure.New(tenure.Config{
 		Lease: name, Store: store, ID: id, LeaseDuration: t.LeaseDuration, RenewInterval: t.RenewInterval, PollInterval: t.PollInterval,
 		Standby: t.ColdPollInterval > 0, ColdPollInterval: t.ColdPollInterval, WakeAddr: wakeAddr,
+		Logger: slog.New(standbyLog{say}), // Status has no callback for the standby: its log says it
 		Callbacks: tenure.Callbacks{
 			OnElected: func(ctx context.Context, term tenure.Term) {
 				say("elected %d", term.Token)
@@ -141,17 +143,6 @@ func candidate(storeURL, name, id string, t election.Timing) error {
 			say("stats %d %d %d %d", store.gets.Load(), store.puts.Load(), runtime.NumGoroutine(), cpu)
 		}
 	}()
-	if t.ColdPollInterval > 0 {
-		go func() { // Status has no callback for the standby: look often
-			was := false
-			for range time.Tick(20 * time.Millisecond) {
-				if now := c.Status().Standby; now != was {
-					was = now
-					say("standby %t", now)
-				}
-			}
-		}()
-	}
 	say("started")
 	err = c.Run(ctx)
 	if errors.Is(err, context.Canceled) {
@@ -159,6 +150,23 @@ func candidate(storeURL, name, id string, t election.Timing) error {
 	}
 	return err
 }
+
+// standbyLog reports the candidate's standby changes, which only its log
+// tells, as "standby true" and "standby false".
+type standbyLog struct{ say func(string, ...any) }
+
+func (h standbyLog) Enabled(_ context.Context, l slog.Level) bool { return l >= slog.LevelInfo }
+func (h standbyLog) Handle(_ context.Context, r slog.Record) error {
+	switch {
+	case strings.HasPrefix(r.Message, "standby: reading the lease every"):
+		h.say("standby true")
+	case strings.HasPrefix(r.Message, "standby no more"):
+		h.say("standby false")
+	}
+	return nil
+}
+func (h standbyLog) WithAttrs([]slog.Attr) slog.Handler { return h }
+func (h standbyLog) WithGroup(string) slog.Handler      { return h }
 
 // proc is a candidate process.
 type proc struct {
