@@ -23,6 +23,15 @@ func seedsPerScenario() uint64 {
 	return 100
 }
 
+// seedsFor is seedsPerScenario, but 2,000 for the standby scenarios: they
+// are cheap (a cold follower reads rarely), and the standby is new.
+func seedsFor(sc *Scenario) uint64 {
+	if n := seedsPerScenario(); !sc.standby || n < 100 {
+		return n
+	}
+	return 2000
+}
+
 func replayCmd(name string, seed uint64, opt Options) string {
 	cmd := fmt.Sprintf("go run ./cmd/tenure sim -scenario %s -seed %d", name, seed)
 	if opt.Strategy == Naive {
@@ -37,10 +46,10 @@ func replayCmd(name string, seed uint64, opt Options) string {
 // TestScenarios runs every scenario over many seeds, each seed twice: every
 // promised invariant must hold, and the two runs must leave the same trace.
 func TestScenarios(t *testing.T) {
-	n := seedsPerScenario()
 	for _, sc := range Scenarios() {
 		t.Run(sc.Name, func(t *testing.T) {
 			t.Parallel()
+			n := seedsFor(sc)
 			for seed := uint64(1); seed <= n; seed++ {
 				r := Run(sc, seed, Options{})
 				if r.Failed() {
