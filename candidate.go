@@ -343,6 +343,15 @@ func (r *runner) run(ctx context.Context) (err error) {
 
 var errStopped = errors.New("tenure: Run ended")
 
+// get reads name from store: with GetStale where a stale answer may serve
+// (Op.Stale, set only for a store that offers it).
+func get(ctx context.Context, store lease.Store, name string, stale bool) (lease.Record, lease.Version, error) {
+	if sg, ok := store.(lease.StaleGetter); ok && stale {
+		return sg.GetStale(ctx, name)
+	}
+	return store.Get(ctx, name)
+}
+
 // stop ends the run: the term, then the release; and the standby campaign.
 func (r *runner) stop() {
 	r.wakeAfterRelease()
@@ -413,7 +422,7 @@ func (r *runner) Send(op election.Op) {
 		start := cfg.Clock.Now()
 		switch op.Kind {
 		case election.OpGet:
-			res.Record, res.Version, res.Err = cfg.Store.Get(ctx, cfg.Lease)
+			res.Record, res.Version, res.Err = get(ctx, cfg.Store, cfg.Lease, op.Stale)
 		case election.OpPut:
 			res.Version, res.Err = cfg.Store.Put(ctx, cfg.Lease, rec, op.Expect)
 		}

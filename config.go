@@ -80,6 +80,16 @@ type Config struct {
 	// the lease free first.
 	ResignHoldOff time.Duration
 
+	// StrongPolls makes followers poll with strongly consistent reads even
+	// where the store offers cheaper ones (lease.StaleGetter: DynamoDB's
+	// eventually consistent GetItem, half the read units). By default they
+	// poll with those: a stale answer can only delay a takeover or fail a
+	// compare-and-swap, and one that would have the follower act (the
+	// lease free, or its record gone back) is read again strongly first.
+	// The first read, read-backs, the read before a takeover and reads
+	// after a wake-up are always strong.
+	StrongPolls bool
+
 	// Standby makes followers share the watching, so that the store's bill
 	// stays nearly flat as candidates are added. One follower, the
 	// standby, holds a second record (Lease + "::standby") and reads the
@@ -239,13 +249,19 @@ func (c *Config) setTiming(t election.Timing) {
 }
 
 func (c *Config) machineConfig() election.Config {
-	return election.Config{ID: c.ID, Timing: c.timing(), Payload: c.Payload, Rand: c.Rand, Wall: wallOf(c.Clock)}
+	return election.Config{ID: c.ID, Timing: c.timing(), Payload: c.Payload, Rand: c.Rand, Wall: wallOf(c.Clock), StaleReads: c.staleReads()}
+}
+
+// staleReads reports whether followers poll with the store's stale reads.
+func (c *Config) staleReads() bool {
+	_, ok := c.Store.(lease.StaleGetter)
+	return ok && !c.StrongPolls
 }
 
 // standbyConfig is the configuration of the standby record's Machine: its
 // own timing, and the wake-up address as its payload.
 func (c *Config) standbyConfig(wake string) election.Config {
-	return election.Config{ID: c.ID, Timing: election.StandbyTiming(c.timing()), Payload: []byte(wake), Rand: c.Rand, Wall: wallOf(c.Clock)}
+	return election.Config{ID: c.ID, Timing: election.StandbyTiming(c.timing()), Payload: []byte(wake), Rand: c.Rand, Wall: wallOf(c.Clock), StaleReads: c.staleReads()}
 }
 
 // wallOf returns the wall clock of clk: its Wall method if it has one (a

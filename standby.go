@@ -140,7 +140,7 @@ func (sb *sbRun) Call(op election.Op) {
 		start := cfg.Clock.Now()
 		switch op.Kind {
 		case election.OpGet:
-			res.Record, res.Version, res.Err = cfg.Store.Get(ctx, name)
+			res.Record, res.Version, res.Err = get(ctx, cfg.Store, name, op.Stale)
 		case election.OpPut:
 			res.Version, res.Err = cfg.Store.Put(ctx, name, rec, op.Expect)
 		}

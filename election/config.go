@@ -23,6 +23,14 @@ type Config struct {
 	Timing
 	Payload []byte     // written into the record, e.g. the leader's address
 	Rand    *rand.Rand // jitter and nonces; seed it for a deterministic Machine
+	// StaleReads lets a follower's routine polls be served stale
+	// (Op.Stale), where the store reads more cheaply so. A stale answer
+	// can only delay a takeover or fail a compare-and-swap; one that would
+	// have the follower act (the lease free, or gone back) is read again
+	// strongly before anything is decided. Every other read (the first,
+	// read-backs, the read before a takeover, reads after a wake-up) is
+	// strong.
+	StaleReads bool
 	// Wall reads the wall clock. The Machine reads it for one thing only: the
 	// token of a record it creates (or takes over after the record went back)
 	// is at least the wall time in Unix milliseconds. Nil: the wall reading of

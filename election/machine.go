@@ -100,6 +100,7 @@ const (
 type flight struct {
 	id     uint64
 	do     purpose
+	stale  bool // a read that a stale answer may serve
 	sent   time.Time
 	rec    lease.Record  // writes
 	expect lease.Version // writes
@@ -164,6 +165,7 @@ type Machine struct {
 	gated     bool // the driver holds campaigning back (a fair lock's turn has not come)
 	cold      bool // a follower other than the standby: polls every ColdPollInterval
 	rewake    bool // a wake-up came while a read was in flight: read again after it
+	fresh     bool // the next read must be strong, not stale (StaleReads)
 	phase     phase
 	state     state
 	nextDo    purpose // scheduled work, 0 if none
@@ -311,6 +313,7 @@ func (m *Machine) Gate(now time.Time, closed bool) Output {
 				// Our turn came, most likely because the one before us took
 				// the lease, and it may have given it back since: read at
 				// once rather than at the next poll.
+				m.fresh = true
 				m.schedule(now, doPoll)
 			}
 		}
@@ -340,6 +343,7 @@ func (m *Machine) Wake(now time.Time) Output {
 	switch {
 	case m.phase != running || m.state != following:
 	case m.op == nil && (m.nextDo == doPoll || m.nextDo == doAcquire):
+		m.fresh = true
 		m.schedule(now, doPoll) // after it, follow schedules a takeover again
 	case m.op != nil && m.op.do == doPoll:
 		// That read may have left before the change it was woken for.
@@ -562,7 +566,14 @@ func (m *Machine) start(now time.Time) {
 	do := m.nextDo
 	m.nextDo = 0
 	switch do {
-	case doPoll, doReadBack:
+	case doPoll:
+		// A follower's routine poll may be served stale; the first read,
+		// and one asked for fresh (a wake-up, a gate, a suspect answer),
+		// may not.
+		stale := m.cfg.StaleReads && m.seen && m.state == following && !m.fresh
+		m.fresh = false
+		m.send(now, &flight{do: do, stale: stale})
+	case doReadBack:
 		m.send(now, &flight{do: do})
 	case doAcquire:
 		if m.phase != running {
@@ -642,7 +653,7 @@ func (m *Machine) send(now time.Time, f *flight) {
 	m.lastID++
 	f.id, f.sent = m.lastID, now
 	m.op = f
-	op := &Op{ID: f.id, Kind: OpGet}
+	op := &Op{ID: f.id, Kind: OpGet, Stale: f.stale}
 	if f.do != doPoll && f.do != doReadBack {
 		op.Kind, op.Record, op.Expect = OpPut, f.rec, f.expect
 	}
@@ -681,6 +692,12 @@ func (m *Machine) handle(now time.Time, op *flight, res Result) {
 	}
 	switch op.do {
 	case doPoll:
+		if op.stale && m.suspect(res) {
+			// It may be an old state: read strongly before deciding.
+			m.fresh = true
+			m.schedule(now, doPoll)
+			return
+		}
 		switch {
 		case res.Err == nil:
 			m.observe(now, true, res.Record, res.Version)
@@ -696,6 +713,7 @@ func (m *Machine) handle(now time.Time, op *flight, res Result) {
 		if m.rewake {
 			m.rewake = false
 			if m.nextDo == doPoll { // nothing to take yet: read once more
+				m.fresh = true
 				m.schedule(now, doPoll)
 			}
 		}
@@ -735,6 +753,20 @@ func (m *Machine) handle(now time.Time, op *flight, res Result) {
 			m.readBack(now, op)
 		}
 	}
+}
+
+// suspect reports whether a stale answer would have the follower act, or
+// report an anomaly: the lease free (released, or absent), or a token below
+// one seen (a record gone back). A stale read shows such states when they
+// are old; only a strong read may decide on them.
+func (m *Machine) suspect(res Result) bool {
+	switch {
+	case errors.Is(res.Err, lease.ErrNotFound):
+		return true
+	case res.Err != nil:
+		return false
+	}
+	return res.Record.Released || res.Record.Token < m.maxSeen
 }
 
 func (m *Machine) readBack(now time.Time, w *flight) {

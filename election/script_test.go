@@ -26,8 +26,8 @@ import (
 // offsets from the test's epoch; "+d" is d after the previous step. Commands:
 //
 //	config key=value...    before the first input: id, lease, renew, poll,
-//	                       cold-poll, op, retry-min, retry-max, drift,
-//	                       margin, wall
+//	                       cold-poll, stale=on, op, retry-min, retry-max,
+//	                       drift, margin, wall
 //	start|tick|stop|release|callbacks-done [at=T]
 //	                       an input (tick with no time: at the wake-up)
 //	resign [at=T] hold=D   Resign, staying a follower for D
@@ -231,6 +231,8 @@ func (s *scripted) configure(args []string) {
 			s.cfg.PollInterval = d
 		case "cold-poll":
 			s.cfg.ColdPollInterval = d
+		case "stale":
+			s.cfg.StaleReads = v == "on"
 		case "op":
 			s.cfg.OpTimeout = d
 		case "retry-min":
@@ -456,7 +458,11 @@ func (s *scripted) show(o Output) string {
 		op := *o.Op
 		s.op = &op
 		if op.Kind == OpGet {
-			fmt.Fprintf(&b, "get #%d\n", op.ID)
+			if op.Stale {
+				fmt.Fprintf(&b, "get #%d stale\n", op.ID)
+			} else {
+				fmt.Fprintf(&b, "get #%d\n", op.ID)
+			}
 		} else {
 			s.written[op.ID] = op.Record
 			r := op.Record

@@ -90,6 +90,10 @@ type Op struct {
 	Kind   OpKind
 	Record lease.Record  // OpPut: the record to write; WrittenAt is the driver's to fill in
 	Expect lease.Version // OpPut: the version the write expects
+	// Stale: an OpGet that a stale answer may serve
+	// (lease.StaleGetter.GetStale): a follower's poll, with
+	// Config.StaleReads.
+	Stale bool
 }
 
 // Result is the outcome of an Op.

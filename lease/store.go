@@ -48,3 +48,18 @@ type Store interface {
 	// wrapping ErrInvalidRecord before sending anything.
 	Put(ctx context.Context, name string, rec Record, expect Version) (Version, error)
 }
+
+// StaleGetter is a Store that can also read more cheaply where a stale
+// answer will do (DynamoDB's eventually consistent GetItem, half the price
+// of a strongly consistent one). GetStale returns what Get would have
+// returned at some recent moment: a record (or its absence) that the store
+// held then, maybe not the latest, and never one that was not written. It
+// need not be monotonic: a later GetStale may return an older state.
+//
+// tenure's followers poll with it: a stale answer can only delay a takeover
+// (the wait restarts when the record seems to change) or send a
+// compare-and-swap that fails. A stale answer that would have a follower act
+// (the lease free, or the record gone back) is read again with Get first.
+type StaleGetter interface {
+	GetStale(ctx context.Context, name string) (Record, Version, error)
+}

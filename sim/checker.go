@@ -39,6 +39,8 @@ type Stats struct {
 	// I5 checks made with the cold bound (no standby reading) and with
 	// the wake-up bound.
 	ColdBounds, WakeBounds int
+	StaleReads             int // reads served stale
+	Anomalies              int // fast tier: anomalies the Candidates reported (lost records, duplicate IDs)
 }
 
 // term is one leadership term as the checker saw it, in true time.

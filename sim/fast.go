@@ -62,7 +62,7 @@ func (f *fastRun) over(t *fastTerm) bool {
 
 func newFastRun(in *instance) instRuntime {
 	f := &fastRun{in: in, w: in.w}
-	ec := election.Config{ID: in.ID, Timing: in.timing, Rand: in.w.machineRand(in), Wall: in.wallNow}
+	ec := election.Config{ID: in.ID, Timing: in.timing, Rand: in.w.machineRand(in), Wall: in.wallNow, StaleReads: in.w.plan.StaleReads}
 	if in.w.opt.Strategy == Naive {
 		f.m = newNaive(ec, in.wallNow)
 	} else {
@@ -314,7 +314,7 @@ func (f *fastRun) Send(op election.Op) {
 	if rec.WrittenAt.IsZero() { // the naive strategy stamps its own wall time
 		rec.WrittenAt = f.now().Round(0).UTC()
 	}
-	req := &request{in: f.in, kind: op.Kind, opID: op.ID, rec: rec, expect: op.Expect}
+	req := &request{in: f.in, kind: op.Kind, opID: op.ID, rec: rec, expect: op.Expect, stale: op.Stale}
 	f.req = req
 	f.w.stage(item{in: f.in, src: srcStore, kind: itRequest, req: req})
 }
@@ -362,7 +362,7 @@ func (f *fastRun) LeaderChanged(l election.Leader) {
 	f.notif.push(l)
 }
 
-func (f *fastRun) Anomaly(error) {}
+func (f *fastRun) Anomaly(error) { f.w.chk.stats.Anomalies++ }
 
 func (f *fastRun) Barrier(b driver.Barrier) { f.disp.push(&job{kind: jBarrier, barrier: b}) }
 
@@ -375,7 +375,7 @@ func (s *fastSB) Call(op election.Op) {
 	f := (*fastRun)(s)
 	rec := op.Record
 	rec.WrittenAt = f.now().Round(0).UTC()
-	req := &request{in: f.in, kind: op.Kind, opID: op.ID, rec: rec, expect: op.Expect, standby: true}
+	req := &request{in: f.in, kind: op.Kind, opID: op.ID, rec: rec, expect: op.Expect, standby: true, stale: op.Stale}
 	f.sbReq = req
 	f.w.stage(item{in: f.in, src: srcStore, kind: itRequest, req: req})
 }

@@ -5,8 +5,8 @@ import (
 	"time"
 )
 
-// scenarios: leadership first, with a standby next, then locks.
-var scenarios = append(append(leaderScenarios[:len(leaderScenarios):len(leaderScenarios)], standbyScenarios...), lockScenarios...)
+// scenarios: leadership first, with a standby next, with stale reads, then locks.
+var scenarios = append(append(append(leaderScenarios[:len(leaderScenarios):len(leaderScenarios)], standbyScenarios...), staleScenarios...), lockScenarios...)
 
 var lockScenarios = []*Scenario{
 	lockScenario("lock-contention", "12 clients contend for 2 locks with TryLock and Lock, waiting 1 to 40s", 12,

@@ -89,7 +89,7 @@ func (r *realRun) start() {
 		LeaseDuration: t.LeaseDuration, RenewInterval: t.RenewInterval, PollInterval: t.PollInterval,
 		OpTimeout: t.OpTimeout, RetryMin: t.RetryMin, RetryMax: t.RetryMax,
 		MaxDrift: t.MaxDrift, Margin: t.Margin, ReleaseTimeout: t.ReleaseTimeout,
-		Clock: realClock{in, srcRunner}, Rand: w.machineRand(in),
+		Clock: realClock{in, srcRunner}, Rand: w.machineRand(in), StrongPolls: !w.plan.StaleReads,
 	}
 	c, err := tenure.New(cfg)
 	if err != nil {
@@ -281,17 +281,26 @@ func (s realStore) Get(ctx context.Context, name string) (lease.Record, lease.Ve
 	return rep.rec, rep.ver, rep.err
 }
 
+func (s realStore) GetStale(ctx context.Context, name string) (lease.Record, lease.Version, error) {
+	rep := s.callStale(ctx, election.OpGet, lease.Record{}, lease.NoVersion, true)
+	return rep.rec, rep.ver, rep.err
+}
+
 func (s realStore) Put(ctx context.Context, name string, rec lease.Record, expect lease.Version) (lease.Version, error) {
 	rep := s.call(ctx, election.OpPut, rec, expect)
 	return rep.ver, rep.err
 }
 
 func (s realStore) call(ctx context.Context, kind election.OpKind, rec lease.Record, expect lease.Version) reply {
+	return s.callStale(ctx, kind, rec, expect, false)
+}
+
+func (s realStore) callStale(ctx context.Context, kind election.OpKind, rec lease.Record, expect lease.Version, stale bool) reply {
 	if err := ctx.Err(); err != nil {
 		return reply{err: fmt.Errorf("%v lease %q: %w", kind, leaseName, err)}
 	}
 	w := s.in.w
-	req := &request{in: s.in, kind: kind, rec: rec.Clone(), expect: expect, ch: make(chan reply, 1)}
+	req := &request{in: s.in, kind: kind, rec: rec.Clone(), expect: expect, stale: stale, ch: make(chan reply, 1)}
 	w.stage(item{in: s.in, src: srcStore, kind: itRequest, req: req})
 	select {
 	case rep := <-req.ch:

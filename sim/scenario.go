@@ -45,6 +45,10 @@ type Plan struct {
 	Failover bool
 	// Locks: what the lock clients of a lock scenario do.
 	Locks *LockPlan
+	// StaleReads: followers poll with reads a stale answer may serve (as
+	// with DynamoDB's eventually consistent GetItem); Faults.StalePPM
+	// says how many are.
+	StaleReads bool
 	// Wake: with a standby (the nodes' Timing.ColdPollInterval), a leader
 	// that releases wakes the standby, over a network with these faults;
 	// nil: no wake-ups.

@@ -2,6 +2,7 @@ package sim
 
 import (
 	"math/rand/v2"
+	"time"
 )
 
 // standbyScenarios run Candidates with a standby (Config.Standby): one
@@ -124,4 +125,36 @@ func releaseLeader(p *Plan, r *rand.Rand, n int) {
 		t += uniform(r, 50*second, 70*second)
 	}
 	p.Duration = t
+}
+
+// staleScenarios: followers poll with reads a stale answer may serve.
+var staleScenarios = []*Scenario{
+	{
+		Name:    "stale-reads",
+		Summary: "30 to 70% of followers' polls return the record as it was up to 0.5 to 3s before; leaders crash and shut down",
+		build: func(p *Plan, r *rand.Rand) {
+			p.StaleReads = true
+			p.Faults.StalePPM = 300_000 + r.IntN(400_000)
+			p.Faults.StaleMax = uniform(r, 500*time.Millisecond, 3*second)
+			t := uniform(r, 30*second, 60*second)
+			for i := range 4 {
+				if i%2 == 0 {
+					crashLeader(p, t, uniform(r, 10*second, 40*second), false)
+				} else {
+					p.at(t, func(w *world) {
+						l := w.leader()
+						if l == nil {
+							w.fault("", "no leader to stop")
+							return
+						}
+						w.stop(l)
+						w.expectLeader(w.releaseBound(l), "release by "+l.label)
+						restartLater(w, l.node, uniform(w.rng, 5*second, 15*second), false)
+					})
+				}
+				t += uniform(r, 50*second, 80*second)
+			}
+			p.Duration = t
+		},
+	},
 }

@@ -29,6 +29,11 @@ type Faults struct {
 	DelayPutPPM      int           // writes that land only after the writer's OpTimeout
 	DelayMax         time.Duration // how much later than that, at most
 	PlainConflictPPM int           // conflicts reported without the current record (as S3's 412 does)
+	// StalePPM of the reads that may be served stale (Op.Stale: followers'
+	// polls, where the scenario turns StaleReads on) return the record as
+	// it was up to StaleMax before they arrive.
+	StalePPM int
+	StaleMax time.Duration
 }
 
 // request is one store call on its way: sent by an instance, applied when it
@@ -49,6 +54,8 @@ type request struct {
 	// standby: a call on the standby record (NAME::standby), not the
 	// lease; wake: the read a leader makes to find the standby to wake.
 	standby, wake bool
+	// stale: a read that a stale answer may serve.
+	stale bool
 	// abandoned: the caller stopped waiting (its context is done). Guarded
 	// by world.mu, since real-tier goroutines set it.
 	abandoned bool
@@ -82,6 +89,42 @@ type store struct {
 	sbExists bool
 	sbRec    lease.Record
 	sbVer    lease.Version
+
+	// past: the lease's states over the last Faults.StaleMax, oldest
+	// first, for stale reads.
+	past []pastState
+}
+
+type pastState struct {
+	until  time.Duration // when it was replaced
+	exists bool
+	rec    lease.Record
+	ver    lease.Version
+}
+
+// replaced notes the lease's current state as ending now, before a write,
+// a loss or a restore changes it.
+func (s *store) replaced() {
+	if s.f.StalePPM == 0 {
+		return
+	}
+	now := s.w.now
+	i := 0
+	for i < len(s.past) && s.past[i].until < now-s.f.StaleMax {
+		i++
+	}
+	s.past = append(s.past[i:], pastState{until: now, exists: s.exists, rec: s.rec, ver: s.ver})
+}
+
+// staleState returns the lease's state lag ago.
+func (s *store) staleState(lag time.Duration) (bool, lease.Record, lease.Version) {
+	at := s.w.now - lag
+	for _, p := range s.past {
+		if at < p.until {
+			return p.exists, p.rec, p.ver
+		}
+	}
+	return s.exists, s.rec, s.ver
 }
 
 func newStore(w *world, lat Latency, f Faults) *store {
@@ -154,12 +197,18 @@ func (s *store) arrive(r *request) {
 	}
 	switch r.kind {
 	case election.OpGet:
-		if !s.exists {
+		exists, rec, ver, flags := s.exists, s.rec, s.ver, ""
+		if r.stale && chance(w.rng, s.f.StalePPM) {
+			exists, rec, ver = s.staleState(uniform(w.rng, 0, s.f.StaleMax))
+			flags = "stale"
+			w.chk.stats.StaleReads++
+		}
+		if !exists {
 			r.res = reply{err: lease.NotFound(leaseName)}
-			w.trace(in, line{what: mApply, req: r.id, op: int64(r.kind), code: oNotFound})
+			w.trace(in, line{what: mApply, req: r.id, op: int64(r.kind), code: oNotFound, flags: flags})
 		} else {
-			r.res = reply{rec: s.rec.Clone(), ver: s.ver}
-			w.trace(in, line{what: mApply, req: r.id, op: int64(r.kind), code: oOK, text: string(s.ver), holder: s.rec.Holder, tok: int64(s.rec.Token)})
+			r.res = reply{rec: rec.Clone(), ver: ver}
+			w.trace(in, line{what: mApply, req: r.id, op: int64(r.kind), code: oOK, text: string(ver), holder: rec.Holder, tok: int64(rec.Token), flags: flags})
 		}
 	case election.OpPut:
 		if s.exists != (r.expect != lease.NoVersion) || s.exists && s.ver != r.expect {
@@ -181,6 +230,7 @@ func (s *store) arrive(r *request) {
 		if r.rec.Released {
 			w.chk.stats.Releases++
 		}
+		s.replaced()
 		s.verN++
 		s.ver = lease.Version("v" + strconv.Itoa(s.verN))
 		s.rec, s.exists = r.rec.Clone(), true

@@ -713,6 +713,7 @@ func (w *world) loseRecord() {
 		return
 	}
 	w.fault("", "the lease record (token %d) vanishes", s.rec.Token)
+	s.replaced()
 	s.exists, s.rec, s.ver, s.lostAt = false, lease.Record{}, lease.NoVersion, w.now
 	w.chk.stats.Losses++
 }
@@ -742,6 +743,7 @@ func (w *world) restoreRecord(frac float64, released bool) {
 		return
 	}
 	old := pool[min(int(frac*float64(len(pool))), len(pool)-1)]
+	s.replaced()
 	s.verN++
 	s.ver = lease.Version("v" + strconv.Itoa(s.verN))
 	s.rec, s.exists, s.lostAt = old.Clone(), true, w.now
@@ -917,12 +919,23 @@ func (w *world) failoverBound(in *instance) time.Duration {
 	ppb := ppbOf(rho)
 	l := w.store.lat.Bound()
 	wire := max(in.lastArrival-w.now, l)
-	wait := trueSpan(election.WaitBeforeTakeover(ttl, rho), ppb)
+	wait := trueSpan(election.WaitBeforeTakeover(ttl, rho), ppb) + w.staleMax()
 	if cold := w.coldPoll(in); cold > 0 && !w.hotStandbyBesides(in) {
 		w.chk.stats.ColdBounds++
 		return wire + trueSpan(cold, ppb) + wait + trueSpan(cold, ppb) + 9*l + time.Millisecond
 	}
 	return wire + wait + trueSpan(poll, ppb) + 7*l + time.Millisecond
+}
+
+// staleMax is how old a stale read may be. With stale polls, a follower
+// may see the leader's last record as changed until that long after it
+// landed, and a release only then: both bounds grow by it (and the
+// release's by the strong read that confirms it).
+func (w *world) staleMax() time.Duration {
+	if !w.plan.StaleReads || w.store.f.StalePPM == 0 {
+		return 0
+	}
+	return w.store.f.StaleMax
 }
 
 // coldPoll returns the longest cold poll of the live instances but in, or
@@ -994,7 +1007,11 @@ func (w *world) releaseBound(in *instance) time.Duration {
 	if cold := w.coldPoll(in); cold > 0 && !w.hotStandbyBesides(in) {
 		poll = cold
 	}
-	return trueSpan(poll, ppbOf(rho)) + 4*w.rtt() + time.Millisecond
+	extra := time.Duration(0)
+	if s := w.staleMax(); s > 0 {
+		extra = s + w.rtt()
+	}
+	return trueSpan(poll, ppbOf(rho)) + 4*w.rtt() + extra + time.Millisecond
 }
 
 // wakeBound is I5's bound after a release that wakes a standby, with no

@@ -1,6 +1,7 @@
 // Package dynamolease is a lease.Store on one Amazon DynamoDB table, built on
-// aws-sdk-go-v2. Each lease is one item; every read is strongly consistent and
-// every write is conditional, so the table itself orders the candidates.
+// aws-sdk-go-v2. Each lease is one item; every read that decides anything is
+// strongly consistent and every write is conditional, so the table itself
+// orders the candidates.
 //
 //	api := dynamodb.NewFromConfig(awsCfg)
 //	store, err := dynamolease.New(api, dynamolease.Config{Table: "tenure-leases"})
@@ -9,7 +10,8 @@
 //
 //  1. Get is one GetItem with ConsistentRead=true: it sees every write that
 //     completed before it started (DynamoDB's strongly consistent read of a
-//     single item).
+//     single item). GetStale (lease.StaleGetter) is one eventually
+//     consistent GetItem, at half the read units: followers poll with it.
 //  2. Put is one PutItem with a ConditionExpression: attribute_not_exists on
 //     the key to create a lease (expect == lease.NoVersion), and an equality
 //     test on the stored version for every later write. Of any number of

@@ -92,6 +92,7 @@ var cases = []struct {
 	{"InvalidName", testInvalidName},
 	{"InvalidRecord", testInvalidRecord},
 	{"AwkwardValidNames", testAwkwardValidNames},
+	{"StaleReads", testStaleReads},
 }
 
 // env is what one subtest works with.
@@ -223,6 +224,38 @@ func testGetMissing(e *env) {
 	}
 	if errors.Is(err, lease.ErrConflict) || errors.Is(err, lease.ErrInvalidName) {
 		e.t.Errorf("not-found error %q also matches another lease error", err)
+	}
+}
+
+// testStaleReads: a store that offers GetStale (lease.StaleGetter) returns
+// from it only states the record had: absent, or a record that was written,
+// at its version; never an error for a lease that exists.
+func testStaleReads(e *env) {
+	sg, ok := e.s.(lease.StaleGetter)
+	if !ok {
+		e.t.Skip("no GetStale")
+	}
+	name := e.name("stale")
+	if _, _, err := sg.GetStale(e.ctx, name); !errors.Is(err, lease.ErrNotFound) {
+		e.t.Fatalf("GetStale of a lease never written: %v, want an error matching lease.ErrNotFound", err)
+	}
+	first := e.record("a", 1)
+	v1 := e.put(name, first, lease.NoVersion)
+	second := e.record("a", 1)
+	v2 := e.put(name, second, v1)
+	for range 5 {
+		rec, v, err := sg.GetStale(e.ctx, name)
+		switch {
+		case errors.Is(err, lease.ErrNotFound):
+		case err != nil:
+			e.t.Fatalf("GetStale: %v", err)
+		case v == v1 && sameRecord(rec, first), v == v2 && sameRecord(rec, second):
+		default:
+			e.t.Fatalf("GetStale = %s at %q: a state the record never had (%q, %q)", show(rec), v, v1, v2)
+		}
+	}
+	if _, _, err := sg.GetStale(e.ctx, "bad//name"); !errors.Is(err, lease.ErrInvalidName) {
+		e.t.Errorf("GetStale of an invalid name: %v, want lease.ErrInvalidName", err)
 	}
 }
 
