@@ -116,6 +116,11 @@ var (
 	DynamoDBOnDemand = Prices{Name: "DynamoDB on-demand, us-east-1", Date: "November 2024",
 		WritePerMil: 0.625, ReadPerMil: 0.125, WritesPerPut: 1, ReadsPerPoll: 1,
 		WriteVerb: "PutItem (1 WRU)", ReadVerb: "GetItem, strongly consistent (1 RRU)", MonthDuration: 30 * 24 * time.Hour}
+	// DynamoDBOnDemandStalePolls: polls are eventually consistent GetItems
+	// (tenure's default on DynamoDB), half a read unit each.
+	DynamoDBOnDemandStalePolls = Prices{Name: "DynamoDB on-demand, us-east-1", Date: "November 2024",
+		WritePerMil: 0.625, ReadPerMil: 0.125, WritesPerPut: 1, ReadsPerPoll: 0.5,
+		WriteVerb: "PutItem (1 WRU)", ReadVerb: "GetItem; polls eventually consistent (½ RRU)", MonthDuration: 30 * 24 * time.Hour}
 	S3Standard = Prices{Name: "S3 Standard, us-east-1", Date: "November 2024",
 		WritePerMil: 5, ReadPerMil: 0.4, WritesPerPut: 1, ReadsPerPoll: 1,
 		WriteVerb: "PutObject", ReadVerb: "GetObject", MonthDuration: 30 * 24 * time.Hour}

@@ -37,6 +37,7 @@ func planCommand(args []string, stdout, stderr io.Writer) int {
 	fs.Float64Var(&t.MaxDrift, "drift", election.DefaultMaxDrift, "largest clock rate error between hosts (ρ)")
 	standby := fs.Bool("standby", false, "with a standby: one follower polls, the others poll every --cold-poll")
 	fs.DurationVar(&t.ColdPollInterval, "cold-poll", 0, "with --standby: the other followers' poll interval (default 10 × poll)")
+	strong := fs.Bool("strong-polls", false, "price polls as strongly consistent reads (tenure.Config.StrongPolls); by default DynamoDB's are eventually consistent, at half the read units")
 	candidates := fs.Int("candidates", 3, "number of candidates")
 	rtt := fs.Duration("rtt", 20*time.Millisecond, "longest store round trip to assume")
 	store := fs.String("store", "all", "whose cost to print: dynamodb, s3 or all")
@@ -47,14 +48,18 @@ func planCommand(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "tenure plan: unexpected argument %q\n", fs.Arg(0))
 		return exitUsage
 	}
+	ddb := election.DynamoDBOnDemand
+	if !*strong {
+		ddb = election.DynamoDBOnDemandStalePolls
+	}
 	var prices []election.Prices
 	switch *store {
 	case "dynamodb":
-		prices = []election.Prices{election.DynamoDBOnDemand}
+		prices = []election.Prices{ddb}
 	case "s3":
 		prices = []election.Prices{election.S3Standard}
 	case "all":
-		prices = []election.Prices{election.DynamoDBOnDemand, election.S3Standard}
+		prices = []election.Prices{ddb, election.S3Standard}
 	default:
 		fmt.Fprintf(stderr, "tenure plan: --store %q: want dynamodb, s3 or all\n", *store)
 		return exitUsage

@@ -11,7 +11,7 @@ func TestPlan(t *testing.T) {
 		t.Fatalf("exit %d\n%s", code, errs)
 	}
 	for _, s := range []string{"lead window                  8.99s", "at most 12.302s", "at most 2.282s", "all 5,400",
-		"leader $0.81 + followers $0.32 = $1.13", "leader $6.48 + followers $1.04 = $7.52", "as of November 2024"} {
+		"leader $0.81 + followers $0.16 = $0.97", "leader $6.48 + followers $1.04 = $7.52", "as of November 2024"} {
 		if !strings.Contains(out, s) {
 			t.Errorf("output lacks %q:\n%s", s, out)
 		}
@@ -69,5 +69,14 @@ func TestPlanStandby(t *testing.T) {
 	}
 	if code, _, errs := runTenure(t, "plan", "--cold-poll", "20s"); code != exitUsage || !strings.Contains(errs, "--standby") {
 		t.Errorf("--cold-poll without --standby: exit %d, %s", code, errs)
+	}
+}
+
+// TestPlanStrongPolls: --strong-polls prices DynamoDB polls as strongly
+// consistent reads, a full read unit each.
+func TestPlanStrongPolls(t *testing.T) {
+	code, out, errs := runTenure(t, "plan", "--strong-polls", "--store", "dynamodb")
+	if code != 0 || !strings.Contains(out, "leader $0.81 + followers $0.32 = $1.13") || !strings.Contains(out, "strongly consistent (1 RRU)") {
+		t.Fatalf("exit %d\n%s%s", code, out, errs)
 	}
 }
