@@ -89,6 +89,16 @@ func (c *counting) Get(ctx context.Context, name string) (lease.Record, lease.Ve
 	return c.Store.Get(ctx, name)
 }
 
+// GetStale passes on the store's cheaper read where it has one, so that
+// candidates poll as they would on it unwrapped.
+func (c *counting) GetStale(ctx context.Context, name string) (lease.Record, lease.Version, error) {
+	c.gets.Add(1)
+	if sg, ok := c.Store.(lease.StaleGetter); ok {
+		return sg.GetStale(ctx, name)
+	}
+	return c.Store.Get(ctx, name)
+}
+
 func (c *counting) Put(ctx context.Context, name string, rec lease.Record, expect lease.Version) (lease.Version, error) {
 	c.puts.Add(1)
 	return c.Store.Put(ctx, name, rec, expect)
