@@ -98,12 +98,11 @@ const (
 
 // flight is one store call in flight, or a write awaiting read-back.
 type flight struct {
-	id     uint64
-	do     purpose
-	stale  bool // a read that a stale answer may serve
-	sent   time.Time
-	rec    lease.Record  // writes
-	expect lease.Version // writes
+	do   purpose
+	sent time.Time
+	// op is what the store is asked: its ID, and for a write the record and
+	// the expected version. Output.Op points here: one allocation a call.
+	op Op
 }
 
 // Machine decides what one candidate does. It is not safe for concurrent use.
@@ -240,7 +239,7 @@ func (m *Machine) Tick(now time.Time) Output { return m.flush(now) }
 // term: the deadline is checked first.
 func (m *Machine) Done(now time.Time, res Result) Output {
 	m.checkDeadline(now)
-	if m.op != nil && m.op.id == res.ID {
+	if m.op != nil && m.op.op.ID == res.ID {
 		op := m.op
 		m.op = nil
 		m.handle(now, op, res)
@@ -272,7 +271,7 @@ func (m *Machine) Release(now time.Time) Output {
 	if m.op != nil && m.op.do == doPoll {
 		// A follower's read changes nothing in the store: decide from what
 		// is known rather than wait for it (up to OpTimeout).
-		m.outAbandon = m.op.id
+		m.outAbandon = m.op.op.ID
 		m.op = nil
 	}
 	return m.flush(now)
@@ -413,13 +412,13 @@ func (m *Machine) flush(now time.Time) Output {
 		if m.op != nil && !now.Before(m.op.sent.Add(m.cfg.OpTimeout)) {
 			op := m.op
 			m.op = nil
-			m.outAbandon = op.id
+			m.outAbandon = op.op.ID
 			last := m.lastErr
 			var te *TimeoutError
 			if errors.As(last, &te) {
 				last = te.Last
 			}
-			m.handle(now, op, Result{ID: op.id, Err: &TimeoutError{Op: op.do.String(), After: m.cfg.OpTimeout, Last: last}})
+			m.handle(now, op, Result{ID: op.op.ID, Err: &TimeoutError{Op: op.do.String(), After: m.cfg.OpTimeout, Last: last}})
 			continue
 		}
 		if m.phase == releasing && m.op == nil && m.nextDo == 0 {
@@ -572,9 +571,9 @@ func (m *Machine) start(now time.Time) {
 		// may not.
 		stale := m.cfg.StaleReads && m.seen && m.state == following && !m.fresh
 		m.fresh = false
-		m.send(now, &flight{do: do, stale: stale})
+		m.send(now, &flight{do: do, op: Op{Kind: OpGet, Stale: stale}})
 	case doReadBack:
-		m.send(now, &flight{do: do})
+		m.send(now, &flight{do: do, op: Op{Kind: OpGet}})
 	case doAcquire:
 		if m.phase != running {
 			return
@@ -590,7 +589,7 @@ func (m *Machine) start(now time.Time) {
 		if now.Sub(m.time(m.read)) > m.cfg.PollInterval {
 			// What we know is old (a pause, a slow callback): read before
 			// writing rather than send a write bound to conflict.
-			m.send(now, &flight{do: doPoll})
+			m.send(now, &flight{do: doPoll, op: Op{Kind: OpGet}})
 			return
 		}
 		expect := lease.NoVersion
@@ -646,18 +645,14 @@ func (m *Machine) start(now time.Time) {
 func (m *Machine) write(now time.Time, do purpose, rec lease.Record, expect lease.Version) {
 	rec.Nonce = m.nonce()
 	rec.WrittenAt = time.Time{} // the driver's to fill in with wall time
-	m.send(now, &flight{do: do, rec: rec, expect: expect})
+	m.send(now, &flight{do: do, op: Op{Kind: OpPut, Record: rec, Expect: expect}})
 }
 
 func (m *Machine) send(now time.Time, f *flight) {
 	m.lastID++
-	f.id, f.sent = m.lastID, now
+	f.op.ID, f.sent = m.lastID, now
 	m.op = f
-	op := &Op{ID: f.id, Kind: OpGet, Stale: f.stale}
-	if f.do != doPoll && f.do != doReadBack {
-		op.Kind, op.Record, op.Expect = OpPut, f.rec, f.expect
-	}
-	m.outOp = op
+	m.outOp = &f.op
 }
 
 // mint returns the token of a takeover at now: above the stored token and
@@ -692,7 +687,7 @@ func (m *Machine) handle(now time.Time, op *flight, res Result) {
 	}
 	switch op.do {
 	case doPoll:
-		if op.stale && m.suspect(res) {
+		if op.op.Stale && m.suspect(res) {
 			// It may be an old state: read strongly before deciding.
 			m.fresh = true
 			m.schedule(now, doPoll)
@@ -733,7 +728,7 @@ func (m *Machine) handle(now time.Time, op *flight, res Result) {
 	default:
 		switch {
 		case res.Err == nil:
-			m.confirm(now, op.do, op.sent, op.rec, res.Version)
+			m.confirm(now, op.do, op.sent, op.op.Record, res.Version)
 		case errors.Is(res.Err, lease.ErrConflict):
 			// A conflict is certain: this write did not apply.
 			var ce *lease.ConflictError
@@ -749,7 +744,7 @@ func (m *Machine) handle(now time.Time, op *flight, res Result) {
 			if m.pending == nil {
 				m.pending = make(map[string]time.Time)
 			}
-			m.pending[op.rec.Nonce] = op.sent
+			m.pending[op.op.Record.Nonce] = op.sent
 			m.readBack(now, op)
 		}
 	}
@@ -783,7 +778,7 @@ func (m *Machine) resolve(now time.Time, w *flight, found bool, cur lease.Record
 			return
 		}
 	}
-	if found == (w.expect != lease.NoVersion) && ver == w.expect {
+	if found == (w.op.Expect != lease.NoVersion) && ver == w.op.Expect {
 		// Nothing changed: w did not apply, so far. Its nonce stays pending in
 		// case it lands late.
 		m.read = m.at(now)
@@ -950,9 +945,9 @@ func (m *Machine) releaseNext(now time.Time) {
 	switch {
 	case len(m.pending) > 0:
 		// A write of ours may have landed: read before deciding.
-		m.unresolved = &flight{do: doCheck, expect: m.ver}
+		m.unresolved = &flight{do: doCheck, op: Op{Expect: m.ver}}
 		if !m.exists {
-			m.unresolved.expect = lease.NoVersion
+			m.unresolved.op.Expect = lease.NoVersion
 		}
 		m.schedule(now, doReadBack)
 	case m.ownVer != lease.NoVersion && m.exists && m.ver == m.ownVer && !m.rec.Released:

@@ -506,4 +506,4 @@ func (s *scripted) show(o Output) string {
 
 // inFlight reports whether the Machine still waits for the call s.op: it
 // does while its timeout lies ahead.
-func (s *scripted) inFlight() bool { return s.m.op != nil && s.m.op.id == s.op.ID }
+func (s *scripted) inFlight() bool { return s.m.op != nil && s.m.op.op.ID == s.op.ID }

@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"text/tabwriter"
@@ -99,23 +100,23 @@ func simCommand(args []string, stdout, stderr io.Writer) int {
 	}
 	opt.Timeline = *svg != ""
 
-	// Run every (scenario, seed) on a pool of workers; report in order.
+	// Run every (scenario, seed) on a pool of workers. Results are summed
+	// as they come, and only failures (and, for -trace or -svg, every run)
+	// are kept: a million seeds take no more memory than a hundred.
 	type job struct {
+		i     int
 		sc    *sim.Scenario
 		seed  uint64
 		res   *sim.Result
 		trace bytes.Buffer
 	}
-	var jobs []*job
-	for _, sc := range scs {
-		for i := range *seeds {
-			jobs = append(jobs, &job{sc: sc, seed: *seed + uint64(i)})
-		}
-	}
+	keep := *trace || *svg != ""
+	n := len(scs) * *seeds
+	nw := min(*workers, n)
 	start := time.Now()
-	next := make(chan *job)
+	next, done := make(chan *job, 4*nw), make(chan *job, 4*nw)
 	var wg sync.WaitGroup
-	for range min(*workers, len(jobs)) {
+	for range nw {
 		wg.Go(func() {
 			for j := range next {
 				o := opt
@@ -123,33 +124,21 @@ func simCommand(args []string, stdout, stderr io.Writer) int {
 					o.Trace = &j.trace
 				}
 				j.res = sim.Run(j.sc, j.seed, o)
+				done <- j
 			}
 		})
 	}
-	for _, j := range jobs {
-		next <- j
-	}
-	close(next)
-	wg.Wait()
-	elapsed := time.Since(start)
-
-	if *trace {
-		for _, j := range jobs {
-			if len(jobs) > 1 {
-				fmt.Fprintf(stdout, "== %s seed %d\n", j.sc.Name, j.seed)
+	go func() {
+		i := 0
+		for _, sc := range scs {
+			for k := range *seeds {
+				next <- &job{i: i, sc: sc, seed: *seed + uint64(k)}
+				i++
 			}
-			_, _ = stdout.Write(j.trace.Bytes())
 		}
-		// The trace alone on stdout replays byte for byte; the summary,
-		// with its wall times, goes aside.
-		stdout = stderr
-	}
-	if *svg != "" {
-		if err := writeSVG(*svg, jobs[0].res); err != nil {
-			fmt.Fprintf(stderr, "tenure sim: %v\n", err)
-			return 1
-		}
-	}
+		close(next)
+	}()
+	go func() { wg.Wait(); close(done) }()
 
 	// The summary: per scenario, runs that broke each invariant.
 	type row struct {
@@ -158,9 +147,9 @@ func simCommand(args []string, stdout, stderr io.Writer) int {
 		simTime, wall time.Duration
 	}
 	rows := map[string]*row{}
-	var failed []*job
+	var failed, kept []*job
 	var total row
-	for _, j := range jobs {
+	for j := range done {
 		r := rows[j.sc.Name]
 		if r == nil {
 			r = &row{}
@@ -184,6 +173,30 @@ func simCommand(args []string, stdout, stderr io.Writer) int {
 		if j.res.Failed() {
 			failed = append(failed, j)
 		}
+		if keep {
+			kept = append(kept, j)
+		}
+	}
+	elapsed := time.Since(start)
+	slices.SortFunc(failed, func(a, b *job) int { return a.i - b.i })
+	slices.SortFunc(kept, func(a, b *job) int { return a.i - b.i })
+
+	if *trace {
+		for _, j := range kept {
+			if n > 1 {
+				fmt.Fprintf(stdout, "== %s seed %d\n", j.sc.Name, j.seed)
+			}
+			_, _ = stdout.Write(j.trace.Bytes())
+		}
+		// The trace alone on stdout replays byte for byte; the summary,
+		// with its wall times, goes aside.
+		stdout = stderr
+	}
+	if *svg != "" {
+		if err := writeSVG(*svg, kept[0].res); err != nil {
+			fmt.Fprintf(stderr, "tenure sim: %v\n", err)
+			return 1
+		}
 	}
 	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "scenario\truns\tI1\tI2\tI3\tI4\tI5\tI6\tI7\tsimulated\twall\t")
@@ -203,7 +216,7 @@ func simCommand(args []string, stdout, stderr io.Writer) int {
 	_ = tw.Flush()
 	fmt.Fprintf(stdout, "\n%v, %v resource: %d runs, %s simulated in %v (%.0f simulated seconds per second on %d workers)\n",
 		opt.Strategy, opt.Resource, total.runs, fmtSim(total.simTime), elapsed.Round(time.Millisecond),
-		total.simTime.Seconds()/elapsed.Seconds(), min(*workers, len(jobs)))
+		total.simTime.Seconds()/elapsed.Seconds(), nw)
 	fmt.Fprintln(stdout, "Columns count runs that broke an invariant the scenario promises; (n) counts runs that broke one it")
 	fmt.Fprintln(stdout, "does not promise (I1 under process pauses, for one), shown to prove the checker sees them.")
 	if len(failed) == 0 {
