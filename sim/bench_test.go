@@ -2,6 +2,7 @@ package sim
 
 import (
 	"math/rand/v2"
+	"strconv"
 	"testing"
 	"time"
 )
@@ -62,4 +63,47 @@ func BenchmarkRealTier(b *testing.B) {
 		b.Fatal("the real tier failed")
 	}
 	b.ReportMetric(simulated.Seconds()/time.Since(start).Seconds(), "sim-s/s")
+}
+
+// BenchmarkFastTierNodes runs ten minutes of steady state, the leader
+// crashing once, with 5, 20 and 100 nodes at default timings: how the
+// fast tier's cost grows with the nodes (every follower polls), and with
+// a standby (one follower polls; the others every 20s).
+//
+//	go test ./sim -run '^$' -bench FastTierNodes
+func BenchmarkFastTierNodes(b *testing.B) {
+	for _, c := range []struct {
+		n       int
+		standby bool
+	}{{5, false}, {20, false}, {100, false}, {5, true}, {20, true}, {100, true}} {
+		sc := &Scenario{Name: "nodes", standby: c.standby, build: func(p *Plan, r *rand.Rand) {
+			p.Nodes = p.Nodes[:0]
+			for i := range c.n {
+				p.Nodes = append(p.Nodes, newNodeSpec(r, "n"+strconv.Itoa(i)))
+			}
+			if c.standby {
+				withStandby(p)
+			}
+			crashLeader(p, 5*time.Minute, -1, false)
+			p.Duration = 10 * time.Minute
+		}}
+		name := "nodes=" + strconv.Itoa(c.n)
+		if c.standby {
+			name += "/standby"
+		}
+		b.Run(name, func(b *testing.B) {
+			var events int64
+			seed := uint64(0)
+			for b.Loop() {
+				seed++
+				r := Run(sc, seed, Options{})
+				if r.Failed() {
+					b.Fatal(r)
+				}
+				events += r.Events
+			}
+			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "runs/s")
+			b.ReportMetric(float64(events)/b.Elapsed().Seconds(), "events/s")
+		})
+	}
 }
