@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"runtime"
+	"runtime/debug"
 	"slices"
 	"strings"
 	"sync"
@@ -99,6 +100,17 @@ func simCommand(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	opt.Timeline = *svg != ""
+
+	// A run's live heap is small and short-lived, so the collector at its
+	// default pace runs all the time (half the time of -scenario all at
+	// two workers): let the heap grow twentyfold between collections,
+	// unless GOGC says otherwise. The memory limit keeps that bounded.
+	if os.Getenv("GOGC") == "" {
+		debug.SetGCPercent(2000)
+		if os.Getenv("GOMEMLIMIT") == "" {
+			debug.SetMemoryLimit(1 << 30)
+		}
+	}
 
 	// Run every (scenario, seed) on a pool of workers. Results are summed
 	// as they come, and only failures (and, for -trace or -svg, every run)
