@@ -424,7 +424,7 @@ func (m *Machine) flush(now time.Time) Output {
 		if m.phase == releasing && m.op == nil && m.nextDo == 0 {
 			m.releaseNext(now)
 		}
-		if m.op == nil && m.nextDo != 0 && !now.Before(m.time(m.next)) {
+		if m.op == nil && m.nextDo != 0 && m.at(now) >= m.next {
 			m.start(now)
 			continue
 		}
@@ -441,14 +441,16 @@ func (m *Machine) flush(now time.Time) Output {
 	case m.nextDo != 0:
 		out.Wake = m.time(m.next)
 	}
-	if d := m.time(m.deadline); m.state == leading && (out.Wake.IsZero() || d.Before(out.Wake)) {
-		out.Wake = d
+	if m.state == leading {
+		if d := m.time(m.deadline); out.Wake.IsZero() || d.Before(out.Wake) {
+			out.Wake = d
+		}
 	}
 	return out
 }
 
 func (m *Machine) checkDeadline(now time.Time) {
-	if m.state == leading && !now.Before(m.time(m.deadline)) {
+	if m.state == leading && m.at(now) >= m.deadline {
 		reason := ReasonExpired
 		if m.failed {
 			reason = ReasonStoreUnavailable

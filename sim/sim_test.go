@@ -23,10 +23,10 @@ func seedsPerScenario() uint64 {
 	return 100
 }
 
-// seedsFor is seedsPerScenario, but 2,000 for the standby scenarios: they
-// are cheap (a cold follower reads rarely), and the standby is new.
+// seedsFor is seedsPerScenario, but 2,000 for the scenarios of the
+// standby, wake-ups and stale reads: they are cheap, and new.
 func seedsFor(sc *Scenario) uint64 {
-	if n := seedsPerScenario(); !sc.standby || n < 100 {
+	if n := seedsPerScenario(); !sc.standby && sc.Name != "stale-reads" || n < 100 {
 		return n
 	}
 	return 2000

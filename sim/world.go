@@ -422,7 +422,10 @@ func (w *world) fire(e *event) {
 // stage records an item from an instance's goroutine (or its fast-tier
 // model); flush processes the phase's items in canonical order.
 func (w *world) stage(it item) {
-	w.mu.Lock()
+	if w.shared { // the fast tier runs on one goroutine
+		w.mu.Lock()
+		defer w.mu.Unlock()
+	}
 	it.n = it.in.n[it.src]
 	it.in.n[it.src]++
 	switch {
@@ -434,14 +437,17 @@ func (w *world) stage(it item) {
 		it.req.early = it.in.inTerm
 	}
 	w.staged = append(w.staged, it)
-	w.mu.Unlock()
 }
 
 func (w *world) flush() {
-	w.mu.Lock()
+	if w.shared {
+		w.mu.Lock()
+	}
 	items := w.staged
 	w.staged = w.spare[:0]
-	w.mu.Unlock()
+	if w.shared {
+		w.mu.Unlock()
+	}
 	// Insertion sort: a phase stages a handful of items.
 	for i := 1; i < len(items); i++ {
 		for j := i; j > 0 && itemLess(&items[j], &items[j-1]); j-- {
