@@ -43,6 +43,21 @@ func standbys(nodes map[string]*node) []string {
 	return out
 }
 
+// standbyGroup starts a, the leader, then b, c and d with a standby, and
+// returns them two minutes later with the one standby's ID.
+func standbyGroup(w *world) (*node, map[string]*node, []string) {
+	w.t.Helper()
+	a := w.start("a", nil, standbyOn)
+	synctest.Wait()
+	nodes := map[string]*node{"b": w.start("b", nil, standbyOn), "c": w.start("c", nil, standbyOn), "d": w.start("d", nil, standbyOn)}
+	wait(2 * time.Minute)
+	sb := standbys(nodes)
+	if len(sb) != 1 {
+		w.t.Fatalf("standbys %v, want one", sb)
+	}
+	return a, nodes, sb
+}
+
 // With Standby, one follower reads the lease every PollInterval (2s) and
 // the others every ColdPollInterval (20s); the leader is never the
 // standby.
@@ -88,14 +103,7 @@ func TestStandbyOneHotFollower(t *testing.T) {
 func TestStandbyTakesOverAfterCrash(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		w := newWorld(t)
-		a := w.start("a", nil, standbyOn)
-		synctest.Wait()
-		nodes := map[string]*node{"b": w.start("b", nil, standbyOn), "c": w.start("c", nil, standbyOn), "d": w.start("d", nil, standbyOn)}
-		wait(2 * time.Minute)
-		sb := standbys(nodes)
-		if len(sb) != 1 {
-			t.Fatalf("standbys %v", sb)
-		}
+		a, nodes, sb := standbyGroup(w)
 		a.faults.FailAll()
 		crash := time.Now()
 		if err := a.stop(); !errors.Is(err, leasetest.ErrInjected) {
@@ -125,14 +133,7 @@ func TestStandbyTakesOverAfterCrash(t *testing.T) {
 func TestStandbyCrash(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		w := newWorld(t)
-		a := w.start("a", nil, standbyOn)
-		synctest.Wait()
-		nodes := map[string]*node{"b": w.start("b", nil, standbyOn), "c": w.start("c", nil, standbyOn), "d": w.start("d", nil, standbyOn)}
-		wait(2 * time.Minute)
-		sb := standbys(nodes)
-		if len(sb) != 1 {
-			t.Fatalf("standbys %v", sb)
-		}
+		a, nodes, sb := standbyGroup(w)
 		// Leader and standby crash together.
 		for _, n := range []*node{a, nodes[sb[0]]} {
 			n.faults.FailAll()

@@ -20,12 +20,7 @@ var leaderScenarios = []*Scenario{
 		Name:    "leader-crash",
 		Summary: "the leader crashes three times; a new leader within the failover bound each time",
 		build: func(p *Plan, r *rand.Rand) {
-			t := uniform(r, 30*second, 60*second)
-			for range 3 {
-				crashLeader(p, t, uniform(r, 10*second, 40*second), r.IntN(2) == 0)
-				t += uniform(r, 60*second, 90*second)
-			}
-			p.Duration = t
+			crashLeaders(p, r, uniform(r, 30*second, 60*second))
 		},
 	},
 	{
@@ -34,17 +29,7 @@ var leaderScenarios = []*Scenario{
 		build: func(p *Plan, r *rand.Rand) {
 			t := uniform(r, 20*second, 40*second)
 			for range 3 {
-				back := uniform(r, 5*second, 15*second)
-				p.at(t, func(w *world) {
-					l := w.leader()
-					if l == nil {
-						w.fault("", "no leader to stop")
-						return
-					}
-					w.stop(l)
-					w.expectLeader(w.releaseBound(l), "release by "+l.label)
-					restartLater(w, l.node, back, false)
-				})
+				stopLeader(p, t, uniform(r, 5*second, 15*second))
 				t += uniform(r, 40*second, 60*second)
 			}
 			p.Duration = t
@@ -443,6 +428,31 @@ func crashLeader(p *Plan, t, restart time.Duration, newID bool) {
 		if restart >= 0 {
 			restartLater(w, l.node, restart, newID)
 		}
+	})
+}
+
+// crashLeaders crashes the leader three times from t on, 60 to 90s apart.
+func crashLeaders(p *Plan, r *rand.Rand, t time.Duration) {
+	for range 3 {
+		crashLeader(p, t, uniform(r, 10*second, 40*second), r.IntN(2) == 0)
+		t += uniform(r, 60*second, 90*second)
+	}
+	p.Duration = t
+}
+
+// stopLeader shuts the leader down at t and restarts it back later; a new
+// leader is expected within the handoff bound.
+func stopLeader(p *Plan, t, back time.Duration) {
+	p.at(t, func(w *world) {
+		l := w.leader()
+		if l == nil {
+			w.fault("", "no leader to stop")
+			return
+		}
+		bound := w.handoffBound(l)
+		w.stop(l)
+		w.expectLeader(bound, "release by "+l.label)
+		restartLater(w, l.node, back, false)
 	})
 }
 

@@ -17,12 +17,7 @@ var standbyScenarios = []*Scenario{
 		standby: true,
 		build: func(p *Plan, r *rand.Rand) {
 			withStandby(p)
-			t := uniform(r, 40*second, 60*second)
-			for range 3 {
-				crashLeader(p, t, uniform(r, 10*second, 40*second), r.IntN(2) == 0)
-				t += uniform(r, 60*second, 90*second)
-			}
-			p.Duration = t
+			crashLeaders(p, r, uniform(r, 40*second, 60*second))
 		},
 	},
 	{
@@ -33,12 +28,7 @@ var standbyScenarios = []*Scenario{
 			withStandby(p)
 			t := uniform(r, 40*second, 60*second)
 			for range 2 {
-				p.at(t, func(w *world) {
-					s := w.standby()
-					if s == nil {
-						w.fault("", "no standby to crash")
-						return
-					}
+				atStandby(p, t, "crash", func(w *world, s *instance) {
 					w.crash(s)
 					restartLater(w, s.node, uniform(w.rng, 30*second, 60*second), false)
 				})
@@ -57,14 +47,7 @@ var standbyScenarios = []*Scenario{
 			t := uniform(r, 40*second, 60*second)
 			for range 2 {
 				d := uniform(r, 30*second, 90*second)
-				p.at(t, func(w *world) {
-					s := w.standby()
-					if s == nil {
-						w.fault("", "no standby to pause")
-						return
-					}
-					w.pause(s, d, false)
-				})
+				atStandby(p, t, "pause", func(w *world, s *instance) { w.pause(s, d, false) })
 				crashLeader(p, t+uniform(r, second, d-5*second), uniform(r, 10*second, 40*second), false)
 				t += d + uniform(r, 60*second, 90*second)
 			}
@@ -103,28 +86,25 @@ func withStandby(p *Plan) {
 // releaseLeader shuts the leader down n times, 50 to 70s apart, and
 // restarts it 5 to 15s later. A handoff is expected within the wake-up
 // bound where a standby reads and wake-ups cross a clean network, and
-// within the release bound otherwise.
+// within the release bound otherwise (world.handoffBound).
 func releaseLeader(p *Plan, r *rand.Rand, n int) {
 	t := uniform(r, 40*second, 60*second)
 	for range n {
-		back := uniform(r, 5*second, 15*second)
-		p.at(t, func(w *world) {
-			l := w.leader()
-			if l == nil {
-				w.fault("", "no leader to stop")
-				return
-			}
-			bound := w.releaseBound(l)
-			if wf := w.plan.Wake; *wf == (WakeFaults{}) && w.hotStandbyBesides(l) {
-				bound = w.wakeBound()
-			}
-			w.stop(l)
-			w.expectLeader(bound, "release by "+l.label)
-			restartLater(w, l.node, back, false)
-		})
+		stopLeader(p, t, uniform(r, 5*second, 15*second))
 		t += uniform(r, 50*second, 70*second)
 	}
 	p.Duration = t
+}
+
+// atStandby does f to the standby at t, if there is one.
+func atStandby(p *Plan, t time.Duration, what string, f func(w *world, s *instance)) {
+	p.at(t, func(w *world) {
+		if s := w.standby(); s != nil {
+			f(w, s)
+			return
+		}
+		w.fault("", "no standby to %s", what)
+	})
 }
 
 // staleScenarios: followers poll with reads a stale answer may serve.
@@ -141,16 +121,7 @@ var staleScenarios = []*Scenario{
 				if i%2 == 0 {
 					crashLeader(p, t, uniform(r, 10*second, 40*second), false)
 				} else {
-					p.at(t, func(w *world) {
-						l := w.leader()
-						if l == nil {
-							w.fault("", "no leader to stop")
-							return
-						}
-						w.stop(l)
-						w.expectLeader(w.releaseBound(l), "release by "+l.label)
-						restartLater(w, l.node, uniform(w.rng, 5*second, 15*second), false)
-					})
+					stopLeader(p, t, uniform(r, 5*second, 15*second))
 				}
 				t += uniform(r, 50*second, 80*second)
 			}

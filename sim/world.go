@@ -1029,6 +1029,15 @@ func (w *world) wakeBound() time.Duration {
 	return 4*w.rtt() + w.store.lat.Bound() + time.Millisecond
 }
 
+// handoffBound is releaseBound, or wakeBound where a standby reads and
+// wake-ups cross a clean network.
+func (w *world) handoffBound(in *instance) time.Duration {
+	if wf := w.plan.Wake; wf != nil && *wf == (WakeFaults{}) && w.hotStandbyBesides(in) {
+		return w.wakeBound()
+	}
+	return w.releaseBound(in)
+}
+
 // standby returns the live instance that is the standby, or nil.
 func (w *world) standby() *instance {
 	for _, o := range w.liveInstances() {
