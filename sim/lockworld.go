@@ -87,7 +87,9 @@ type lockWorld struct {
 	seq    uint64
 	q      lockEvents
 	events int64
-	ending bool
+
+	lockNames, queueNames []string // each lock's record, and its queue's
+	ending                bool
 
 	nodes []*lnode
 	regs  map[string]*register
@@ -132,6 +134,7 @@ type lproc struct {
 
 	lk      *lockcore.Lock // the current call's lock; nil between calls
 	name    string
+	qname   string // its fair queue's record
 	try     bool
 	fair    bool
 	asked   time.Time // local time of the call
@@ -152,19 +155,38 @@ type lreq struct {
 	lk        *lockcore.Lock
 	name      string
 	op        election.Op
+	res       election.Result // the store's answer, on its way back
 	queue     bool
 	abandoned bool // the lock call was cancelled
 	done      bool // a queue call was answered (or timed out)
+
+	// Its events, in it rather than allocated each with a closure: the
+	// arrival at the store, the answer's return, and a queue call's
+	// timeout.
+	arriveEv, answerEv, timeoutEv lockEvent
 }
 
 type lockEvent struct {
-	at  time.Duration
-	seq uint64
-	n   *lnode // held while it is paused; nil: the world's
-	p   *lproc // dropped once it is dead
-	f   func()
-	off bool // cancelled
+	at   time.Duration
+	seq  uint64
+	n    *lnode // held while it is paused; nil: the world's
+	p    *lproc // dropped once it is dead
+	f    func() // lkFunc
+	r    *lreq  // the other kinds
+	kind lkKind
+	off  bool // cancelled
 }
+
+// lkKind says what a lockEvent does.
+type lkKind uint8
+
+const (
+	lkFunc    lkKind = iota // f
+	lkArrive                // r reaches the store
+	lkAnswer                // r's answer reaches its process
+	lkTimeout               // r, a queue call, times out
+	lkWake                  // p's lock's timer (Reschedule)
+)
 
 // lockEvents is a binary heap ordered by (at, seq), written out rather
 // than through container/heap: its interface calls were a tenth of a lock
@@ -227,6 +249,10 @@ func runLocks(sc *Scenario, seed uint64, opt Options) *Result {
 	w := &lockWorld{sc: sc, plan: p, lp: p.Locks, opt: opt, seed: seed,
 		rng:  rand.New(rand.NewPCG(seed, 0x6c6f636b)),
 		regs: map[string]*register{}, holders: map[string][]*lproc{}, maxTok: map[string]uint64{}}
+	for i := range p.Locks.Names {
+		w.lockNames = append(w.lockNames, "lock/"+strconv.Itoa(i))
+		w.queueNames = append(w.queueNames, "lock/"+strconv.Itoa(i)+lockcore.QueueSuffix)
+	}
 	w.hash = 14695981039346656037 // FNV-1a's offset basis
 	for i, spec := range p.Nodes {
 		n := &lnode{w: w, spec: spec, timing: spec.Timing.WithDefaults(),
@@ -256,7 +282,29 @@ func runLocks(sc *Scenario, seed uint64, opt Options) *Result {
 			continue
 		}
 		w.events++
-		e.f()
+		switch e.kind {
+		case lkFunc:
+			e.f()
+		case lkArrive:
+			w.arrive(e.r)
+		case lkAnswer:
+			if e.n.cut {
+				w.stats.Dropped++
+				continue
+			}
+			w.deliver(e.r, e.r.res)
+		case lkTimeout:
+			r, p := e.r, e.r.p
+			if !r.done && p.lk == r.lk {
+				r.done, p.upset = true, true
+				r.lk.QueueResult(election.Result{Err: election.ErrTimeout}, r.op.Kind == election.OpPut)
+			}
+		case lkWake:
+			if p := e.p; p.wake == e {
+				p.wake = nil
+				p.lk.Fire(p.n.local())
+			}
+		}
 	}
 	w.finish()
 	return &Result{Scenario: sc.Name, Seed: seed, Tier: "fast", Options: Options{Strategy: opt.Strategy, Resource: opt.Resource},
@@ -301,12 +349,18 @@ func (n *lnode) wall() time.Time {
 
 // at schedules f for p at local time t of its node's clock.
 func (p *lproc) at(t time.Time, f func()) *lockEvent {
+	return p.atEv(t, &lockEvent{n: p.n, p: p, f: f})
+}
+
+// atEv schedules e, of p, at local time t of its node's clock.
+func (p *lproc) atEv(t time.Time, e *lockEvent) *lockEvent {
 	n := p.n
 	at := n.clk.trueAt(n.w.now, t.Sub(localEpoch))
 	if at == never {
 		return nil
 	}
-	return n.w.push(&lockEvent{at: at, n: n, p: p, f: f})
+	e.at = at
+	return n.w.push(e)
 }
 
 func (n *lnode) boot() {
@@ -380,7 +434,8 @@ func (p *lproc) call() {
 	if w.ending {
 		return
 	}
-	p.name = "lock/" + strconv.Itoa(n.rng.IntN(lp.Names))
+	i := n.rng.IntN(lp.Names)
+	p.name, p.qname = w.lockNames[i], w.queueNames[i]
 	p.try = lp.TryOneIn > 0 && n.rng.IntN(lp.TryOneIn) == 0
 	p.fair = lp.Fair && !p.try
 	p.asked = n.local()
@@ -455,20 +510,15 @@ func (p *lproc) Call(op election.Op, queue bool) {
 	w := p.n.w
 	name := p.name
 	if queue {
-		name += lockcore.QueueSuffix
+		name = p.qname
 	}
 	if op.Kind == election.OpPut && op.Record.WrittenAt.IsZero() {
 		op.Record.WrittenAt = p.n.local().Round(0).UTC()
 	}
 	r := &lreq{p: p, lk: p.lk, name: name, op: op, queue: queue}
-	if queue {
-		lk := p.lk
-		p.at(p.n.local().Add(p.n.timing.OpTimeout), func() { // the call's context times out
-			if !r.done && p.lk == lk {
-				r.done, p.upset = true, true
-				lk.QueueResult(election.Result{Err: election.ErrTimeout}, op.Kind == election.OpPut)
-			}
-		})
+	if queue { // the call's context times out
+		r.timeoutEv = lockEvent{n: p.n, p: p, r: r, kind: lkTimeout}
+		p.atEv(p.n.local().Add(p.n.timing.OpTimeout), &r.timeoutEv)
 	} else {
 		p.lockReq = r
 	}
@@ -477,7 +527,8 @@ func (p *lproc) Call(op election.Op, queue bool) {
 		w.stats.Dropped++
 		return
 	}
-	w.push(&lockEvent{at: w.now + p.n.w.plan.Latency.draw(w.rng), f: func() { w.arrive(r) }})
+	r.arriveEv = lockEvent{at: w.now + p.n.w.plan.Latency.draw(w.rng), r: r, kind: lkArrive}
+	w.push(&r.arriveEv)
 }
 
 func (p *lproc) Cancel() {
@@ -552,13 +603,7 @@ func (p *lproc) Reschedule() {
 		p.wake = nil
 	}
 	if due := p.lk.Due(); !due.IsZero() {
-		lk := p.lk
-		p.wake = p.at(due, func() {
-			if p.lk == lk {
-				p.wake = nil
-				lk.Fire(p.n.local())
-			}
-		})
+		p.wake = p.atEv(due, &lockEvent{n: p.n, p: p, kind: lkWake})
 	}
 }
 
@@ -591,14 +636,9 @@ func (w *lockWorld) arrive(r *lreq) {
 	default:
 		res = w.put(r)
 	}
-	n := r.p.n
-	w.push(&lockEvent{at: w.now + w.plan.Latency.draw(w.rng), n: n, p: r.p, f: func() {
-		if n.cut {
-			w.stats.Dropped++
-			return
-		}
-		w.deliver(r, res)
-	}})
+	r.res = res
+	r.answerEv = lockEvent{at: w.now + w.plan.Latency.draw(w.rng), n: r.p.n, p: r.p, r: r, kind: lkAnswer}
+	w.push(&r.answerEv)
 }
 
 func (w *lockWorld) put(r *lreq) election.Result {

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strconv"
 	"time"
 
@@ -112,10 +113,10 @@ type fairState struct {
 	rec      lease.Record
 	ver      lease.Version
 	found    bool
-	known    bool                // rec, ver and found are what the store held at our last call
-	seen     map[uint64]seenBeat // by ticket
-	q        []qentry            // rec's entries, parsed when rec changes
-	qErr     error               // or why they cannot be
+	known    bool       // rec, ver and found are what the store held at our last call
+	seen     []seenBeat // the entries of q, as first seen with their beat
+	q        []qentry   // rec's entries, parsed when rec changes
+	qErr     error      // or why they cannot be
 	inFlight bool
 	next     time.Time // next queue action; zero: none
 	leaving  bool      // drop our entry (we got the lock, or gave up)
@@ -128,12 +129,16 @@ type fairState struct {
 func (f *fairState) set(rec lease.Record, ver lease.Version, found bool) {
 	f.rec, f.ver, f.found, f.known = rec, ver, found, true
 	f.q, f.qErr = appendQueue(f.q[:0], rec.Payload)
+	// Forget the entries that left the queue: a ticket never comes back.
+	f.seen = slices.DeleteFunc(f.seen, func(s seenBeat) bool {
+		return !slices.ContainsFunc(f.q, func(e qentry) bool { return e.ticket == s.ticket })
+	})
 }
 
 // seenBeat is a heartbeat as this waiter first saw it, on its own clock.
 type seenBeat struct {
-	beat  uint64
-	since time.Time
+	ticket, beat uint64
+	since        time.Time
 }
 
 // queueStep runs the queue action that is due: read, or write our change.
@@ -206,16 +211,17 @@ const queueHolder = "tenure-queue"
 // the lock's lease × (1+ρ) on its own clock; it notes every new beat.
 func (l *Lock) abandoned(qe qentry, now time.Time) bool {
 	f := l.fair
-	s, ok := f.seen[qe.ticket]
-	if !ok || s.beat != qe.beat {
-		if f.seen == nil {
-			f.seen = map[uint64]seenBeat{}
-		}
-		f.seen[qe.ticket] = seenBeat{qe.beat, now}
+	i := slices.IndexFunc(f.seen, func(s seenBeat) bool { return s.ticket == qe.ticket })
+	switch {
+	case i < 0:
+		f.seen = append(f.seen, seenBeat{qe.ticket, qe.beat, now})
+		return false
+	case f.seen[i].beat != qe.beat:
+		f.seen[i] = seenBeat{qe.ticket, qe.beat, now}
 		return false
 	}
 	cfg := l.Config()
-	return now.Sub(s.since) >= election.WaitBeforeTakeover(cfg.LeaseDuration, cfg.MaxDrift)
+	return now.Sub(f.seen[i].since) >= election.WaitBeforeTakeover(cfg.LeaseDuration, cfg.MaxDrift)
 }
 
 // queueCall sends a call on the queue record.
