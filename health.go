@@ -3,6 +3,7 @@ package tenure
 import (
 	"encoding/json"
 	"errors"
+	"github.com/tenure-go/tenure/election"
 	"net/http"
 	"sync"
 	"time"
@@ -40,6 +41,7 @@ type CandidateHealth struct {
 	ID      string `json:"id"`
 	Running bool   `json:"running"`
 	Leading bool   `json:"leading"`
+	Standby bool   `json:"standby,omitempty"` // the follower that polls closely (Config.Standby)
 	Token   uint64 `json:"token,omitempty"`
 	// Deadline is the local end of the term unless renewed, while leading.
 	Deadline *time.Time `json:"deadline,omitempty"`
@@ -54,7 +56,9 @@ type CandidateHealth struct {
 
 // Handler returns an http.Handler that reports the candidate's health, for
 // a liveness or readiness probe: 200 while Run runs and the store answered
-// within the last LeaseDuration, else 503, with a CandidateHealth as JSON
+// within the last LeaseDuration (with Standby: within a cold poll and an
+// OpTimeout, if longer, since a cold follower reads that rarely), else
+// 503, with a CandidateHealth as JSON
 // either way. It reads Status only; it cannot change leadership, and it
 // leaves the payload out (payloads often hold addresses). Serve it only
 // where its readers may learn who leads.
@@ -64,7 +68,7 @@ func (c *Candidate) Handler() http.Handler {
 		answered := st.LastAnswer
 		now := c.cfg.Clock.Now()
 		h := CandidateHealth{Lease: c.cfg.Lease, ID: c.cfg.ID, Running: c.running.Load(), Leading: st.Leading,
-			Leader: st.Leader.Holder, LeaderToken: uint64(st.Leader.Token)}
+			Standby: st.Standby, Leader: st.Leader.Holder, LeaderToken: uint64(st.Leader.Token)}
 		if st.Leading {
 			h.Token = uint64(st.Token)
 			d := st.Deadline.Round(0).UTC()
@@ -73,7 +77,11 @@ func (c *Candidate) Handler() http.Handler {
 		if st.Err != nil {
 			h.Error = st.Err.Error()
 		}
-		h.Healthy, h.Reason = health(h.Running, answered, now, c.cfg.LeaseDuration)
+		within := c.cfg.LeaseDuration
+		if c.cfg.Standby {
+			within = max(within, election.MaxPoll(c.cfg.ColdPollInterval)+c.cfg.OpTimeout)
+		}
+		h.Healthy, h.Reason = health(h.Running, answered, now, within)
 		if !answered.IsZero() {
 			s := now.Sub(answered).Seconds()
 			h.LastAnswerSeconds = &s

@@ -95,3 +95,34 @@ func TestLockerHandler(t *testing.T) {
 		}
 	})
 }
+
+// TestCandidateHandlerColdFollower: a cold follower reads every 20s, more
+// than a lease (10s): it stays healthy between its reads, and reports
+// whether it is the standby.
+func TestCandidateHandlerColdFollower(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w := newWorld(t)
+		w.start("a", nil, standbyOn)
+		synctest.Wait()
+		b, c := w.start("b", nil, standbyOn), w.start("c", nil, standbyOn)
+		wait(time.Minute)
+		cold := b
+		if b.c.Status().Standby {
+			cold = c
+		}
+		var h tenure.CandidateHealth
+		for range 60 { // every second for a minute: three cold polls
+			if code := probe(t, cold.c.Handler(), &h); code != 200 || h.Standby {
+				t.Fatalf("cold follower: %d %+v", code, h)
+			}
+			wait(time.Second)
+		}
+		other := b
+		if cold == b {
+			other = c
+		}
+		if code := probe(t, other.c.Handler(), &h); code != 200 || !h.Standby {
+			t.Fatalf("standby: %d %+v", code, h)
+		}
+	})
+}

@@ -145,6 +145,7 @@ func (sb *sbRun) Call(op election.Op) {
 			res.Version, res.Err = cfg.Store.Put(ctx, name, rec, op.Expect)
 		}
 		r.c.ms.storeCall(opName(op.Kind), res.Err, cfg.Clock.Now().Sub(start))
+		r.c.answered.note(cfg.Clock, res.Err)
 		select {
 		case sb.results <- res:
 		case <-r.quit:
