@@ -76,7 +76,7 @@ func TestStalePolls(t *testing.T) {
 			<-elected
 			b := &staleLog{Store: mem}
 			stopB := run("b", b, elected)
-			time.Sleep(time.Minute)
+			wait(time.Minute)
 			stopA()
 			if id := <-elected; id != "b" {
 				t.Fatalf("%s elected", id)
