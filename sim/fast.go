@@ -106,9 +106,25 @@ func (f *fastRun) start() {
 }
 
 func (f *fastRun) fire(tm *timer) {
-	if !f.dead {
+	switch {
+	case f.dead:
+	case tm.fire == nil:
+		f.wakeUp(tm)
+	default:
 		tm.fire()
 	}
+}
+
+// wakeUp is the loop's wake-up timer firing. It is a method, not a
+// closure on the timer: one allocation fewer per wake-up, the fast
+// tier's most frequent.
+func (f *fastRun) wakeUp(tm *timer) {
+	if f.exited || tm != f.wtm {
+		return
+	}
+	f.wtm = nil
+	f.d.Tick()
+	f.loop()
 }
 
 func (f *fastRun) deliver(req *request) {
@@ -288,16 +304,7 @@ func (f *fastRun) Wake(at time.Time) {
 	if at.IsZero() {
 		return
 	}
-	var tm *timer
-	tm = f.after(srcRunner, at.Sub(f.now()), func() {
-		if f.exited || tm != f.wtm {
-			return
-		}
-		f.wtm = nil
-		f.d.Tick()
-		f.loop()
-	})
-	f.wtm = tm
+	f.wtm = f.w.newTimer(f.in, srcRunner, at.Sub(f.now()))
 }
 
 func (f *fastRun) ReleaseTimer(d time.Duration) {

@@ -197,7 +197,7 @@ type timer struct {
 	id     uint64        // order of scheduling, to reschedule deterministically
 	target time.Duration // monotonic reading at which it fires
 	slot   int           // index in node.timers, -1 when not there
-	fire   func()        // fast tier
+	fire   func()        // fast tier; nil for the runner's wake-up (fastRun.wakeUp)
 	ch     chan time.Time
 	dead   bool // fast tier: nobody waits for it any more
 }
