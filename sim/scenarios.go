@@ -517,44 +517,76 @@ func stepFollower(w *world, k int, d time.Duration) {
 // driftProbe makes the worst case of drift at factor×ρ: just before the
 // leader is cut off, its clock runs slow and the others' run fast, so that
 // its deadline is as late and their takeover as early in true time as the
-// rates allow. A 1µs margin and 20ms polls (followers see each renewal
-// almost at once) leave only the ρ terms of the protocol between them.
+// rates allow. A 1µs margin, and a cut-off only after a renewal that a
+// follower read within 8ms of its landing, leave only the ρ terms of the
+// protocol between them.
+//
+// Fast polls are most of a run's cost, so only two nodes poll every 20ms: as
+// the lease passes from one to the other at each cut-off, one fast follower
+// always watches. The third polls at the default pace, a contender whose
+// clock also runs fast. A cut-off lasts until just past the takeover, and the
+// next one follows once the new leader renews.
 func driftProbe(factor int64) func(p *Plan, r *rand.Rand) {
 	return func(p *Plan, r *rand.Rand) {
+		// A cut-off needs 13s, and a takeover's bound ends within 15s of it.
+		const cuts, readWithin, end = 4, 8 * time.Millisecond, 110 * second
 		rate := factor * rhoPPB
 		p.Latency = Latency{Min: 50 * time.Microsecond, Max: 500 * time.Microsecond}
-		p.Nodes = p.Nodes[:3] // fast polls are costly; three nodes make the point
+		p.Nodes = p.Nodes[:3]
 		for i, n := range p.Nodes {
 			n.Timing.Margin = time.Microsecond
-			n.Timing.PollInterval = 20 * time.Millisecond
+			if i < 2 {
+				n.Timing.PollInterval = 20 * time.Millisecond
+			}
 			n.PPB, n.Start = rate, uniform(r, 100*time.Millisecond, second)
 			if i == 0 {
 				n.PPB, n.Start = -rate, 0
 			}
 		}
-		for t := uniform(r, 20*second, 30*second); t < 3*minute; t += uniform(r, 35*second, 45*second) {
-			p.at(t, func(w *world) {
-				l := w.leader()
-				if l == nil {
-					w.fault("", "no leader to cut off")
-					return
-				}
-				for _, n := range w.nodes {
-					if n == l.node {
-						w.rate(n, -rate)
-					} else {
-						w.rate(n, rate)
-					}
-				}
-				w.arm(l, hookRenewed, func() {
-					w.cutOff(l.node, true)
-					w.expectLeader(w.failoverBound(l), "cut-off of "+l.label)
-					n := l.node
-					w.at(w.now+20*second, nil, func() { w.cutOff(n, false) })
-				})
-			})
+		gaps := make([]time.Duration, cuts)
+		for k := range gaps {
+			gaps[k] = uniform(r, 2*second, 4*second)
 		}
-		p.Duration = 3*minute + 20*second
+		var probe func(w *world, k int)
+		probe = func(w *world, k int) {
+			l := w.leader()
+			if l == nil {
+				w.fault("", "no leader to cut off")
+				return
+			}
+			for _, n := range w.nodes {
+				if n == l.node {
+					w.rate(n, -rate)
+				} else {
+					w.rate(n, rate)
+				}
+			}
+			var renewed func()
+			renewed = func() {
+				w.at(w.now+readWithin, nil, func() {
+					switch {
+					case w.now+15*second > end:
+					case w.leader() != l:
+						probe(w, k)
+					case !w.store.readSoon(readWithin):
+						w.arm(l, hookRenewed, renewed)
+					default:
+						w.cutOff(l.node, true)
+						w.expectLeader(w.failoverBound(l), "cut-off of "+l.label)
+						n := l.node
+						w.at(w.now+13*second, nil, func() {
+							w.cutOff(n, false)
+							if k+1 < cuts {
+								w.at(w.now+gaps[k], nil, func() { probe(w, k+1) })
+							}
+						})
+					}
+				})
+			}
+			w.arm(l, hookRenewed, renewed)
+		}
+		p.at(uniform(r, 5*second, 10*second), func(w *world) { probe(w, 0) })
+		p.Duration = end
 		if factor > 1 {
 			p.Requires = All.Without(OneLeader, Tokens)
 		}

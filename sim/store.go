@@ -83,6 +83,8 @@ type store struct {
 	history     []lease.Record // records that began a term or released one, for restores
 	lostAt      time.Duration  // when the record was last deleted or written back; -1: never
 	lastArrival time.Duration  // latest arrival of any request sent so far
+	writtenAt   time.Duration  // when the lease was last written
+	readAt      time.Duration  // when a read first arrived after that; -1: none yet
 
 	// The standby record: a plain compare-and-swap register beside the
 	// lease, with the same links; no fault applies to it but refusals.
@@ -128,7 +130,7 @@ func (s *store) staleState(lag time.Duration) (bool, lease.Record, lease.Version
 }
 
 func newStore(w *world, lat Latency, f Faults) *store {
-	return &store{w: w, lat: lat, f: f, lostAt: -1}
+	return &store{w: w, lat: lat, f: f, lostAt: -1, readAt: -1}
 }
 
 func (s *store) send(r *request) {
@@ -197,6 +199,9 @@ func (s *store) arrive(r *request) {
 	}
 	switch r.kind {
 	case election.OpGet:
+		if s.readAt < 0 {
+			s.readAt = w.now
+		}
 		exists, rec, ver, flags := s.exists, s.rec, s.ver, ""
 		if r.stale && chance(w.rng, s.f.StalePPM) {
 			exists, rec, ver = s.staleState(uniform(w.rng, 0, s.f.StaleMax))
@@ -231,6 +236,7 @@ func (s *store) arrive(r *request) {
 			w.chk.stats.Releases++
 		}
 		s.replaced()
+		s.writtenAt, s.readAt = w.now, -1
 		s.verN++
 		s.ver = lease.Version("v" + strconv.Itoa(s.verN))
 		s.rec, s.exists = r.rec.Clone(), true
@@ -246,6 +252,12 @@ func (s *store) arrive(r *request) {
 		}
 	}
 	w.push(event{at: w.now + r.down, kind: evRespond, req: r})
+}
+
+// readSoon reports whether a read arrived within d of the lease's last
+// write.
+func (s *store) readSoon(d time.Duration) bool {
+	return s.readAt >= 0 && s.readAt-s.writtenAt <= d
 }
 
 // arriveStandby applies r to the standby record.
