@@ -157,8 +157,9 @@ type lreq struct {
 	op        election.Op
 	res       election.Result // the store's answer, on its way back
 	queue     bool
-	abandoned bool // the lock call was cancelled
-	done      bool // a queue call was answered (or timed out)
+	abandoned bool          // the lock call was cancelled
+	done      bool          // a queue call was answered (or timed out)
+	timeoutAt time.Duration // a queue call's timeout, in true time; never: none
 
 	// Its events, in it rather than allocated each with a closure: the
 	// arrival at the store, the answer's return, and a queue call's
@@ -190,15 +191,22 @@ const (
 
 // lockEvents is a binary heap ordered by (at, seq), written out rather
 // than through container/heap: its interface calls were a tenth of a lock
-// scenario's time.
-type lockEvents []*lockEvent
+// scenario's time. Each entry carries its keys, so that sifting compares
+// without following pointers.
+type lockEvents []lkEnt
+
+type lkEnt struct {
+	at  time.Duration
+	seq uint64
+	e   *lockEvent
+}
 
 func (q lockEvents) less(i, j int) bool {
 	return q[i].at < q[j].at || q[i].at == q[j].at && q[i].seq < q[j].seq
 }
 
 func (q *lockEvents) push(e *lockEvent) {
-	h := append(*q, e)
+	h := append(*q, lkEnt{at: e.at, seq: e.seq, e: e})
 	for i := len(h) - 1; i > 0; {
 		p := (i - 1) / 2
 		if !h.less(i, p) {
@@ -212,10 +220,10 @@ func (q *lockEvents) push(e *lockEvent) {
 
 func (q *lockEvents) pop() *lockEvent {
 	h := *q
-	top := h[0]
+	top := h[0].e
 	n := len(h) - 1
 	h[0] = h[n]
-	h[n] = nil
+	h[n] = lkEnt{}
 	h = h[:n]
 	for i := 0; ; {
 		l, r, m := 2*i+1, 2*i+2, i
@@ -253,7 +261,7 @@ func runLocks(sc *Scenario, seed uint64, opt Options) *Result {
 		w.lockNames = append(w.lockNames, "lock/"+strconv.Itoa(i))
 		w.queueNames = append(w.queueNames, "lock/"+strconv.Itoa(i)+lockcore.QueueSuffix)
 	}
-	w.hash = 14695981039346656037 // FNV-1a's offset basis
+	w.hash = 0x9e3779b97f4a7c15
 	for i, spec := range p.Nodes {
 		n := &lnode{w: w, spec: spec, timing: spec.Timing.WithDefaults(),
 			clk:  clock{l0: spec.MonoOffset, ppb: spec.PPB, wall: spec.WallOffset},
@@ -290,6 +298,7 @@ func runLocks(sc *Scenario, seed uint64, opt Options) *Result {
 		case lkAnswer:
 			if e.n.cut {
 				w.stats.Dropped++
+				w.timeout(e.r)
 				continue
 			}
 			w.deliver(e.r, e.r.res)
@@ -314,18 +323,33 @@ func runLocks(sc *Scenario, seed uint64, opt Options) *Result {
 
 // trace adds a line to the run's trace (and its hash).
 func (w *lockWorld) trace(who, format string, args ...any) {
+	w.emit(fmt.Appendf(w.begin(who), format, args...))
+}
+
+// traceS is trace for a line of plain strings: the frequent lines, made
+// without fmt.
+func (w *lockWorld) traceS(who string, parts ...string) {
+	b := w.begin(who)
+	for _, s := range parts {
+		b = append(b, s...)
+	}
+	w.emit(b)
+}
+
+// begin starts a line in w's buffer; emit ends it, hashes it and writes it
+// out if a trace was asked for.
+func (w *lockWorld) begin(who string) []byte {
 	b := appendTime(w.buf[:0], w.now)
 	b = append(b, ' ')
 	b = append(b, who...)
-	b = append(b, ' ')
-	b = fmt.Appendf(b, format, args...)
+	return append(b, ' ')
+}
+
+func (w *lockWorld) emit(b []byte) {
 	b = append(b, '\n')
 	w.buf = b
 	w.lines++
-	for _, c := range b { // FNV-1a, continued
-		w.hash ^= uint64(c)
-		w.hash *= 1099511628211
-	}
+	w.hash = mixString(w.hash, string(b))
 	if w.opt.Trace != nil {
 		_, _ = w.opt.Trace.Write(b)
 	}
@@ -369,7 +393,7 @@ func (n *lnode) boot() {
 	}
 	n.incs++
 	n.p = &lproc{n: n, id: n.spec.Name + "-" + strconv.Itoa(n.incs)}
-	n.w.trace(n.p.id, "start")
+	n.w.traceS(n.p.id, "start")
 	n.p.think()
 }
 
@@ -379,7 +403,7 @@ func (n *lnode) crash() {
 		return
 	}
 	n.w.stats.Crashes++
-	n.w.trace(p.id, "crash")
+	n.w.traceS(p.id, "crash")
 	p.dead, p.believing = true, false
 	n.w.drop(p)
 	n.p = nil
@@ -392,7 +416,7 @@ func (n *lnode) pause() {
 	n.w.stats.Pauses++
 	n.paused = true
 	if p := n.p; p != nil {
-		n.w.trace(p.id, "pause")
+		n.w.traceS(p.id, "pause")
 		p.paused, p.upset = true, true
 	}
 }
@@ -403,7 +427,7 @@ func (n *lnode) resume() {
 	}
 	n.paused = false
 	if n.p != nil {
-		n.w.trace(n.p.id, "resume")
+		n.w.traceS(n.p.id, "resume")
 	}
 	held := n.held
 	n.held = nil
@@ -448,7 +472,7 @@ func (p *lproc) call() {
 	} else if p.fair {
 		kind = "Lock(Fair)"
 	}
-	w.trace(p.id, "%s %s within %v", kind, p.name, wait)
+	w.traceS(p.id, kind, " ", p.name, " within ", wait.String())
 	lk := new(lockcore.Lock)
 	p.lk = lk
 	cfg := election.Config{ID: p.id, Timing: n.timing, Rand: n.mrng, Wall: n.wall}
@@ -470,7 +494,7 @@ func (p *lproc) call() {
 // answered checks the answer's time against the call's deadline (I5).
 func (p *lproc) answered(what string) {
 	w := p.n.w
-	w.trace(p.id, "%s: %s", p.name, what)
+	w.traceS(p.id, p.name, ": ", what)
 	if i := slices.Index(w.waiting, p); i >= 0 {
 		w.waiting = slices.Delete(w.waiting, i, i+1)
 	}
@@ -515,20 +539,35 @@ func (p *lproc) Call(op election.Op, queue bool) {
 	if op.Kind == election.OpPut && op.Record.WrittenAt.IsZero() {
 		op.Record.WrittenAt = p.n.local().Round(0).UTC()
 	}
-	r := &lreq{p: p, lk: p.lk, name: name, op: op, queue: queue}
+	r := &lreq{p: p, lk: p.lk, name: name, op: op, queue: queue, timeoutAt: never}
 	if queue { // the call's context times out
 		r.timeoutEv = lockEvent{n: p.n, p: p, r: r, kind: lkTimeout}
-		p.atEv(p.n.local().Add(p.n.timing.OpTimeout), &r.timeoutEv)
+		r.timeoutAt = p.n.clk.trueAt(w.now, p.n.local().Add(p.n.timing.OpTimeout).Sub(localEpoch))
 	} else {
 		p.lockReq = r
 	}
 	w.stats.Requests++
 	if p.n.cut {
 		w.stats.Dropped++
+		w.timeout(r)
 		return
 	}
 	r.arriveEv = lockEvent{at: w.now + p.n.w.plan.Latency.draw(w.rng), r: r, kind: lkArrive}
+	if r.arriveEv.at >= r.timeoutAt {
+		w.timeout(r)
+	}
 	w.push(&r.arriveEv)
+}
+
+// timeout schedules r's timeout, if it has one. It is scheduled only once
+// the answer is known not to come first (lost, or later): most answers
+// come in a millisecond, and their timeouts would only wait in the queue.
+func (w *lockWorld) timeout(r *lreq) {
+	if r.timeoutAt != never {
+		r.timeoutEv.at = max(r.timeoutAt, w.now)
+		r.timeoutAt = never
+		w.push(&r.timeoutEv)
+	}
 }
 
 func (p *lproc) Cancel() {
@@ -543,7 +582,7 @@ func (p *lproc) Log(slog.Level, string, ...any) {}
 func (p *lproc) Granted(t election.Term) {
 	w := p.n.w
 	w.stats.Terms++
-	p.answered(fmt.Sprintf("granted, token %d", t.Token))
+	p.answered("granted, token " + strconv.FormatUint(t.Token, 10))
 	for _, h := range w.holders[p.name] {
 		if h != p && h.believes() {
 			w.violate(OneLeader, fmt.Sprintf("%s is granted %s (token %d) while %s believes it holds it (token %d)",
@@ -571,14 +610,14 @@ func (p *lproc) Granted(t election.Term) {
 	lk := p.lk
 	p.at(p.n.local().Add(uniform(p.n.rng, w.lp.Hold[0], w.lp.Hold[1])), func() {
 		if p.lk == lk {
-			w.trace(p.id, "unlock %s", p.name)
+			w.traceS(p.id, "unlock ", p.name)
 			lk.Stop()
 		}
 	})
 }
 
 func (p *lproc) Busy(l election.Leader) {
-	p.answered(fmt.Sprintf("locked by %s (token %d)", l.Holder, l.Token))
+	p.answered("locked by " + l.Holder + " (token " + strconv.FormatUint(l.Token, 10) + ")")
 }
 
 func (p *lproc) Refused(err error) { p.answered("refused: " + err.Error()) }
@@ -590,7 +629,7 @@ func (p *lproc) Extended(deadline time.Time) {
 }
 
 func (p *lproc) Ended(t election.Term, r election.Reason) {
-	p.n.w.trace(p.id, "%s ended: %v", p.name, r)
+	p.n.w.traceS(p.id, p.name, " ended: ", r.String())
 	p.unbelieve()
 }
 
@@ -608,7 +647,7 @@ func (p *lproc) Reschedule() {
 }
 
 func (p *lproc) Retired() {
-	p.n.w.trace(p.id, "%s over", p.name)
+	p.n.w.traceS(p.id, p.name, " over")
 	p.unbelieve()
 	p.lk, p.lockReq = nil, nil
 	if p.wake != nil {
@@ -638,6 +677,9 @@ func (w *lockWorld) arrive(r *lreq) {
 	}
 	r.res = res
 	r.answerEv = lockEvent{at: w.now + w.plan.Latency.draw(w.rng), n: r.p.n, p: r.p, r: r, kind: lkAnswer}
+	if r.answerEv.at >= r.timeoutAt {
+		w.timeout(r)
+	}
 	w.push(&r.answerEv)
 }
 
@@ -666,7 +708,9 @@ func (w *lockWorld) put(r *lreq) election.Result {
 	w.verN++
 	g.rec, g.ver = rec, lease.Version(strconv.Itoa(w.verN))
 	if r.queue {
-		w.trace(r.p.id, "queue %s: %s", r.name, rec.Payload)
+		b := append(w.begin(r.p.id), "queue "...)
+		b = append(append(b, r.name...), ": "...)
+		w.emit(append(b, rec.Payload...))
 	}
 	res.Version = g.ver
 	if rec.Released {
@@ -702,7 +746,7 @@ func (w *lockWorld) deliver(r *lreq, res election.Result) {
 // lock is over (I6) and that no call was left unanswered.
 func (w *lockWorld) shutdown() {
 	w.ending = true
-	w.trace("world", "shutdown")
+	w.traceS("world", "shutdown")
 	for _, n := range w.nodes {
 		n.setCut(false)
 		n.resume()
