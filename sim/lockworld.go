@@ -89,6 +89,7 @@ type lockWorld struct {
 	events int64
 
 	lockNames, queueNames []string // each lock's record, and its queue's
+	spare                 []*lreq  // requests done with, for reuse
 	ending                bool
 
 	nodes []*lnode
@@ -160,6 +161,7 @@ type lreq struct {
 	abandoned bool          // the lock call was cancelled
 	done      bool          // a queue call was answered (or timed out)
 	timeoutAt time.Duration // a queue call's timeout, in true time; never: none
+	pending   int32         // its events in the queue or held: reused once none is
 
 	// Its events, in it rather than allocated each with a closure: the
 	// arrival at the store, the answer's return, and a queue call's
@@ -175,7 +177,8 @@ type lockEvent struct {
 	f    func() // lkFunc
 	r    *lreq  // the other kinds
 	kind lkKind
-	off  bool // cancelled
+	off  bool      // cancelled
+	due  time.Time // lkWake: the local time it was set for
 }
 
 // lkKind says what a lockEvent does.
@@ -246,6 +249,9 @@ func (q *lockEvents) pop() *lockEvent {
 func (w *lockWorld) push(e *lockEvent) *lockEvent {
 	w.seq++
 	e.seq = w.seq
+	if e.r != nil {
+		e.r.pending++
+	}
 	w.q.push(e)
 	return e
 }
@@ -282,36 +288,12 @@ func runLocks(sc *Scenario, seed uint64, opt Options) *Result {
 			break
 		}
 		w.now = e.at
-		switch {
-		case e.off, e.p != nil && e.p.dead:
-			continue
-		case e.n != nil && e.n.paused:
-			e.n.held = append(e.n.held, e)
-			continue
+		if w.fire(e) {
+			continue // held: its request still waits on it
 		}
-		w.events++
-		switch e.kind {
-		case lkFunc:
-			e.f()
-		case lkArrive:
-			w.arrive(e.r)
-		case lkAnswer:
-			if e.n.cut {
-				w.stats.Dropped++
-				w.timeout(e.r)
-				continue
-			}
-			w.deliver(e.r, e.r.res)
-		case lkTimeout:
-			r, p := e.r, e.r.p
-			if !r.done && p.lk == r.lk {
-				r.done, p.upset = true, true
-				r.lk.QueueResult(election.Result{Err: election.ErrTimeout}, r.op.Kind == election.OpPut)
-			}
-		case lkWake:
-			if p := e.p; p.wake == e {
-				p.wake = nil
-				p.lk.Fire(p.n.local())
+		if r := e.r; r != nil {
+			if r.pending--; r.pending == 0 && r.p.lockReq != r {
+				w.spare = append(w.spare, r)
 			}
 		}
 	}
@@ -319,6 +301,43 @@ func runLocks(sc *Scenario, seed uint64, opt Options) *Result {
 	return &Result{Scenario: sc.Name, Seed: seed, Tier: "fast", Options: Options{Strategy: opt.Strategy, Resource: opt.Resource},
 		Requires: p.Requires, Counts: w.counts, Violations: w.viol, Stats: w.stats,
 		SimTime: w.now, Wall: time.Since(start), Events: w.events, Lines: w.lines, Hash: w.hash}
+}
+
+// fire runs e; it reports whether e's node, paused, held it.
+func (w *lockWorld) fire(e *lockEvent) (held bool) {
+	switch {
+	case e.off, e.p != nil && e.p.dead:
+		return false
+	case e.n != nil && e.n.paused:
+		e.n.held = append(e.n.held, e)
+		return true
+	}
+	w.events++
+	switch e.kind {
+	case lkFunc:
+		e.f()
+	case lkArrive:
+		w.arrive(e.r)
+	case lkAnswer:
+		if e.n.cut {
+			w.stats.Dropped++
+			w.timeout(e.r)
+			return false
+		}
+		w.deliver(e.r, e.r.res)
+	case lkTimeout:
+		r, p := e.r, e.r.p
+		if !r.done && p.lk == r.lk {
+			r.done, p.upset = true, true
+			r.lk.QueueResult(election.Result{Err: election.ErrTimeout}, r.op.Kind == election.OpPut)
+		}
+	case lkWake:
+		if p := e.p; p.wake == e {
+			p.wake = nil
+			p.lk.Fire(p.n.local())
+		}
+	}
+	return false
 }
 
 // trace adds a line to the run's trace (and its hash).
@@ -433,6 +452,9 @@ func (n *lnode) resume() {
 	n.held = nil
 	for _, e := range held { // overdue: now, in their order
 		e.at = n.w.now
+		if e.r != nil {
+			e.r.pending-- // push counts it again
+		}
 		n.w.push(e)
 	}
 }
@@ -539,7 +561,13 @@ func (p *lproc) Call(op election.Op, queue bool) {
 	if op.Kind == election.OpPut && op.Record.WrittenAt.IsZero() {
 		op.Record.WrittenAt = p.n.local().Round(0).UTC()
 	}
-	r := &lreq{p: p, lk: p.lk, name: name, op: op, queue: queue, timeoutAt: never}
+	var r *lreq
+	if n := len(w.spare); n > 0 {
+		r, w.spare = w.spare[n-1], w.spare[:n-1]
+	} else {
+		r = new(lreq)
+	}
+	*r = lreq{p: p, lk: p.lk, name: name, op: op, queue: queue, timeoutAt: never}
 	if queue { // the call's context times out
 		r.timeoutEv = lockEvent{n: p.n, p: p, r: r, kind: lkTimeout}
 		r.timeoutAt = p.n.clk.trueAt(w.now, p.n.local().Add(p.n.timing.OpTimeout).Sub(localEpoch))
@@ -637,12 +665,16 @@ func (p *lproc) Reschedule() {
 	if t := p.lk.Ticket(); t != 0 {
 		p.ticket = t
 	}
+	due := p.lk.Due()
+	if p.wake != nil && p.wake.due.Equal(due) {
+		return // it stands
+	}
 	if p.wake != nil {
 		p.wake.off = true
 		p.wake = nil
 	}
-	if due := p.lk.Due(); !due.IsZero() {
-		p.wake = p.atEv(due, &lockEvent{n: p.n, p: p, kind: lkWake})
+	if !due.IsZero() {
+		p.wake = p.atEv(due, &lockEvent{n: p.n, p: p, kind: lkWake, due: due})
 	}
 }
 
