@@ -84,11 +84,10 @@ func (t *tracer) add(now time.Duration, who string, l line) {
 	h := t.h
 	h = mix(h, uint64(now))
 	h = mixString(h, who)
-	h = mix(h, uint64(l.what))
+	// what, op and code are small: one word holds them.
+	h = mix(h, uint64(l.what)|uint64(l.op)<<8|uint64(l.code)<<16)
 	h = mix(h, uint64(l.req))
-	h = mix(h, uint64(l.op))
 	h = mix(h, uint64(l.tok))
-	h = mix(h, uint64(l.code))
 	h = mix(h, uint64(l.prev))
 	h = mixString(h, l.text)
 	h = mixString(h, l.holder)
@@ -130,6 +129,9 @@ func mix(h, v uint64) uint64 {
 
 func mixString(h uint64, s string) uint64 {
 	h = mix(h, uint64(len(s)))
+	if s == "" {
+		return h
+	}
 	for len(s) >= 8 {
 		v := uint64(s[0]) | uint64(s[1])<<8 | uint64(s[2])<<16 | uint64(s[3])<<24 |
 			uint64(s[4])<<32 | uint64(s[5])<<40 | uint64(s[6])<<48 | uint64(s[7])<<56

@@ -94,7 +94,7 @@ func parseUint(b []byte) (uint64, bool) {
 }
 
 func formatQueue(q []qentry) []byte {
-	var b []byte
+	b := make([]byte, 0, 8*len(q)) // "12.3456 " and the like: one allocation
 	for i, e := range q {
 		if i > 0 {
 			b = append(b, ' ')
@@ -116,6 +116,7 @@ type fairState struct {
 	known    bool       // rec, ver and found are what the store held at our last call
 	seen     []seenBeat // the entries of q, as first seen with their beat
 	q        []qentry   // rec's entries, parsed when rec changes
+	live     []qentry   // scratch for the entries a write keeps
 	qErr     error      // or why they cannot be
 	inFlight bool
 	next     time.Time // next queue action; zero: none
@@ -160,8 +161,9 @@ func (l *Lock) queueStep() {
 		return
 	}
 	now := l.h.Now()
-	live := make([]qentry, 0, len(q)+1)
+	live := f.live[:0] // formatQueue copies it out
 	mine := false
+	wait := l.abandonAfter()
 	for _, qe := range q {
 		switch {
 		case qe.ticket == f.ticket && f.leaving:
@@ -169,7 +171,7 @@ func (l *Lock) queueStep() {
 			qe.beat++
 			mine = true
 			live = append(live, qe)
-		case l.abandoned(qe, now):
+		case l.abandoned(qe, now, wait):
 		default:
 			live = append(live, qe)
 		}
@@ -197,6 +199,7 @@ func (l *Lock) queueStep() {
 	cfg := l.Config()
 	rec := lease.Record{Holder: queueHolder, Token: max(next, 1), Duration: cfg.LeaseDuration,
 		Nonce: strconv.FormatUint(cfg.Rand.Uint64(), 16), Payload: formatQueue(live)}
+	f.live = live
 	expect := f.ver
 	if !f.found {
 		expect = lease.NoVersion
@@ -207,9 +210,16 @@ func (l *Lock) queueStep() {
 // queueHolder is the holder of every queue record.
 const queueHolder = "tenure-queue"
 
+// abandonAfter is how long a heartbeat must stay unchanged for its entry to
+// count as abandoned: the lock's lease × (1+ρ).
+func (l *Lock) abandonAfter() time.Duration {
+	cfg := l.Config()
+	return election.WaitBeforeTakeover(cfg.LeaseDuration, cfg.MaxDrift)
+}
+
 // abandoned reports whether this waiter saw qe's heartbeat unchanged for
-// the lock's lease × (1+ρ) on its own clock; it notes every new beat.
-func (l *Lock) abandoned(qe qentry, now time.Time) bool {
+// wait (abandonAfter) on its own clock; it notes every new beat.
+func (l *Lock) abandoned(qe qentry, now time.Time, wait time.Duration) bool {
 	f := l.fair
 	i := slices.IndexFunc(f.seen, func(s seenBeat) bool { return s.ticket == qe.ticket })
 	switch {
@@ -220,8 +230,7 @@ func (l *Lock) abandoned(qe qentry, now time.Time) bool {
 		f.seen[i] = seenBeat{qe.ticket, qe.beat, now}
 		return false
 	}
-	cfg := l.Config()
-	return now.Sub(f.seen[i].since) >= election.WaitBeforeTakeover(cfg.LeaseDuration, cfg.MaxDrift)
+	return now.Sub(f.seen[i].since) >= wait
 }
 
 // queueCall sends a call on the queue record.
@@ -293,8 +302,9 @@ func (l *Lock) gate(now time.Time) {
 	}
 	head := uint64(0)
 	q := f.q
+	wait := l.abandonAfter()
 	for _, qe := range q {
-		if qe.ticket == f.ticket || !l.abandoned(qe, now) {
+		if qe.ticket == f.ticket || !l.abandoned(qe, now, wait) {
 			head = qe.ticket
 			break
 		}
