@@ -321,9 +321,29 @@ func (f *fastRun) Send(op election.Op) {
 	if rec.WrittenAt.IsZero() { // the naive strategy stamps its own wall time
 		rec.WrittenAt = f.now().Round(0).UTC()
 	}
-	req := &request{in: f.in, kind: op.Kind, opID: op.ID, rec: rec, expect: op.Expect, stale: op.Stale}
+	req := f.newRequest()
+	*req = request{in: f.in, kind: op.Kind, opID: op.ID, rec: rec, expect: op.Expect, stale: op.Stale, reused: true}
 	f.req = req
 	f.w.stage(item{in: f.in, src: srcStore, kind: itRequest, req: req})
+}
+
+// newRequest returns a request done with, or a new one.
+func (f *fastRun) newRequest() *request {
+	w := f.w
+	if n := len(w.spareReqs); n > 0 {
+		r := w.spareReqs[n-1]
+		w.spareReqs = w.spareReqs[:n-1]
+		return r
+	}
+	return new(request)
+}
+
+// release takes back a request none of whose events is left, unless its
+// caller still waits on it (its answer was lost).
+func (f *fastRun) release(r *request) {
+	if r != f.req && r != f.sbReq {
+		f.w.spareReqs = append(f.w.spareReqs, r)
+	}
 }
 
 func (f *fastRun) Publish(s driver.Snapshot) {
@@ -382,7 +402,8 @@ func (s *fastSB) Call(op election.Op) {
 	f := (*fastRun)(s)
 	rec := op.Record
 	rec.WrittenAt = f.now().Round(0).UTC()
-	req := &request{in: f.in, kind: op.Kind, opID: op.ID, rec: rec, expect: op.Expect, standby: true, stale: op.Stale}
+	req := f.newRequest()
+	*req = request{in: f.in, kind: op.Kind, opID: op.ID, rec: rec, expect: op.Expect, standby: true, stale: op.Stale, reused: true}
 	f.sbReq = req
 	f.w.stage(item{in: f.in, src: srcStore, kind: itRequest, req: req})
 }

@@ -60,6 +60,11 @@ type request struct {
 	// by world.mu, since real-tier goroutines set it.
 	abandoned bool
 	ch        chan reply // real tier: the caller waits here
+	// pending counts its events in the queue or held; a fast-tier request
+	// (reused) goes back to the world's spares once none is left and its
+	// caller no longer waits on it.
+	pending int32
+	reused  bool
 }
 
 type reply struct {
@@ -318,6 +323,7 @@ func (s *store) respond(e *event) {
 		return
 	case in.paused:
 		in.held = append(in.held, *e)
+		r.pending++ // held, not done with
 		return
 	}
 	w.trace(in, line{what: mRecv, req: r.id, code: outcome(r.res.err), text: string(r.res.ver)})

@@ -37,6 +37,8 @@ type world struct {
 	q      eventQueue
 	events int64
 
+	spareReqs []*request // fast tier: requests done with, for reuse
+
 	nodes   []*node
 	insts   []*instance
 	running int // instances whose Run has not returned
@@ -345,6 +347,11 @@ func (w *world) run() {
 		w.setNow(e.at)
 		w.events++
 		w.fire(&e)
+		if r := e.req; r != nil {
+			if r.pending--; r.pending == 0 && r.reused {
+				r.in.rt.(*fastRun).release(r)
+			}
+		}
 		if w.ending && w.running == 0 {
 			break
 		}
@@ -372,6 +379,9 @@ func (w *world) setNow(t time.Duration) {
 func (w *world) push(e event) {
 	w.seq++
 	e.seq = w.seq
+	if e.req != nil {
+		e.req.pending++
+	}
 	w.q.push(e)
 }
 
@@ -695,6 +705,9 @@ func (w *world) resume(in *instance) {
 	in.held = nil
 	for _, e := range held {
 		e.at = w.now
+		if e.req != nil {
+			e.req.pending-- // push counts it again
+		}
 		if e.kind == evTimer {
 			// Listed again, so that a change of rate at this same instant
 			// (heal clamps rates) reschedules it rather than leaving the
