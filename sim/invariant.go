@@ -2,6 +2,7 @@ package sim
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -104,6 +105,18 @@ func fmtTime(d time.Duration) string {
 
 func appendTime(b []byte, d time.Duration) []byte {
 	s, ns := int64(d/time.Second), int64(d%time.Second)
-	b = fmt.Appendf(b, "%4d.%09d", s, ns)
-	return b
+	if s < 0 || ns < 0 { // never in a run; fmt says it plainly
+		return fmt.Appendf(b, "%4d.%09d", s, ns)
+	}
+	for w := 1000; w > 1 && s < int64(w); w /= 10 {
+		b = append(b, ' ')
+	}
+	b = strconv.AppendInt(b, s, 10)
+	b = append(b, '.')
+	var digits [9]byte
+	for i := 8; i >= 0; i-- {
+		digits[i] = byte('0' + ns%10)
+		ns /= 10
+	}
+	return append(b, digits[:]...)
 }

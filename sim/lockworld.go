@@ -85,7 +85,7 @@ type lockWorld struct {
 	rng    *rand.Rand // the store's draws: latency and faults
 	now    time.Duration
 	seq    uint64
-	q      lockEvents
+	q      timeHeap[*lockEvent]
 	events int64
 
 	lockNames, queueNames []string // each lock's record, and its queue's
@@ -192,67 +192,13 @@ const (
 	lkWake                  // p's lock's timer (Reschedule)
 )
 
-// lockEvents is a binary heap ordered by (at, seq), written out rather
-// than through container/heap: its interface calls were a tenth of a lock
-// scenario's time. Each entry carries its keys, so that sifting compares
-// without following pointers.
-type lockEvents []lkEnt
-
-type lkEnt struct {
-	at  time.Duration
-	seq uint64
-	e   *lockEvent
-}
-
-func (q lockEvents) less(i, j int) bool {
-	return q[i].at < q[j].at || q[i].at == q[j].at && q[i].seq < q[j].seq
-}
-
-func (q *lockEvents) push(e *lockEvent) {
-	h := append(*q, lkEnt{at: e.at, seq: e.seq, e: e})
-	for i := len(h) - 1; i > 0; {
-		p := (i - 1) / 2
-		if !h.less(i, p) {
-			break
-		}
-		h[i], h[p] = h[p], h[i]
-		i = p
-	}
-	*q = h
-}
-
-func (q *lockEvents) pop() *lockEvent {
-	h := *q
-	top := h[0].e
-	n := len(h) - 1
-	h[0] = h[n]
-	h[n] = lkEnt{}
-	h = h[:n]
-	for i := 0; ; {
-		l, r, m := 2*i+1, 2*i+2, i
-		if l < n && h.less(l, m) {
-			m = l
-		}
-		if r < n && h.less(r, m) {
-			m = r
-		}
-		if m == i {
-			break
-		}
-		h[i], h[m] = h[m], h[i]
-		i = m
-	}
-	*q = h
-	return top
-}
-
 func (w *lockWorld) push(e *lockEvent) *lockEvent {
 	w.seq++
 	e.seq = w.seq
 	if e.r != nil {
 		e.r.pending++
 	}
-	w.q.push(e)
+	w.q.push(e.at, e.seq, e)
 	return e
 }
 
@@ -282,7 +228,7 @@ func runLocks(sc *Scenario, seed uint64, opt Options) *Result {
 		w.push(&lockEvent{at: a.at, f: func() { a.f(w) }})
 	}
 	w.push(&lockEvent{at: p.Duration, f: w.shutdown})
-	for len(w.q) > 0 {
+	for w.q.len() > 0 {
 		e := w.q.pop()
 		if e.at > p.Duration+endCap {
 			break
@@ -368,7 +314,7 @@ func (w *lockWorld) emit(b []byte) {
 	b = append(b, '\n')
 	w.buf = b
 	w.lines++
-	w.hash = mixString(w.hash, string(b))
+	w.hash = mixString(w.hash, b)
 	if w.opt.Trace != nil {
 		_, _ = w.opt.Trace.Write(b)
 	}

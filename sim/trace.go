@@ -127,9 +127,9 @@ func mix(h, v uint64) uint64 {
 	return h
 }
 
-func mixString(h uint64, s string) uint64 {
+func mixString[S ~string | ~[]byte](h uint64, s S) uint64 {
 	h = mix(h, uint64(len(s)))
-	if s == "" {
+	if len(s) == 0 {
 		return h
 	}
 	for len(s) >= 8 {

@@ -224,27 +224,16 @@ type event struct {
 	act   func()
 }
 
-// eventQueue is a binary heap ordered by (at, seq). The heap holds only
-// (at, seq, slot) and the events wait in a slab, so that sifting moves no
-// pointers: with pointers, every swap costs GC write barriers.
+// eventQueue orders the events by (at, seq). The heap holds only (at, seq,
+// slot) and the events wait in a slab, so that sifting moves no pointers:
+// with pointers, every move costs GC write barriers.
 type eventQueue struct {
-	heap []qent
+	heap timeHeap[int32]
 	slab []event
 	free []int32
 }
 
-type qent struct {
-	at   time.Duration
-	seq  uint64
-	slot int32
-}
-
-func (q *eventQueue) len() int { return len(q.heap) }
-
-func (q *eventQueue) less(i, j int) bool {
-	h := q.heap
-	return h[i].at < h[j].at || h[i].at == h[j].at && h[i].seq < h[j].seq
-}
+func (q *eventQueue) len() int { return q.heap.len() }
 
 func (q *eventQueue) push(e event) {
 	var slot int32
@@ -256,41 +245,14 @@ func (q *eventQueue) push(e event) {
 		slot = int32(len(q.slab))
 		q.slab = append(q.slab, e)
 	}
-	q.heap = append(q.heap, qent{at: e.at, seq: e.seq, slot: slot})
-	h := q.heap
-	for i := len(h) - 1; i > 0; {
-		p := (i - 1) / 2
-		if !q.less(i, p) {
-			break
-		}
-		h[i], h[p] = h[p], h[i]
-		i = p
-	}
+	q.heap.push(e.at, e.seq, slot)
 }
 
 func (q *eventQueue) pop() event {
-	h := q.heap
-	top := h[0]
-	e := q.slab[top.slot]
-	q.slab[top.slot] = event{}
-	q.free = append(q.free, top.slot)
-	n := len(h) - 1
-	h[0] = h[n]
-	q.heap = h[:n]
-	for i := 0; ; {
-		l, r, m := 2*i+1, 2*i+2, i
-		if l < n && q.less(l, m) {
-			m = l
-		}
-		if r < n && q.less(r, m) {
-			m = r
-		}
-		if m == i {
-			break
-		}
-		h[i], h[m] = h[m], h[i]
-		i = m
-	}
+	slot := q.heap.pop()
+	e := q.slab[slot]
+	q.slab[slot] = event{}
+	q.free = append(q.free, slot)
 	return e
 }
 
