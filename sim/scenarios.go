@@ -521,22 +521,25 @@ func stepFollower(w *world, k int, d time.Duration) {
 // follower read within 8ms of its landing, leave only the ρ terms of the
 // protocol between them.
 //
-// Fast polls are most of a run's cost, so only two nodes poll every 20ms: as
+// Fast polls are most of a run's cost, so only two nodes poll every 50ms: as
 // the lease passes from one to the other at each cut-off, one fast follower
-// always watches. The third polls at the default pace, a contender whose
-// clock also runs fast. A cut-off lasts until just past the takeover, and the
-// next one follows once the new leader renews.
+// always watches, and reads within 8ms of about one renewal in six. (Faster
+// polls would find such a renewal sooner, in as many polls, and spend more
+// while the leader is cut off.) The third polls at the default pace, a
+// contender whose clock also runs fast. A cut-off lasts until just past the
+// takeover, and the next one follows once the new leader renews; the run
+// ends a little after the last.
 func driftProbe(factor int64) func(p *Plan, r *rand.Rand) {
 	return func(p *Plan, r *rand.Rand) {
 		// A cut-off needs 13s, and a takeover's bound ends within 15s of it.
-		const cuts, readWithin, end = 4, 8 * time.Millisecond, 110 * second
+		const cuts, readWithin, end = 4, 8 * time.Millisecond, 200 * second
 		rate := factor * rhoPPB
 		p.Latency = Latency{Min: 50 * time.Microsecond, Max: 500 * time.Microsecond}
 		p.Nodes = p.Nodes[:3]
 		for i, n := range p.Nodes {
 			n.Timing.Margin = time.Microsecond
 			if i < 2 {
-				n.Timing.PollInterval = 20 * time.Millisecond
+				n.Timing.PollInterval = 50 * time.Millisecond
 			}
 			n.PPB, n.Start = rate, uniform(r, 100*time.Millisecond, second)
 			if i == 0 {
@@ -578,6 +581,8 @@ func driftProbe(factor int64) func(p *Plan, r *rand.Rand) {
 							w.cutOff(n, false)
 							if k+1 < cuts {
 								w.at(w.now+gaps[k], nil, func() { probe(w, k+1) })
+							} else {
+								w.at(w.now+gaps[k], nil, w.shutdown)
 							}
 						})
 					}

@@ -825,6 +825,9 @@ func (w *world) heal() {
 
 // shutdown stops every instance, as at the end of a deployment.
 func (w *world) shutdown() {
+	if w.ending {
+		return // a scenario ended the run early
+	}
 	w.fault("", "shut down every instance")
 	w.chk.beforeShutdown()
 	w.ending = true
