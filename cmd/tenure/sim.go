@@ -42,7 +42,7 @@ func simCommand(args []string, stdout, stderr io.Writer) int {
 		}
 	}
 	var (
-		scenario = fs.String("scenario", "all", "scenario to run, or all")
+		scenario = fs.String("scenario", "all", "scenario to run, several separated by commas, or all")
 		seeds    = fs.Int("seeds", 1, "number of seeds per scenario")
 		seed     = fs.Uint64("seed", 1, "first seed: -seed S -seeds N runs seeds S to S+N-1")
 		strategy = fs.String("strategy", "tenure", "election logic: tenure, or naive (expiry judged by wall-clock timestamps in the record)")
@@ -81,11 +81,17 @@ func simCommand(args []string, stdout, stderr io.Writer) int {
 	var scs []*sim.Scenario
 	if *scenario == "all" {
 		scs = sim.Scenarios()
-	} else if sc := sim.Lookup(*scenario); sc != nil {
-		scs = []*sim.Scenario{sc}
 	} else {
-		fmt.Fprintf(stderr, "tenure sim: no scenario %q (tenure sim -h lists them)\n", *scenario)
-		return 2
+		for _, name := range strings.Split(*scenario, ",") {
+			sc := sim.Lookup(strings.TrimSpace(name))
+			if sc == nil {
+				fmt.Fprintf(stderr, "tenure sim: no scenario %q (tenure sim -h lists them)\n", name)
+				return 2
+			}
+			if !slices.Contains(scs, sc) {
+				scs = append(scs, sc)
+			}
+		}
 	}
 	if *seeds < 1 || *workers < 1 {
 		fmt.Fprintln(stderr, "tenure sim: -seeds and -workers must be at least 1")

@@ -29,6 +29,19 @@ func TestSimPasses(t *testing.T) {
 	}
 }
 
+// TestSimScenarioList: -scenario takes several names, each run once.
+func TestSimScenarioList(t *testing.T) {
+	code, out, errs := runTenure(t, "sim", "-scenario", "leader-crash,gc-pause,leader-crash", "-seeds", "2")
+	if code != 0 {
+		t.Fatalf("exit %d\n%s%s", code, out, errs)
+	}
+	for _, s := range []string{"leader-crash", "gc-pause", "tenure, fenced resource: 4 runs"} {
+		if !strings.Contains(out, s) {
+			t.Errorf("output lacks %q:\n%s", s, out)
+		}
+	}
+}
+
 // TestSimNaiveFails: the baseline fails where the issue says it must, and
 // every failing seed comes with the command that replays it.
 func TestSimNaiveFails(t *testing.T) {
@@ -84,6 +97,8 @@ func TestSimUsageErrors(t *testing.T) {
 		{},
 		{"nope"},
 		{"sim", "-scenario", "nope"},
+		{"sim", "-scenario", "leader-crash,nope"},
+		{"sim", "-scenario", "leader-crash,gc-pause", "-svg", "x.svg"},
 		{"sim", "-strategy", "clever"},
 		{"sim", "-resource", "fenceless"},
 		{"sim", "-seeds", "0"},
