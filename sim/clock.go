@@ -29,6 +29,20 @@ type clock struct {
 	l0   time.Duration // monotonic reading then, since localEpoch
 	ppb  int64         // rate error in parts per billion; ppbFrozen stands still
 	wall time.Duration // wall reading minus monotonic reading
+
+	// The last local reading: an event reads its node's clock many times at
+	// one true time, and a reading costs a 128-bit division and a
+	// time.Time.Add.
+	atT   time.Duration // true time of the reading
+	local time.Time     // zero: none
+}
+
+// localAt returns the monotonic reading at true time t as a time.Time.
+func (c *clock) localAt(t time.Duration) time.Time {
+	if t != c.atT || c.local.IsZero() {
+		c.atT, c.local = t, localEpoch.Add(c.mono(t))
+	}
+	return c.local
 }
 
 // mono returns the monotonic reading at true time t >= c.t0.
@@ -43,6 +57,7 @@ func (c *clock) mono(t time.Duration) time.Duration {
 // setRate starts a new segment at true time now.
 func (c *clock) setRate(now time.Duration, ppb int64) {
 	c.l0, c.t0, c.ppb = c.mono(now), now, ppb
+	c.local = time.Time{}
 }
 
 // trueAt returns the earliest true time, not before now, at which the

@@ -330,7 +330,7 @@ func (w *lockWorld) violate(inv Invariant, msg string) {
 
 // Nodes and processes.
 
-func (n *lnode) local() time.Time { return localEpoch.Add(n.clk.mono(n.w.now)) }
+func (n *lnode) local() time.Time { return n.clk.localAt(n.w.now) }
 
 func (n *lnode) wall() time.Time {
 	return localEpoch.Add(n.clk.mono(n.w.now) + n.clk.wall)

@@ -129,7 +129,7 @@ type instRuntime interface {
 }
 
 func (in *instance) local() time.Time {
-	return localEpoch.Add(in.node.clk.mono(in.w.now))
+	return in.node.clk.localAt(in.w.now)
 }
 
 // prevLocal is the reading of in's clock one true nanosecond ago.
