@@ -9,6 +9,7 @@ import (
 	"os"
 	"runtime"
 	"runtime/debug"
+	"runtime/pprof"
 	"slices"
 	"strings"
 	"sync"
@@ -50,6 +51,7 @@ func simCommand(args []string, stdout, stderr io.Writer) int {
 		trace    = fs.Bool("trace", false, "print the event trace of every run (the summary then goes to stderr)")
 		svg      = fs.String("svg", "", "write a timeline of the run to this SVG file (one run only)")
 		workers  = fs.Int("workers", runtime.GOMAXPROCS(0), "runs in parallel")
+		cpuprof  = fs.String("cpuprofile", "", "write a CPU profile of the runs to this file (cmd/tenure/default.pgo is one)")
 	)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -116,6 +118,20 @@ func simCommand(args []string, stdout, stderr io.Writer) int {
 		if os.Getenv("GOMEMLIMIT") == "" {
 			debug.SetMemoryLimit(1 << 30)
 		}
+	}
+
+	if *cpuprof != "" {
+		f, err := os.Create(*cpuprof)
+		if err != nil {
+			fmt.Fprintf(stderr, "tenure sim: %v\n", err)
+			return 2
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			fmt.Fprintf(stderr, "tenure sim: %v\n", err)
+			return 2
+		}
+		defer pprof.StopCPUProfile()
 	}
 
 	// Run every (scenario, seed) on a pool of workers. Results are summed

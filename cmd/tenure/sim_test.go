@@ -42,6 +42,21 @@ func TestSimScenarioList(t *testing.T) {
 	}
 }
 
+// TestSimCPUProfile: -cpuprofile writes a profile (gzipped, as pprof's are).
+func TestSimCPUProfile(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "cpu.pgo")
+	if code, out, errs := runTenure(t, "sim", "-scenario", "leader-crash", "-seeds", "20", "-cpuprofile", p); code != 0 {
+		t.Fatalf("exit %d\n%s%s", code, out, errs)
+	}
+	b, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(b) < 100 || b[0] != 0x1f || b[1] != 0x8b {
+		t.Fatalf("the profile is %d bytes, starting % x: not a gzipped pprof profile", len(b), b[:min(len(b), 2)])
+	}
+}
+
 // TestSimNaiveFails: the baseline fails where the issue says it must, and
 // every failing seed comes with the command that replays it.
 func TestSimNaiveFails(t *testing.T) {
