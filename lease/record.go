@@ -49,6 +49,7 @@ func (r Record) Validate(name string) error {
 	bad := func(field, format string, args ...any) error {
 		return &RecordError{Name: name, Field: field, Reason: fmt.Sprintf(format, args...)}
 	}
+	year := r.WrittenAt.UTC().Year()
 	switch {
 	case r.Holder == "":
 		return bad("holder", "empty")
@@ -74,9 +75,9 @@ func (r Record) Validate(name string) error {
 		return bad("nonce", "not printable UTF-8: %q", r.Nonce)
 	case len(r.Payload) > MaxPayloadLen:
 		return bad("payload", "%d bytes, limit %d", len(r.Payload), MaxPayloadLen)
-	case r.WrittenAt.UTC().Year() < 1 || r.WrittenAt.UTC().Year() > 9999:
+	case year < 1 || year > 9999:
 		// Stores keep it in UTC as RFC 3339, which has four-digit years.
-		return bad("written_at", "year %d outside [1, 9999]", r.WrittenAt.UTC().Year())
+		return bad("written_at", "year %d outside [1, 9999]", year)
 	}
 	return nil
 }
@@ -127,6 +128,16 @@ func ValidateName(name string) error {
 }
 
 func printable(s string) bool {
+	ascii := true
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c > 0x7e {
+			ascii = false
+			break
+		}
+	}
+	if ascii { // the common case, without decoding runes
+		return true
+	}
 	if !utf8.ValidString(s) {
 		return false
 	}

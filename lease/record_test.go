@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode"
 
 	"github.com/tenure-go/tenure/lease"
 )
@@ -226,5 +227,22 @@ func TestRecordClone(t *testing.T) {
 	c.Payload[0] = 'X'
 	if r.Payload[0] == 'X' {
 		t.Fatal("Clone shares its payload with the original")
+	}
+}
+
+// TestHolderPrintableMatchesUnicode: a holder passes Validate exactly when
+// every character is printable by unicode.IsPrint (an ASCII fast path must
+// not change that).
+func TestHolderPrintableMatchesUnicode(t *testing.T) {
+	rec := lease.Record{Token: 1, Duration: 10 * time.Second, Nonce: "n", WrittenAt: time.Unix(1, 0)}
+	for r := rune(0); r < 0x800; r++ {
+		rec.Holder = "a" + string(r) + "b"
+		if got, want := rec.Validate("x") == nil, unicode.IsPrint(r); got != want {
+			t.Errorf("holder %q: valid %v, want %v", rec.Holder, got, want)
+		}
+	}
+	rec.Holder = "ok\xff"
+	if rec.Validate("x") == nil {
+		t.Error("invalid UTF-8 passed")
 	}
 }
