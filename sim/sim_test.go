@@ -247,7 +247,7 @@ func TestFoundBugs(t *testing.T) {
 // clock's rate at the same instant; swarm 1368 paused a leader after heal,
 // at a check armed before it.
 func TestSimulatorRegressions(t *testing.T) {
-	for _, seed := range []uint64{1685, 1368, 1881, 2039} {
+	for _, seed := range []uint64{1685, 1368, 1881, 2039, 11502} {
 		if r := Run(Lookup("swarm"), seed, Options{}); r.Failed() {
 			t.Errorf("%v", r)
 		}

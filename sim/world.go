@@ -1042,6 +1042,10 @@ func (w *world) rtt() time.Duration { return 2 * w.store.lat.Bound() }
 
 // convergeBound is I5's bound after heal: requests still on the wire land,
 // calls in flight time out and back off, and then a failover completes.
+// With slow callbacks, a candidate whose term ended does not campaign until
+// its OnElected and OnDemoted returned (the callback contract); when every
+// candidate is in that state (two nodes, both demoted at the heal), the
+// first takeover waits for the quicker of them as well.
 func (w *world) convergeBound() time.Duration {
 	var ttl, op, retry, poll time.Duration
 	rho := 0.0
@@ -1054,7 +1058,11 @@ func (w *world) convergeBound() time.Duration {
 	}
 	ppb := ppbOf(rho)
 	wire := max(w.store.lastArrival-w.now, 0)
-	return wire + 2*op + retry + trueSpan(election.WaitBeforeTakeover(ttl, rho), ppb) + trueSpan(poll, ppb) + 4*w.rtt()
+	var held time.Duration
+	if s := w.plan.Slow; s != nil {
+		held = trueSpan(s.Cleanup+s.Demoted, ppb)
+	}
+	return wire + 2*op + retry + held + trueSpan(election.WaitBeforeTakeover(ttl, rho), ppb) + trueSpan(poll, ppb) + 4*w.rtt()
 }
 
 // expectLeader registers an I5 check: some term must begin within d.
