@@ -119,6 +119,8 @@ type fairState struct {
 	live     []qentry   // scratch for the entries a write keeps
 	qErr     error      // or why they cannot be
 	inFlight bool
+	callAt   time.Time // when the call in flight was sent
+	beatAt   time.Time // when the write that last confirmed our entry was sent
 	next     time.Time // next queue action; zero: none
 	leaving  bool      // drop our entry (we got the lock, or gave up)
 	removing bool      // the write in flight drops our entry
@@ -236,6 +238,7 @@ func (l *Lock) abandoned(qe qentry, now time.Time, wait time.Duration) bool {
 // queueCall sends a call on the queue record.
 func (l *Lock) queueCall(op election.Op) {
 	l.fair.inFlight = true
+	l.fair.callAt = l.h.Now()
 	l.h.Call(op, true)
 }
 
@@ -261,6 +264,9 @@ func (l *Lock) queueResult(r election.Result, put bool) {
 	switch {
 	case r.Err == nil && put:
 		f.set(r.Record, r.Version, true)
+		if f.ticket != 0 && slices.ContainsFunc(f.q, func(e qentry) bool { return e.ticket == f.ticket }) {
+			f.beatAt = f.callAt
+		}
 		switch {
 		case f.removing:
 			f.gone = true
@@ -294,25 +300,55 @@ func (l *Lock) queueResult(r election.Result, put bool) {
 	l.gate(now)
 }
 
-// gate opens the lock's gate while our ticket is the oldest live one.
+// gate opens the lock's gate while our ticket is the oldest live one, and
+// our entry is surely still in the queue: others drop an entry whose
+// heartbeat they saw unchanged for the lease × (1+ρ), which on our clock is
+// no sooner than shutAt. A waiter cut off from the store thus closes its
+// gate before others can drop it, and after it reconnects it takes its turn
+// again only from a new ticket, behind those who waited meanwhile.
 func (l *Lock) gate(now time.Time) {
 	f := l.fair
-	if f.gone || f.leaving || !f.known || f.ticket == 0 {
+	if f.gone || f.leaving {
 		return
 	}
-	head := uint64(0)
-	q := f.q
-	wait := l.abandonAfter()
-	for _, qe := range q {
-		if qe.ticket == f.ticket || !l.abandoned(qe, now, wait) {
-			head = qe.ticket
-			break
+	open := f.open // while the queue is unknown (a failed call), as it was
+	switch {
+	case f.ticket == 0:
+		open = false
+	case f.known:
+		head := uint64(0)
+		wait := l.abandonAfter()
+		for _, qe := range f.q {
+			if qe.ticket == f.ticket || !l.abandoned(qe, now, wait) {
+				head = qe.ticket
+				break
+			}
 		}
+		open = head == f.ticket
 	}
-	if open := head == f.ticket; open != f.open {
+	if open && (f.beatAt.IsZero() || !now.Before(l.shutAt())) {
+		open = false
+	}
+	if open != f.open {
 		f.open = open
 		l.d.Gate(!open)
 	}
+}
+
+// shutAt is when an open gate closes unless a heartbeat is confirmed
+// meanwhile: the lease's lead window after the last confirmed one was sent.
+func (l *Lock) shutAt() time.Time {
+	cfg := l.Config()
+	return l.fair.beatAt.Add(election.LeadWindow(cfg.LeaseDuration, cfg.MaxDrift, cfg.Margin))
+}
+
+// gateDue returns when the open gate must be looked at again; zero if it
+// is not open.
+func (l *Lock) gateDue() time.Time {
+	if f := l.fair; f == nil || !f.open || f.gone || f.leaving {
+		return time.Time{}
+	}
+	return l.shutAt()
 }
 
 // leaveQueue drops our entry: we got the lock, or gave up.

@@ -125,3 +125,40 @@ func TestParseQueue(t *testing.T) {
 		}
 	}
 }
+
+// TestGateClosesBeforeOthersCanDropUs: the head of the queue whose
+// heartbeats stop being confirmed (cut off from the store) closes its gate
+// by the lead window after its last confirmed beat was sent: from then on
+// others may have dropped its entry as abandoned, and it must not take the
+// lock ahead of them when it reconnects (found by the simulator:
+// lock-partition seed 683).
+func TestGateClosesBeforeOthersCanDropUs(t *testing.T) {
+	a := newFair(t, memlease.New(), "a")
+	a.next(true) // the read: no queue
+	a.next(true) // the write of ticket 1 lands
+	if !a.lk.fair.open {
+		t.Fatal("the gate is closed with ticket 1 at the head")
+	}
+	sent := a.now
+	cfg := a.lk.Config()
+	shut := sent.Add(election.LeadWindow(cfg.LeaseDuration, cfg.MaxDrift, cfg.Margin))
+	if due := a.lk.Due(); due.After(shut) {
+		t.Fatalf("next wake-up at %v, after the gate's deadline %v", due, shut)
+	}
+	// Every heartbeat from now on times out.
+	for a.now = a.now.Add(cfg.RenewInterval); a.now.Before(shut); a.now = a.now.Add(cfg.RetryMax) {
+		a.lk.Fire(a.now)
+		if i := slices.IndexFunc(a.calls, func(c call) bool { return c.queue }); i >= 0 {
+			a.calls = slices.Delete(a.calls, i, i+1)
+			a.lk.QueueResult(election.Result{Err: election.ErrTimeout}, true)
+		}
+		if !a.lk.fair.open {
+			t.Fatalf("the gate closed at %v, before its deadline %v", a.now.Sub(sent), shut.Sub(sent))
+		}
+	}
+	a.now = shut
+	a.lk.Fire(a.now)
+	if a.lk.fair.open {
+		t.Fatal("the gate is still open a lead window after the last confirmed heartbeat was sent")
+	}
+}

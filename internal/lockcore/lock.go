@@ -113,6 +113,8 @@ func (l *Lock) Result(r election.Result) {
 // Fire runs whichever of the lock's timers is due at now.
 func (l *Lock) Fire(now time.Time) {
 	switch {
+	case !l.gateDue().IsZero() && !now.Before(l.gateDue()):
+		l.gate(now)
 	case l.fair != nil && !l.fair.next.IsZero() && !now.Before(l.fair.next):
 		l.queueStep()
 	case !l.giveUp.IsZero() && !now.Before(l.giveUp):
@@ -127,7 +129,7 @@ func (l *Lock) Fire(now time.Time) {
 // Due returns the instant of the lock's next timer; zero if none.
 func (l *Lock) Due() time.Time {
 	d := l.d.Wake()
-	for _, t := range [2]time.Time{l.giveUp, l.queueNext()} {
+	for _, t := range [3]time.Time{l.giveUp, l.queueNext(), l.gateDue()} {
 		if !t.IsZero() && (d.IsZero() || t.Before(d)) {
 			d = t
 		}
