@@ -124,7 +124,7 @@ func TestSimUsageErrors(t *testing.T) {
 			t.Errorf("%q: exit %d, stderr %q; want 2 with a message", args, code, errs)
 		}
 	}
-	if code, _, errs := runTenure(t, "sim", "-h"); code != 0 || !strings.Contains(errs, "drift-beyond-bound") {
+	if code, _, errs := runTenure(t, "sim", "-h"); code != 0 || !strings.Contains(errs, "drift-beyond-bound") || !strings.Contains(errs, "examples:") {
 		t.Errorf("-h: exit %d, want 0 and the usage listing the scenarios:\n%s", code, errs)
 	}
 }
