@@ -300,8 +300,8 @@ func (m *Machine) Resign(now time.Time, holdOff time.Duration) Output {
 }
 
 // Gate holds campaigning back (closed) or lets it go on (open): while
-// closed, the machine only reads, as after a term until CallbacksDone. A
-// fair lock keeps it closed until its waiter is the oldest in the queue.
+// closed, the machine only reads, every GatedPoll. A fair lock keeps it
+// closed until its waiter is the oldest in the queue.
 func (m *Machine) Gate(now time.Time, closed bool) Output {
 	if m.gated != closed {
 		m.gated = closed
@@ -506,11 +506,21 @@ func (m *Machine) backoff() time.Duration {
 // as often as configured on average (MaxPoll is the longest wait).
 func (m *Machine) pollAfter(now time.Time) time.Time {
 	d := m.cfg.PollInterval
-	if m.cold {
+	switch {
+	case m.gated:
+		d = GatedPoll(m.cfg.Timing)
+	case m.cold:
 		d = m.cfg.ColdPollInterval
 	}
 	return now.Add(d - d/10 + time.Duration(m.cfg.Rand.Int64N(int64(d/5)+1)))
 }
+
+// GatedPoll is how often a gated follower (a fair waiter behind the head
+// of its queue) reads on average: once a lease, or a cold poll if longer.
+// It cannot take the lease before its gate opens, and it reads afresh when
+// the gate opens; it reads at all only so that the takeover wait it may
+// owe then has begun (it runs from the first sight of a version).
+func GatedPoll(t Timing) time.Duration { return max(t.LeaseDuration, t.ColdPollInterval) }
 
 // MaxPoll returns the longest wait between a follower's polls: poll + 10%.
 func MaxPoll(poll time.Duration) time.Duration { return poll + poll/10 }

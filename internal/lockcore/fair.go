@@ -15,8 +15,8 @@ import (
 // Fair waiting. A fair waiter takes a ticket in the lock's queue, a record
 // of its own named NAME::queue in the same store (a counter of tickets and
 // the list of waiting tickets with a heartbeat count each), keeps its entry
-// alive by counting up its heartbeat every RenewInterval, and may campaign
-// for the lock only while its ticket is the oldest live one. An entry whose
+// alive by counting up its heartbeat (see beatEvery), and may campaign for
+// the lock only while its ticket is the oldest live one. An entry whose
 // heartbeat this waiter saw unchanged for the lock's lease × (1+MaxDrift) on
 // its own clock is abandoned: it is skipped, and dropped from the queue by
 // the next write. A waiter drops its own entry when it gets the lock or gives
@@ -126,6 +126,7 @@ type fairState struct {
 	removing bool      // the write in flight drops our entry
 	gone     bool      // our entry is out of the queue for good
 	open     bool      // the gate is open: our turn
+	ahead    int       // live entries before ours at the last look; -1: ours is not in
 }
 
 // set records what the store holds, and parses its entries once.
@@ -275,7 +276,9 @@ func (l *Lock) queueResult(r election.Result, put bool) {
 			f.next = now
 			return
 		}
-		f.next = now.Add(l.Config().RenewInterval)
+		l.gate(now)
+		f.next = now.Add(l.beatEvery())
+		return
 	case r.Err == nil:
 		f.set(r.Record, r.Version, true)
 		f.next = now
@@ -314,17 +317,20 @@ func (l *Lock) gate(now time.Time) {
 	open := f.open // while the queue is unknown (a failed call), as it was
 	switch {
 	case f.ticket == 0:
-		open = false
+		open, f.ahead = false, -1
 	case f.known:
-		head := uint64(0)
-		wait := l.abandonAfter()
+		f.ahead = -1
+		n, wait := 0, l.abandonAfter()
 		for _, qe := range f.q {
-			if qe.ticket == f.ticket || !l.abandoned(qe, now, wait) {
-				head = qe.ticket
+			if qe.ticket == f.ticket {
+				f.ahead = n
 				break
 			}
+			if !l.abandoned(qe, now, wait) {
+				n++
+			}
 		}
-		open = head == f.ticket
+		open = f.ahead == 0
 	}
 	if open && (f.beatAt.IsZero() || !now.Before(l.shutAt())) {
 		open = false
@@ -333,6 +339,24 @@ func (l *Lock) gate(now time.Time) {
 		f.open = open
 		l.d.Gate(!open)
 	}
+}
+
+// beatEvery returns how long after a confirmed heartbeat the next is due.
+// The head of the queue and the two waiters behind it beat every
+// RenewInterval: the head to keep its gate open, the others to learn soon
+// that their turn came (a waiter learns it from its own writes, and the
+// head leaves the queue when it takes the lock, or gives up). The rest
+// beat as seldom as a lease's renewals may come: a beat that times out, a
+// backoff, and a second try still land within the lead window, well
+// before others could drop the entry (after the lease × (1+ρ)). Far from
+// the head, a waiter so writes the queue half as often at the defaults
+// (every 4s, not 2s), and so do the retries its writes cause.
+func (l *Lock) beatEvery() time.Duration {
+	cfg := l.Config()
+	if f := l.fair; f.ahead >= 0 && f.ahead <= 2 {
+		return cfg.RenewInterval
+	}
+	return max(cfg.RenewInterval, election.LeadWindow(cfg.LeaseDuration, cfg.MaxDrift, cfg.Margin)-2*cfg.OpTimeout-cfg.RetryMax)
 }
 
 // shutAt is when an open gate closes unless a heartbeat is confirmed

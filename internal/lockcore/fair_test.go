@@ -162,3 +162,34 @@ func TestGateClosesBeforeOthersCanDropUs(t *testing.T) {
 		t.Fatal("the gate is still open a lead window after the last confirmed heartbeat was sent")
 	}
 }
+
+// TestFarWaitersBeatLessOften: the head of the queue and the two behind it
+// beat every RenewInterval; a waiter further back beats as seldom as the
+// renewal rule allows, and that is still well within the time others wait
+// before they drop its entry.
+func TestFarWaitersBeatLessOften(t *testing.T) {
+	store := memlease.New()
+	var hs []*host
+	for _, id := range []string{"a", "b", "c", "d"} {
+		h := newFair(t, store, id)
+		h.next(true)  // read the queue
+		h.next(true)  // write our ticket
+		h.next(false) // read the lock: gated but for a's, it next reads a lease later
+		hs = append(hs, h)
+	}
+	cfg := hs[0].lk.Config()
+	for i, h := range hs {
+		if got := h.lk.Ticket(); got != uint64(i+1) {
+			t.Fatalf("%d: ticket %d, want %d", i, got, i+1)
+		}
+	}
+	slow := election.LeadWindow(cfg.LeaseDuration, cfg.MaxDrift, cfg.Margin) - 2*cfg.OpTimeout - cfg.RetryMax
+	if slow <= cfg.RenewInterval || slow >= election.WaitBeforeTakeover(cfg.LeaseDuration, cfg.MaxDrift)/2 {
+		t.Fatalf("slow beat %v: not between RenewInterval %v and half the wait before an entry is dropped", slow, cfg.RenewInterval)
+	}
+	for i, want := range []time.Duration{cfg.RenewInterval, cfg.RenewInterval, cfg.RenewInterval, slow} {
+		if got := hs[i].lk.Due().Sub(hs[i].now); got != want {
+			t.Errorf("waiter %d of 4: next beat in %v, want %v", i+1, got, want)
+		}
+	}
+}
