@@ -133,18 +133,21 @@ type lproc struct {
 	id   string
 	dead bool
 
-	lk      *lockcore.Lock // the current call's lock; nil between calls
-	name    string
-	qname   string // its fair queue's record
-	try     bool
-	fair    bool
-	asked   time.Time // local time of the call
-	bound   time.Time // local time by which it must be answered
-	paused  bool      // its process paused during the call
-	upset   bool      // paused, cut off or refused by the store since the call
-	ticket  uint64    // last confirmed ticket of a fair call
-	lockReq *lreq     // the lock call in flight
-	wake    *lockEvent
+	lk        *lockcore.Lock // the current call's lock; nil between calls
+	name      string
+	qname     string // its fair queue's record
+	try       bool
+	fair      bool
+	asked     time.Time // local time of the call
+	bound     time.Time // local time by which it must be answered
+	paused    bool      // its process paused during the call
+	upset     bool      // paused, cut off or refused by the store since the call
+	ticket    uint64    // last confirmed ticket of a fair call
+	lockReq   *lreq     // the lock call in flight
+	queueReq  *lreq     // the last queue call; it may be done, or reused by another
+	wake      *lockEvent
+	spareWake *lockEvent
+	owed      bool // a wake-up put off: a call's next event comes first, and reschedules
 
 	believing bool
 	token     uint64
@@ -178,6 +181,7 @@ type lockEvent struct {
 	r    *lreq  // the other kinds
 	kind lkKind
 	off  bool      // cancelled
+	in   bool      // in the queue
 	due  time.Time // lkWake: the local time it was set for
 }
 
@@ -195,6 +199,7 @@ const (
 func (w *lockWorld) push(e *lockEvent) *lockEvent {
 	w.seq++
 	e.seq = w.seq
+	e.in = true
 	if e.r != nil {
 		e.r.pending++
 	}
@@ -230,6 +235,7 @@ func runLocks(sc *Scenario, seed uint64, opt Options) *Result {
 	w.push(&lockEvent{at: p.Duration, f: w.shutdown})
 	for w.q.len() > 0 {
 		e := w.q.pop()
+		e.in = false
 		if e.at > p.Duration+endCap {
 			break
 		}
@@ -238,6 +244,9 @@ func runLocks(sc *Scenario, seed uint64, opt Options) *Result {
 			continue // held: its request still waits on it
 		}
 		if r := e.r; r != nil {
+			if p := r.p; p.owed && !p.dead && p.lk != nil {
+				p.Reschedule() // the wake-up it put off
+			}
 			if r.pending--; r.pending == 0 && r.p.lockReq != r {
 				w.spare = append(w.spare, r)
 			}
@@ -281,6 +290,9 @@ func (w *lockWorld) fire(e *lockEvent) (held bool) {
 		if p := e.p; p.wake == e {
 			p.wake = nil
 			p.lk.Fire(p.n.local())
+		}
+		if p := e.p; p.wake != e {
+			p.spareWake = e // done with: the next wake-up reuses it
 		}
 	}
 	return false
@@ -517,6 +529,7 @@ func (p *lproc) Call(op election.Op, queue bool) {
 	if queue { // the call's context times out
 		r.timeoutEv = lockEvent{n: p.n, p: p, r: r, kind: lkTimeout}
 		r.timeoutAt = p.n.clk.trueAt(w.now, p.n.local().Add(p.n.timing.OpTimeout).Sub(localEpoch))
+		p.queueReq = r
 	} else {
 		p.lockReq = r
 	}
@@ -607,11 +620,17 @@ func (p *lproc) Ended(t election.Term, r election.Reason) {
 	p.unbelieve()
 }
 
+// Reschedule sets the wake-up of p's lock to its Due. It puts it off while
+// one of p's calls has an event before it (its arrival at the store, its
+// answer, or its timeout): most wake-ups set while a call is in flight are
+// its timeout, replaced once it is answered, a millisecond later. That
+// event reschedules again once it has run.
 func (p *lproc) Reschedule() {
 	if t := p.lk.Ticket(); t != 0 {
 		p.ticket = t
 	}
 	due := p.lk.Due()
+	p.owed = false
 	if p.wake != nil && p.wake.due.Equal(due) {
 		return // it stands
 	}
@@ -619,15 +638,45 @@ func (p *lproc) Reschedule() {
 		p.wake.off = true
 		p.wake = nil
 	}
-	if !due.IsZero() {
-		p.wake = p.atEv(due, &lockEvent{n: p.n, p: p, kind: lkWake, due: due})
+	if due.IsZero() {
+		return
 	}
+	n := p.n
+	at := n.clk.trueAt(n.w.now, due.Sub(localEpoch))
+	if at == never {
+		return
+	}
+	if p.callBefore(p.lockReq, at) || p.callBefore(p.queueReq, at) {
+		p.owed = true
+		return
+	}
+	e := p.spareWake
+	if e == nil {
+		e = new(lockEvent)
+	}
+	p.spareWake = nil
+	*e = lockEvent{at: at, n: n, p: p, kind: lkWake, due: due}
+	p.wake = n.w.push(e)
+}
+
+// callBefore reports whether r, a call of p, has an event in the queue
+// before true time t.
+func (p *lproc) callBefore(r *lreq, t time.Duration) bool {
+	if r == nil || r.p != p {
+		return false
+	}
+	for _, e := range [...]*lockEvent{&r.arriveEv, &r.answerEv, &r.timeoutEv} {
+		if e.in && e.at < t {
+			return true
+		}
+	}
+	return false
 }
 
 func (p *lproc) Retired() {
 	p.n.w.traceS(p.id, p.name, " over")
 	p.unbelieve()
-	p.lk, p.lockReq = nil, nil
+	p.lk, p.lockReq, p.owed = nil, nil, false
 	if p.wake != nil {
 		p.wake.off = true
 		p.wake = nil
