@@ -24,8 +24,10 @@ type fastRun struct {
 
 	req    *request // the store call in flight, to abandon
 	wtm    *timer   // the wake-up; nil when there is none
-	giveUp *timer   // the release timer
-	exited bool     // the loop returned; the deferred cleanup runs
+	owed   bool     // a wake-up at owedAt (monotonic) is put off: see checkOwed
+	owedAt time.Duration
+	giveUp *timer // the release timer
+	exited bool   // the loop returned; the deferred cleanup runs
 	term   *fastTerm
 	disp   dispatcher
 	notif  notifier
@@ -273,6 +275,7 @@ func (f *fastRun) woken() {
 func (f *fastRun) exit() {
 	f.exited = true
 	f.abandon()
+	f.owed = false
 	if f.wtm != nil {
 		f.wtm.dead = true
 	}
@@ -287,7 +290,29 @@ func (f *fastRun) abandon() {
 	if f.req != nil {
 		f.req.abandoned = true
 		f.req = nil
+		if f.owed {
+			f.checkOwed()
+		}
 	}
+}
+
+// checkOwed sets the timer of the wake-up put off while the call in flight
+// has an event before it, once it no longer has. Most wake-ups set while a
+// call is in flight are its timeout, replaced once it is answered a
+// millisecond later: they never become timers. The call's events (its
+// send, arrival and answer) call it again.
+func (f *fastRun) checkOwed() {
+	if f.dead || f.exited {
+		f.owed = false
+		return
+	}
+	w := f.w
+	if r := f.req; r != nil && (!r.sent || r.next != never && r.next < f.in.node.clk.trueAt(w.now, f.owedAt)) {
+		return
+	}
+	f.owed = false
+	f.wtm = &timer{in: f.in, target: f.owedAt}
+	w.schedule(f.wtm)
 }
 
 // The driver.Effects of the fast tier.
@@ -301,7 +326,13 @@ func (f *fastRun) Wake(at time.Time) {
 		f.wtm.dead = true
 		f.wtm = nil
 	}
+	f.owed = false
 	if at.IsZero() {
+		return
+	}
+	if f.req != nil { // see checkOwed
+		f.owed, f.owedAt = true, f.in.node.clk.mono(f.w.now)+max(at.Sub(f.now()), 0)
+		f.checkOwed()
 		return
 	}
 	f.wtm = f.w.newTimer(f.in, srcRunner, at.Sub(f.now()))

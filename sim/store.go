@@ -65,6 +65,10 @@ type request struct {
 	// caller no longer waits on it.
 	pending int32
 	reused  bool
+	// sent: it reached store.send; next is then the true time of its next
+	// event in the queue (its arrival, or its answer), or never.
+	sent bool
+	next time.Duration
 }
 
 type reply struct {
@@ -143,6 +147,7 @@ func (s *store) send(r *request) {
 	in := r.in
 	w.reqID++
 	r.id = w.reqID
+	r.sent, r.next = true, never
 	w.chk.stats.Requests++
 	if r.standby {
 		w.chk.stats.StandbyRequests++
@@ -175,6 +180,7 @@ func (s *store) send(r *request) {
 			// bug in whoever wrote it.
 			w.chk.violate(Tokens, in, fmt.Sprintf("%s wrote an invalid record: %v", in.label, err))
 			r.res = reply{err: fmt.Errorf("put %w", err)}
+			r.next = w.now
 			w.push(event{at: w.now, kind: evRespond, req: r})
 			return
 		}
@@ -182,7 +188,8 @@ func (s *store) send(r *request) {
 	if chance(w.rng, s.f.ErrorPPM) {
 		w.chk.stats.Errors++
 		r.res = reply{err: fmt.Errorf("%v lease %q: %w", r.kind, leaseName, ErrUnavailable)}
-		w.push(event{at: w.now + up + down, kind: evRespond, req: r})
+		r.next = w.now + up + down
+		w.push(event{at: r.next, kind: evRespond, req: r})
 		return
 	}
 	if r.kind == election.OpPut && !r.standby && chance(w.rng, s.f.DelayPutPPM) {
@@ -191,7 +198,8 @@ func (s *store) send(r *request) {
 	}
 	s.lastArrival = max(s.lastArrival, w.now+up)
 	in.lastArrival = max(in.lastArrival, w.now+up)
-	w.push(event{at: w.now + up, kind: evArrive, req: r})
+	r.next = w.now + up
+	w.push(event{at: r.next, kind: evArrive, req: r})
 }
 
 // arrive applies r: this instant is its linearization point.
@@ -256,7 +264,8 @@ func (s *store) arrive(r *request) {
 			r.res = reply{err: fmt.Errorf("put lease %q: %w", leaseName, ErrReset)}
 		}
 	}
-	w.push(event{at: w.now + r.down, kind: evRespond, req: r})
+	r.next = w.now + r.down
+	w.push(event{at: r.next, kind: evRespond, req: r})
 }
 
 // readSoon reports whether a read arrived within d of the lease's last

@@ -385,9 +385,13 @@ func (w *world) fire(e *event) {
 		in.rt.fire(tm)
 		w.settle(in)
 	case evArrive:
+		e.req.next = never
 		w.store.arrive(e.req)
+		w.owed(e.req.in)
 	case evRespond:
+		e.req.next = never
 		w.store.respond(e)
+		w.owed(e.req.in)
 	}
 }
 
@@ -466,6 +470,7 @@ func (w *world) process(it *item) {
 	switch it.kind {
 	case itRequest:
 		w.store.send(it.req)
+		w.owed(in)
 	case itElected:
 		w.chk.elected(in, it.tok)
 	case itDemoted:
@@ -499,6 +504,14 @@ func (w *world) newTimer(in *instance, src source, d time.Duration) *timer {
 	tm := &timer{in: in, target: in.node.clk.mono(w.now) + max(d, 0)}
 	w.stage(item{in: in, src: src, kind: itTimer, tm: tm})
 	return tm
+}
+
+// owed lets a fast-tier instance schedule the wake-up it put off, once
+// one of its call's events has run (fastRun.checkOwed).
+func (w *world) owed(in *instance) {
+	if f, ok := in.rt.(*fastRun); ok && f.owed {
+		f.checkOwed()
+	}
 }
 
 func (w *world) schedule(tm *timer) {
