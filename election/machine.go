@@ -165,6 +165,7 @@ type Machine struct {
 	cold      bool // a follower other than the standby: polls every ColdPollInterval
 	rewake    bool // a wake-up came while a read was in flight: read again after it
 	fresh     bool // the next read must be strong, not stale (StaleReads)
+	changed   bool // what Leader, Term or Err report changed since the last Output
 	phase     phase
 	state     state
 	nextDo    purpose // scheduled work, 0 if none
@@ -191,7 +192,7 @@ func NewShared(cfg *Config) (*Machine, error) {
 }
 
 func newMachine(cfg *Config) *Machine {
-	return &Machine{cfg: cfg, read: never}
+	return &Machine{cfg: cfg, read: never, changed: true}
 }
 
 // instant is a local time as an offset from the Machine's epoch.
@@ -430,8 +431,8 @@ func (m *Machine) flush(now time.Time) Output {
 		}
 		break
 	}
-	out := Output{Op: m.outOp, Abandon: m.outAbandon, Events: m.outEvents}
-	m.outOp, m.outAbandon, m.outEvents = nil, 0, nil
+	out := Output{Op: m.outOp, Abandon: m.outAbandon, Events: m.outEvents, Unchanged: !m.changed}
+	m.outOp, m.outAbandon, m.outEvents, m.changed = nil, 0, nil, false
 	switch {
 	case m.phase == done:
 		out.Done = true
@@ -465,7 +466,7 @@ func (m *Machine) emit(e Event) { m.outEvents = append(m.outEvents, e) }
 // is then handled as a follower's.
 func (m *Machine) demote(now time.Time, r Reason) {
 	if m.announced {
-		m.announced = false
+		m.announced, m.changed = false, true
 		m.held = m.phase == running
 		m.emit(Event{Kind: EventDemoted, Term: m.term(), Reason: r})
 	}
@@ -611,11 +612,12 @@ func (m *Machine) start(now time.Time) {
 		if m.state != acquiring || m.acqExpect != expect {
 			token := m.mint(now)
 			if token > maxToken {
-				m.lastErr = fmt.Errorf("election: token %d is the last one: the lease cannot be taken again", token-1)
+				m.lastErr, m.changed = fmt.Errorf("election: token %d is the last one: the lease cannot be taken again", token-1), true
 				m.schedule(m.pollAfter(now), doPoll)
 				return
 			}
 			m.state, m.token, m.acqExpect, m.pending = acquiring, token, expect, nil
+			m.changed = true
 		}
 		token := m.token
 		rec := lease.Record{Holder: m.cfg.ID, Token: token, Duration: m.cfg.LeaseDuration, Payload: m.cfg.Payload}
@@ -687,9 +689,10 @@ func (m *Machine) mint(now time.Time) uint64 {
 func (m *Machine) handle(now time.Time, op *flight, res Result) {
 	answered := res.Err == nil || errors.Is(res.Err, lease.ErrConflict) || errors.Is(res.Err, lease.ErrNotFound)
 	if answered {
+		m.changed = m.changed || m.lastErr != nil
 		m.lastErr, m.attempt = nil, 0
 	} else {
-		m.lastErr = res.Err
+		m.lastErr, m.changed = res.Err, true
 	}
 	if !answered && !errors.Is(res.Err, ErrTimeout) && errors.Is(res.Err, lease.ErrInvalidRecord) && m.state == leading {
 		// The store holds a record we cannot read: someone else wrote it,
@@ -856,7 +859,7 @@ func (m *Machine) confirm(now time.Time, do purpose, sent time.Time, rec lease.R
 		m.sent = s
 	}
 	m.state = leading
-	m.deadline = m.sent + instant(m.window())
+	m.deadline, m.changed = m.sent+instant(m.window()), true
 	if m.phase != running {
 		return // held, not announced; Release gives it back
 	}
@@ -865,7 +868,7 @@ func (m *Machine) confirm(now time.Time, do purpose, sent time.Time, rec lease.R
 		return
 	}
 	if !m.announced && now.Before(m.time(m.deadline)) {
-		m.announced = true
+		m.announced = true // m.changed: with the deadline
 		m.emit(Event{Kind: EventElected, Term: m.term()})
 	}
 	m.schedule(m.time(m.sent).Add(m.cfg.RenewInterval), doRenew)
@@ -876,6 +879,7 @@ func (m *Machine) observe(now time.Time, found bool, rec lease.Record, ver lease
 	if !m.seen || found != m.exists || ver != m.ver {
 		m.since = m.at(now)
 		m.inspect(now, found, rec)
+		m.changed = true // one version is one record
 	}
 	was := leaderOf(m.exists, m.rec)
 	m.read = m.at(now)
@@ -904,7 +908,7 @@ func (m *Machine) inspect(now time.Time, found bool, rec lease.Record) {
 		m.first = m.at(now)
 	}
 	if found && m.seen && rec.Holder == m.cfg.ID && !m.ours(rec.Nonce) && now.Sub(m.time(m.first)) > m.cfg.LeaseDuration {
-		m.dupErr = &DuplicateIDError{ID: m.cfg.ID, Token: rec.Token}
+		m.dupErr, m.changed = &DuplicateIDError{ID: m.cfg.ID, Token: rec.Token}, true
 		m.emit(Event{Kind: EventAnomaly, Err: m.dupErr})
 	}
 }

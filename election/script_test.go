@@ -145,6 +145,7 @@ type scripted struct {
 	out     Output
 	op      *Op // in flight
 	written map[uint64]lease.Record
+	view    string // Leader, Term and Err after the last Output
 }
 
 func (s *scripted) do(line string) string {
@@ -442,8 +443,22 @@ func (s *scripted) wake() string {
 }
 
 // show prints an Output, and remembers the call it starts.
+// checkUnchanged fails the test when an Output says Unchanged while
+// Leader, Term or Err report something else than after the last one: a
+// driver would not publish it.
+func (s *scripted) checkUnchanged(o Output) {
+	s.t.Helper()
+	term, leading := s.m.Term()
+	view := fmt.Sprintf("%+v %+v %v %v", s.m.Leader(), term, leading, s.m.Err())
+	if o.Unchanged && view != s.view {
+		s.t.Errorf("an Output says Unchanged, but what the Machine reports changed:\n was %s\n now %s", s.view, view)
+	}
+	s.view = view
+}
+
 func (s *scripted) show(o Output) string {
 	s.out = o
+	s.checkUnchanged(o)
 	var b strings.Builder
 	if o.Abandon != 0 {
 		fmt.Fprintf(&b, "abandon #%d\n", o.Abandon)

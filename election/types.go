@@ -201,4 +201,7 @@ type Output struct {
 	// Done reports that the Machine has finished after Release: nothing more
 	// will happen.
 	Done bool
+	// Unchanged reports that Leader, Term and Err report what they did
+	// after the previous Output, so that a driver need not read them again.
+	Unchanged bool
 }

@@ -63,7 +63,8 @@ type Effects interface {
 	// ReleaseTimer arranges for Driver.GiveUp once d has passed.
 	ReleaseTimer(d time.Duration)
 	// Publish reports what the Machine knows now, before any callback of
-	// this step is queued.
+	// this step is queued. It is called after the first step, and after
+	// every step whose Output is not Unchanged.
 	Publish(s Snapshot)
 	// Elected begins a term: make its context and queue OnElected.
 	Elected(t election.Term)
@@ -286,9 +287,11 @@ func (d *Driver) step(out election.Output) {
 		d.op = out.Op.ID
 		d.fx.Send(*out.Op)
 	}
-	s := Snapshot{Leader: d.m.Leader(), Err: d.m.Err()}
-	s.Term, s.Leading = d.m.Term()
-	d.fx.Publish(s)
+	if !out.Unchanged {
+		s := Snapshot{Leader: d.m.Leader(), Err: d.m.Err()}
+		s.Term, s.Leading = d.m.Term()
+		d.fx.Publish(s)
+	}
 	var leader *election.Leader
 	for _, e := range out.Events {
 		switch e.Kind {
