@@ -114,7 +114,8 @@ type fairState struct {
 	ver      lease.Version
 	found    bool
 	known    bool       // rec, ver and found are what the store held at our last call
-	seen     []seenBeat // the entries of q, as first seen with their beat
+	seen     []seenBeat // q's entries, in q's order, as first seen with their beat
+	seen2    []seenBeat // scratch for the next seen
 	q        []qentry   // rec's entries, parsed when rec changes
 	live     []qentry   // scratch for the entries a write keeps
 	qErr     error      // or why they cannot be
@@ -133,10 +134,23 @@ type fairState struct {
 func (f *fairState) set(rec lease.Record, ver lease.Version, found bool) {
 	f.rec, f.ver, f.found, f.known = rec, ver, found, true
 	f.q, f.qErr = appendQueue(f.q[:0], rec.Payload)
-	// Forget the entries that left the queue: a ticket never comes back.
-	f.seen = slices.DeleteFunc(f.seen, func(s seenBeat) bool {
-		return !slices.ContainsFunc(f.q, func(e qentry) bool { return e.ticket == s.ticket })
-	})
+	// Keep what we saw of the entries still there, in q's order, and
+	// forget the others: a ticket never comes back. Tickets are in rising
+	// order (each new one goes last), so one pass finds them.
+	next, j := f.seen2[:0], 0
+	for _, e := range f.q {
+		for j < len(f.seen) && f.seen[j].ticket < e.ticket {
+			j++
+		}
+		s := seenBeat{ticket: e.ticket} // not seen yet: abandoned notes it
+		if j < len(f.seen) && f.seen[j].ticket == e.ticket {
+			s = f.seen[j]
+		} else if k := slices.IndexFunc(f.seen, func(s seenBeat) bool { return s.ticket == e.ticket }); k >= 0 {
+			s = f.seen[k] // out of order: not as our writes leave it
+		}
+		next = append(next, s)
+	}
+	f.seen, f.seen2 = next, f.seen
 }
 
 // seenBeat is a heartbeat as this waiter first saw it, on its own clock.
@@ -167,14 +181,14 @@ func (l *Lock) queueStep() {
 	live := f.live[:0] // formatQueue copies it out
 	mine := false
 	wait := l.abandonAfter()
-	for _, qe := range q {
+	for i, qe := range q {
 		switch {
 		case qe.ticket == f.ticket && f.leaving:
 		case qe.ticket == f.ticket:
 			qe.beat++
 			mine = true
 			live = append(live, qe)
-		case l.abandoned(qe, now, wait):
+		case l.abandoned(i, now, wait):
 		default:
 			live = append(live, qe)
 		}
@@ -220,20 +234,17 @@ func (l *Lock) abandonAfter() time.Duration {
 	return election.WaitBeforeTakeover(cfg.LeaseDuration, cfg.MaxDrift)
 }
 
-// abandoned reports whether this waiter saw qe's heartbeat unchanged for
-// wait (abandonAfter) on its own clock; it notes every new beat.
-func (l *Lock) abandoned(qe qentry, now time.Time, wait time.Duration) bool {
+// abandoned reports whether this waiter saw the heartbeat of q's entry i
+// unchanged for wait (abandonAfter) on its own clock; it notes every new
+// beat.
+func (l *Lock) abandoned(i int, now time.Time, wait time.Duration) bool {
 	f := l.fair
-	i := slices.IndexFunc(f.seen, func(s seenBeat) bool { return s.ticket == qe.ticket })
-	switch {
-	case i < 0:
-		f.seen = append(f.seen, seenBeat{qe.ticket, qe.beat, now})
-		return false
-	case f.seen[i].beat != qe.beat:
-		f.seen[i] = seenBeat{qe.ticket, qe.beat, now}
+	s, qe := &f.seen[i], f.q[i]
+	if s.since.IsZero() || s.beat != qe.beat {
+		*s = seenBeat{qe.ticket, qe.beat, now}
 		return false
 	}
-	return now.Sub(f.seen[i].since) >= wait
+	return now.Sub(s.since) >= wait
 }
 
 // queueCall sends a call on the queue record.
@@ -321,12 +332,12 @@ func (l *Lock) gate(now time.Time) {
 	case f.known:
 		f.ahead = -1
 		n, wait := 0, l.abandonAfter()
-		for _, qe := range f.q {
+		for i, qe := range f.q {
 			if qe.ticket == f.ticket {
 				f.ahead = n
 				break
 			}
-			if !l.abandoned(qe, now, wait) {
+			if !l.abandoned(i, now, wait) {
 				n++
 			}
 		}
