@@ -293,7 +293,8 @@ func (d *Driver) step(out election.Output) {
 		d.fx.Publish(s)
 	}
 	var leader *election.Leader
-	for _, e := range out.Events {
+	for i := range out.Events {
+		e := &out.Events[i] // not a copy: a copy whose field is kept escapes, one allocation per event
 		switch e.Kind {
 		case election.EventElected:
 			d.fx.Elected(e.Term)

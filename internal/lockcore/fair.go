@@ -273,6 +273,9 @@ func (l *Lock) queueResult(r election.Result, put bool) {
 	f.joining = false
 	now := l.h.Now()
 	var ce *lease.ConflictError
+	if r.Err != nil {
+		ce = conflict(r.Err)
+	}
 	switch {
 	case r.Err == nil && put:
 		f.set(r.Record, r.Version, true)
@@ -296,7 +299,7 @@ func (l *Lock) queueResult(r election.Result, put bool) {
 	case errors.Is(r.Err, lease.ErrNotFound):
 		f.set(lease.Record{}, lease.NoVersion, false)
 		f.next = now
-	case errors.As(r.Err, &ce):
+	case ce != nil:
 		f.set(ce.Current, ce.Version, ce.Found)
 		f.next = now // try our change again on what is there
 	case errors.Is(r.Err, lease.ErrConflict):
@@ -312,6 +315,16 @@ func (l *Lock) queueResult(r election.Result, put bool) {
 		return
 	}
 	l.gate(now)
+}
+
+// conflict returns the *lease.ConflictError in err, or nil. Apart, so that
+// the variable errors.As needs escapes only where a call has failed.
+func conflict(err error) *lease.ConflictError {
+	var ce *lease.ConflictError
+	if errors.As(err, &ce) {
+		return ce
+	}
+	return nil
 }
 
 // gate opens the lock's gate while our ticket is the oldest live one, and
