@@ -33,20 +33,25 @@ type clock struct {
 	// The last local reading: an event reads its node's clock many times at
 	// one true time, and a reading costs a 128-bit division and a
 	// time.Time.Add.
-	atT   time.Duration // true time of the reading
-	local time.Time     // zero: none
+	atT    time.Duration // true time of the reading
+	atMono time.Duration // the monotonic reading then
+	local  time.Time     // zero: none
 }
 
 // localAt returns the monotonic reading at true time t as a time.Time.
 func (c *clock) localAt(t time.Duration) time.Time {
 	if t != c.atT || c.local.IsZero() {
-		c.atT, c.local = t, localEpoch.Add(c.mono(t))
+		m := c.mono(t)
+		c.atT, c.atMono, c.local = t, m, localEpoch.Add(m)
 	}
 	return c.local
 }
 
 // mono returns the monotonic reading at true time t >= c.t0.
 func (c *clock) mono(t time.Duration) time.Duration {
+	if t == c.atT && !c.local.IsZero() {
+		return c.atMono
+	}
 	dt := t - c.t0
 	if c.ppb == 0 {
 		return c.l0 + dt

@@ -93,7 +93,7 @@ type lockWorld struct {
 	ending                bool
 
 	nodes []*lnode
-	regs  map[string]*register
+	regs  []*register // each lock's, then its queue's: 2i and 2i+1; nil until written
 	verN  int
 
 	// The checker's state.
@@ -136,6 +136,7 @@ type lproc struct {
 	lk        *lockcore.Lock // the current call's lock; nil between calls
 	name      string
 	qname     string // its fair queue's record
+	li        int    // the lock's index: lock/li
 	try       bool
 	fair      bool
 	asked     time.Time // local time of the call
@@ -158,6 +159,7 @@ type lreq struct {
 	p         *lproc
 	lk        *lockcore.Lock
 	name      string
+	reg       int // its record: w.regs[reg]
 	op        election.Op
 	res       election.Result // the store's answer, on its way back
 	queue     bool
@@ -213,7 +215,7 @@ func runLocks(sc *Scenario, seed uint64, opt Options) *Result {
 	p := sc.plan(seed)
 	w := &lockWorld{sc: sc, plan: p, lp: p.Locks, opt: opt, seed: seed,
 		rng:  rand.New(rand.NewPCG(seed, 0x6c6f636b)),
-		regs: map[string]*register{}, holders: map[string][]*lproc{}, maxTok: map[string]uint64{}}
+		regs: make([]*register, 2*p.Locks.Names), holders: map[string][]*lproc{}, maxTok: map[string]uint64{}}
 	for i := range p.Locks.Names {
 		w.lockNames = append(w.lockNames, "lock/"+strconv.Itoa(i))
 		w.queueNames = append(w.queueNames, "lock/"+strconv.Itoa(i)+lockcore.QueueSuffix)
@@ -285,6 +287,7 @@ func (w *lockWorld) fire(e *lockEvent) (held bool) {
 		if !r.done && p.lk == r.lk {
 			r.done, p.upset = true, true
 			r.lk.QueueResult(election.Result{Err: election.ErrTimeout}, r.op.Kind == election.OpPut)
+			p.noteTicket()
 		}
 	case lkWake:
 		if p := e.p; p.wake == e {
@@ -439,7 +442,7 @@ func (p *lproc) call() {
 		return
 	}
 	i := n.rng.IntN(lp.Names)
-	p.name, p.qname = w.lockNames[i], w.queueNames[i]
+	p.name, p.qname, p.li = w.lockNames[i], w.queueNames[i], i
 	p.try = lp.TryOneIn > 0 && n.rng.IntN(lp.TryOneIn) == 0
 	p.fair = lp.Fair && !p.try
 	p.asked = n.local()
@@ -525,7 +528,10 @@ func (p *lproc) Call(op election.Op, queue bool) {
 	} else {
 		r = new(lreq)
 	}
-	*r = lreq{p: p, lk: p.lk, name: name, op: op, queue: queue, timeoutAt: never}
+	*r = lreq{p: p, lk: p.lk, name: name, reg: 2 * p.li, op: op, queue: queue, timeoutAt: never}
+	if queue {
+		r.reg++
+	}
 	if queue { // the call's context times out
 		r.timeoutEv = lockEvent{n: p.n, p: p, r: r, kind: lkTimeout}
 		r.timeoutAt = p.n.clk.trueAt(w.now, p.n.local().Add(p.n.timing.OpTimeout).Sub(localEpoch))
@@ -626,9 +632,6 @@ func (p *lproc) Ended(t election.Term, r election.Reason) {
 // its timeout, replaced once it is answered, a millisecond later. That
 // event reschedules again once it has run.
 func (p *lproc) Reschedule() {
-	if t := p.lk.Ticket(); t != 0 {
-		p.ticket = t
-	}
 	due := p.lk.Due()
 	p.owed = false
 	if p.wake != nil && p.wake.due.Equal(due) {
@@ -694,7 +697,7 @@ func (w *lockWorld) arrive(r *lreq) {
 		w.stats.Errors++
 		res.Err = fmt.Errorf("%s: %w", r.name, ErrUnavailable)
 	case r.op.Kind == election.OpGet:
-		if g := w.regs[r.name]; g != nil {
+		if g := w.regs[r.reg]; g != nil {
 			res.Record, res.Version = g.rec, g.ver
 		} else {
 			res.Err = fmt.Errorf("%s: %w", r.name, lease.ErrNotFound)
@@ -718,7 +721,7 @@ func (w *lockWorld) put(r *lreq) election.Result {
 		res.Err = err
 		return res
 	}
-	g := w.regs[r.name]
+	g := w.regs[r.reg]
 	if g == nil && r.op.Expect != lease.NoVersion || g != nil && g.ver != r.op.Expect {
 		w.stats.Conflicts++
 		ce := &lease.ConflictError{Name: r.name}
@@ -730,7 +733,7 @@ func (w *lockWorld) put(r *lreq) election.Result {
 	}
 	if g == nil {
 		g = &register{}
-		w.regs[r.name] = g
+		w.regs[r.reg] = g
 	}
 	w.verN++
 	g.rec, g.ver = rec, lease.Version(strconv.Itoa(w.verN))
@@ -767,6 +770,16 @@ func (w *lockWorld) deliver(r *lreq, res election.Result) {
 		p.upset = true
 	}
 	p.lk.QueueResult(res, r.op.Kind == election.OpPut)
+	p.noteTicket()
+}
+
+// noteTicket keeps the ticket of p's lock once the queue's answer shows it.
+func (p *lproc) noteTicket() {
+	if p.lk != nil {
+		if t := p.lk.Ticket(); t != 0 {
+			p.ticket = t
+		}
+	}
 }
 
 // shutdown stops every call at the planned end; finish checks that every
