@@ -166,6 +166,7 @@ type Machine struct {
 	rewake    bool // a wake-up came while a read was in flight: read again after it
 	fresh     bool // the next read must be strong, not stale (StaleReads)
 	changed   bool // what Leader, Term or Err report changed since the last Output
+	wallEpoch bool // the epoch has no monotonic reading: see at
 	phase     phase
 	state     state
 	nextDo    purpose // scheduled work, 0 if none
@@ -205,6 +206,15 @@ const never = instant(math.MinInt64)
 func (m *Machine) at(now time.Time) instant {
 	if m.epoch.IsZero() {
 		m.epoch = now
+		m.wallEpoch = now == now.Round(0) // Round(0) strips a monotonic reading
+	}
+	if m.wallEpoch {
+		// An epoch without a monotonic reading (a simulated or injected
+		// clock): time.Sub would take the wall difference too, checking
+		// for an overflow no instant of a run comes near.
+		if ds := now.Unix() - m.epoch.Unix(); ds > -1<<32 && ds < 1<<32 {
+			return instant(time.Duration(ds)*time.Second + time.Duration(now.Nanosecond()-m.epoch.Nanosecond()))
+		}
 	}
 	return instant(now.Sub(m.epoch))
 }

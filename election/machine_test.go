@@ -279,3 +279,31 @@ func TestConfigRoomToRetry(t *testing.T) {
 		t.Fatalf("one past the bound: %v", err)
 	}
 }
+
+// TestAtIsSub: a Machine's instants are time.Sub from its epoch, whether
+// the epoch has a monotonic reading (time.Now) or not (an injected clock,
+// where at takes a shorter path), across second boundaries, before the
+// epoch, and for times whose wall clock was set apart from the monotonic
+// one.
+func TestAtIsSub(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 4))
+	cfg := testConfig("a")
+	for _, epoch := range []time.Time{time.Now(), time.Now().Round(0), time.Date(2026, 1, 1, 0, 0, 0, 999_999_999, time.UTC)} {
+		m := newMachine(&cfg)
+		m.at(epoch)
+		for range 10_000 {
+			d := time.Duration(r.Int64N(int64(200*time.Hour))) - 100*time.Hour
+			now := epoch.Add(d)
+			if r.IntN(4) == 0 {
+				now = now.Round(0) // the wall reading only
+			}
+			if got, want := m.at(now), instant(now.Sub(epoch)); got != want {
+				t.Fatalf("epoch %v, now %v: at = %v, Sub = %v", epoch, now, time.Duration(got), time.Duration(want))
+			}
+		}
+		far := epoch.AddDate(300, 0, 0) // beyond the short path: Sub's saturation
+		if got, want := m.at(far), instant(far.Sub(epoch)); got != want {
+			t.Fatalf("300 years on: at = %v, Sub = %v", time.Duration(got), time.Duration(want))
+		}
+	}
+}
