@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"text/tabwriter"
 	"time"
 
@@ -147,7 +148,9 @@ func simCommand(args []string, stdout, stderr io.Writer) int {
 
 	// Run every (scenario, seed) on a pool of workers. Results are summed
 	// as they come, and only failures (and, for -trace or -svg, every run)
-	// are kept: a million seeds take no more memory than a hundred.
+	// are kept: a million seeds take no more memory than a hundred. Each
+	// worker takes the next run from a counter and keeps its own tally,
+	// merged once all are done: nothing passes between goroutines per run.
 	type job struct {
 		i     int
 		sc    *sim.Scenario
@@ -159,31 +162,6 @@ func simCommand(args []string, stdout, stderr io.Writer) int {
 	n := len(scs) * *seeds
 	nw := min(*workers, n)
 	start := time.Now()
-	next, done := make(chan *job, 4*nw), make(chan *job, 4*nw)
-	var wg sync.WaitGroup
-	for range nw {
-		wg.Go(func() {
-			for j := range next {
-				o := opt
-				if *trace {
-					o.Trace = &j.trace
-				}
-				j.res = sim.Run(j.sc, j.seed, o)
-				done <- j
-			}
-		})
-	}
-	go func() {
-		i := 0
-		for _, sc := range scs {
-			for k := range *seeds {
-				next <- &job{i: i, sc: sc, seed: *seed + uint64(k)}
-				i++
-			}
-		}
-		close(next)
-	}()
-	go func() { wg.Wait(); close(done) }()
 
 	// The summary: per scenario, runs that broke each invariant.
 	type row struct {
@@ -191,36 +169,70 @@ func simCommand(args []string, stdout, stderr io.Writer) int {
 		broke, unprom [8]int
 		simTime, wall time.Duration
 	}
-	rows := map[string]*row{}
+	type tally struct {
+		rows         []row // per scenario, as scs
+		failed, kept []*job
+	}
+	tallies := make([]tally, nw)
+	var taken atomic.Int64
+	var wg sync.WaitGroup
+	for w := range nw {
+		t := &tallies[w]
+		t.rows = make([]row, len(scs))
+		wg.Go(func() {
+			for {
+				i := int(taken.Add(1) - 1)
+				if i >= n {
+					return
+				}
+				k := i / *seeds
+				j := &job{i: i, sc: scs[k], seed: *seed + uint64(i%*seeds)}
+				o := opt
+				if *trace {
+					o.Trace = &j.trace
+				}
+				j.res = sim.Run(j.sc, j.seed, o)
+				r := &t.rows[k]
+				r.runs++
+				r.simTime += j.res.SimTime
+				r.wall += j.res.Wall
+				for i := sim.OneLeader; i <= sim.FairOrder; i++ {
+					if j.res.Counts[i] == 0 {
+						continue
+					}
+					if j.res.Requires.Has(i) {
+						r.broke[i]++
+					} else {
+						r.unprom[i]++
+					}
+				}
+				if j.res.Failed() {
+					t.failed = append(t.failed, j)
+				}
+				if keep {
+					t.kept = append(t.kept, j)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	rows := make([]row, len(scs))
 	var failed, kept []*job
 	var total row
-	for j := range done {
-		r := rows[j.sc.Name]
-		if r == nil {
-			r = &row{}
-			rows[j.sc.Name] = r
-		}
-		for _, x := range []*row{r, &total} {
-			x.runs++
-			x.simTime += j.res.SimTime
-			x.wall += j.res.Wall
-			for i := sim.OneLeader; i <= sim.FairOrder; i++ {
-				if j.res.Counts[i] == 0 {
-					continue
-				}
-				if j.res.Requires.Has(i) {
-					x.broke[i]++
-				} else {
-					x.unprom[i]++
+	for _, t := range tallies {
+		for k, r := range t.rows {
+			for _, x := range []*row{&rows[k], &total} {
+				x.runs += r.runs
+				x.simTime += r.simTime
+				x.wall += r.wall
+				for i := range x.broke {
+					x.broke[i] += r.broke[i]
+					x.unprom[i] += r.unprom[i]
 				}
 			}
 		}
-		if j.res.Failed() {
-			failed = append(failed, j)
-		}
-		if keep {
-			kept = append(kept, j)
-		}
+		failed = append(failed, t.failed...)
+		kept = append(kept, t.kept...)
 	}
 	elapsed := time.Since(start)
 	slices.SortFunc(failed, func(a, b *job) int { return a.i - b.i })
@@ -252,8 +264,8 @@ func simCommand(args []string, stdout, stderr io.Writer) int {
 		}
 		fmt.Fprintf(tw, "%s\t%s\t\n", fmtSim(r.simTime), r.wall.Round(time.Millisecond))
 	}
-	for _, sc := range scs {
-		line(sc.Name, rows[sc.Name])
+	for k, sc := range scs {
+		line(sc.Name, &rows[k])
 	}
 	if len(scs) > 1 {
 		line("total", &total)
