@@ -153,10 +153,11 @@ func (f *fairState) set(rec lease.Record, ver lease.Version, found bool) {
 	f.seen, f.seen2 = next, f.seen
 }
 
-// seenBeat is a heartbeat as this waiter first saw it, on its own clock.
+// seenBeat is a heartbeat as this waiter first saw it: on its own clock,
+// the entry is abandoned at dropAt unless the beat changes first.
 type seenBeat struct {
 	ticket, beat uint64
-	since        time.Time
+	dropAt       time.Time
 }
 
 // queueStep runs the queue action that is due: read, or write our change.
@@ -240,11 +241,11 @@ func (l *Lock) abandonAfter() time.Duration {
 func (l *Lock) abandoned(i int, now time.Time, wait time.Duration) bool {
 	f := l.fair
 	s, qe := &f.seen[i], f.q[i]
-	if s.since.IsZero() || s.beat != qe.beat {
-		*s = seenBeat{qe.ticket, qe.beat, now}
+	if s.dropAt.IsZero() || s.beat != qe.beat {
+		*s = seenBeat{qe.ticket, qe.beat, now.Add(wait)}
 		return false
 	}
-	return now.Sub(s.since) >= wait
+	return !now.Before(s.dropAt)
 }
 
 // queueCall sends a call on the queue record.
