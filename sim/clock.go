@@ -38,6 +38,13 @@ type clock struct {
 	local  time.Time     // zero: none
 }
 
+// sinceEpoch returns local time l as a monotonic reading: l.Sub(localEpoch)
+// for the readings a clock gives, which have no monotonic part of their own,
+// without time.Sub's check for overflow (a run lasts hours, not centuries).
+func sinceEpoch(l time.Time) time.Duration {
+	return time.Duration(l.Unix()-localEpoch.Unix())*time.Second + time.Duration(l.Nanosecond()-localEpoch.Nanosecond())
+}
+
 // localAt returns the monotonic reading at true time t as a time.Time.
 func (c *clock) localAt(t time.Duration) time.Time {
 	if t != c.atT || c.local.IsZero() {

@@ -81,3 +81,13 @@ func TestLatency(t *testing.T) {
 		t.Fatal("a fixed latency varies")
 	}
 }
+
+func TestSinceEpochIsSub(t *testing.T) {
+	r := rand.New(rand.NewPCG(5, 6))
+	for range 10_000 {
+		l := localEpoch.Add(time.Duration(r.Int64N(int64(2000*time.Hour))) - 1000*time.Hour)
+		if got, want := sinceEpoch(l), l.Sub(localEpoch); got != want {
+			t.Fatalf("sinceEpoch(%v) = %v, want %v", l, got, want)
+		}
+	}
+}

@@ -331,11 +331,11 @@ func (f *fastRun) Wake(at time.Time) {
 		return
 	}
 	if f.req != nil { // see checkOwed
-		f.owed, f.owedAt = true, f.in.node.clk.mono(f.w.now)+max(at.Sub(f.now()), 0)
+		f.owed, f.owedAt = true, max(sinceEpoch(at), f.in.node.clk.mono(f.w.now))
 		f.checkOwed()
 		return
 	}
-	f.wtm = f.w.newTimer(f.in, srcRunner, at.Sub(f.now()))
+	f.wtm = f.w.newTimer(f.in, srcRunner, sinceEpoch(at)-f.in.node.clk.mono(f.w.now))
 }
 
 func (f *fastRun) ReleaseTimer(d time.Duration) {

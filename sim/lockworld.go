@@ -359,7 +359,7 @@ func (p *lproc) at(t time.Time, f func()) *lockEvent {
 // atEv schedules e, of p, at local time t of its node's clock.
 func (p *lproc) atEv(t time.Time, e *lockEvent) *lockEvent {
 	n := p.n
-	at := n.clk.trueAt(n.w.now, t.Sub(localEpoch))
+	at := n.clk.trueAt(n.w.now, sinceEpoch(t))
 	if at == never {
 		return nil
 	}
@@ -534,7 +534,7 @@ func (p *lproc) Call(op election.Op, queue bool) {
 	}
 	if queue { // the call's context times out
 		r.timeoutEv = lockEvent{n: p.n, p: p, r: r, kind: lkTimeout}
-		r.timeoutAt = p.n.clk.trueAt(w.now, p.n.local().Add(p.n.timing.OpTimeout).Sub(localEpoch))
+		r.timeoutAt = p.n.clk.trueAt(w.now, sinceEpoch(p.n.local().Add(p.n.timing.OpTimeout)))
 		p.queueReq = r
 	} else {
 		p.lockReq = r
@@ -645,7 +645,7 @@ func (p *lproc) Reschedule() {
 		return
 	}
 	n := p.n
-	at := n.clk.trueAt(n.w.now, due.Sub(localEpoch))
+	at := n.clk.trueAt(n.w.now, sinceEpoch(due))
 	if at == never {
 		return
 	}

@@ -120,14 +120,15 @@ type fairState struct {
 	live     []qentry   // scratch for the entries a write keeps
 	qErr     error      // or why they cannot be
 	inFlight bool
-	callAt   time.Time // when the call in flight was sent
-	beatAt   time.Time // when the write that last confirmed our entry was sent
-	next     time.Time // next queue action; zero: none
-	leaving  bool      // drop our entry (we got the lock, or gave up)
-	removing bool      // the write in flight drops our entry
-	gone     bool      // our entry is out of the queue for good
-	open     bool      // the gate is open: our turn
-	ahead    int       // live entries before ours at the last look; -1: ours is not in
+	callAt   time.Time     // when the call in flight was sent
+	shut     time.Time     // a lead window after the write that last confirmed our entry was sent; see shutAt
+	wait     time.Duration // abandonAfter, once computed
+	next     time.Time     // next queue action; zero: none
+	leaving  bool          // drop our entry (we got the lock, or gave up)
+	removing bool          // the write in flight drops our entry
+	gone     bool          // our entry is out of the queue for good
+	open     bool          // the gate is open: our turn
+	ahead    int           // live entries before ours at the last look; -1: ours is not in
 }
 
 // set records what the store holds, and parses its entries once.
@@ -231,8 +232,11 @@ const queueHolder = "tenure-queue"
 // abandonAfter is how long a heartbeat must stay unchanged for its entry to
 // count as abandoned: the lock's lease × (1+ρ).
 func (l *Lock) abandonAfter() time.Duration {
-	cfg := l.Config()
-	return election.WaitBeforeTakeover(cfg.LeaseDuration, cfg.MaxDrift)
+	if f := l.fair; f.wait == 0 {
+		cfg := l.Config()
+		f.wait = election.WaitBeforeTakeover(cfg.LeaseDuration, cfg.MaxDrift)
+	}
+	return l.fair.wait
 }
 
 // abandoned reports whether this waiter saw the heartbeat of q's entry i
@@ -281,7 +285,8 @@ func (l *Lock) queueResult(r election.Result, put bool) {
 	case r.Err == nil && put:
 		f.set(r.Record, r.Version, true)
 		if f.ticket != 0 && slices.ContainsFunc(f.q, func(e qentry) bool { return e.ticket == f.ticket }) {
-			f.beatAt = f.callAt
+			cfg := l.Config()
+			f.shut = f.callAt.Add(election.LeadWindow(cfg.LeaseDuration, cfg.MaxDrift, cfg.Margin))
 		}
 		switch {
 		case f.removing:
@@ -357,7 +362,7 @@ func (l *Lock) gate(now time.Time) {
 		}
 		open = f.ahead == 0
 	}
-	if open && (f.beatAt.IsZero() || !now.Before(l.shutAt())) {
+	if open && (f.shut.IsZero() || !now.Before(f.shut)) {
 		open = false
 	}
 	if open != f.open {
@@ -386,10 +391,7 @@ func (l *Lock) beatEvery() time.Duration {
 
 // shutAt is when an open gate closes unless a heartbeat is confirmed
 // meanwhile: the lease's lead window after the last confirmed one was sent.
-func (l *Lock) shutAt() time.Time {
-	cfg := l.Config()
-	return l.fair.beatAt.Add(election.LeadWindow(cfg.LeaseDuration, cfg.MaxDrift, cfg.Margin))
-}
+func (l *Lock) shutAt() time.Time { return l.fair.shut }
 
 // gateDue returns when the open gate must be looked at again; zero if it
 // is not open.
