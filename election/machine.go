@@ -101,7 +101,8 @@ type flight struct {
 	do   purpose
 	sent time.Time
 	// op is what the store is asked: its ID, and for a write the record and
-	// the expected version. Output.Op points here: one allocation a call.
+	// the expected version. Output.Op points here; a flight handled is
+	// reused for a later call (recycle).
 	op Op
 }
 
@@ -144,35 +145,35 @@ type Machine struct {
 
 	op         *flight // in flight
 	unresolved *flight // write awaiting its read-back
+	spare      *flight // one done with, for the next call (recycle)
 	next       instant
-	lastID     uint64
 	lastErr    error
 	dupErr     *DuplicateIDError // sticky: another process writes with our ID
 
 	// What the current input has produced so far (flush returns it).
-	outOp      *Op
-	outAbandon uint64
-	outEvents  []Event
+	outOp     *Op
+	outEvents []Event
 
-	// The small fields, together: a Machine per held lock adds up.
-	seen      bool
-	exists    bool
-	announced bool // EventElected emitted and no EventDemoted yet
-	failed    bool // a renewal failed with an error since the last confirmed write
-	held      bool // a term ended and its callbacks have not returned: no campaign
-	resigning bool // Resign: our record is to be released once the callbacks returned
-	gated     bool // the driver holds campaigning back (a fair lock's turn has not come)
-	cold      bool // a follower other than the standby: polls every ColdPollInterval
-	rewake    bool // a wake-up came while a read was in flight: read again after it
-	fresh     bool // the next read must be strong, not stale (StaleReads)
-	changed   bool // what Leader, Term or Err report changed since the last Output
-	wallEpoch bool // the epoch has no monotonic reading: see at
-	phase     phase
-	state     state
-	nextDo    purpose // scheduled work, 0 if none
-	attempt   uint8   // failures since the last success, for backoff (at most 62)
-	nonceAt   uint8   // the slot of nonces the next write takes
-	nonceN    uint8   // slots of nonces filled, at most recentNonces
+	// The small fields, together: a Machine per held lock adds up (416
+	// bytes, a size class of the allocator; a field more costs 32).
+	lastID     uint32 // the last op's ID: ops are numbered from 1, skipping 0 when it wraps
+	outAbandon uint32 // what the current input abandoned (an op's ID), or 0
+	seen       bool
+	exists     bool
+	announced  bool // EventElected emitted and no EventDemoted yet
+	failed     bool // a renewal failed with an error since the last confirmed write
+	held       bool // a term ended and its callbacks have not returned: no campaign
+	resigning  bool // Resign: our record is to be released once the callbacks returned
+	gated      bool // the driver holds campaigning back (a fair lock's turn has not come)
+	cold       bool // a follower other than the standby: polls every ColdPollInterval
+	rewake     bool // a wake-up came while a read was in flight: read again after it
+	fresh      bool // the next read must be strong, not stale (StaleReads)
+	changed    bool // what Leader, Term or Err report changed since the last Output
+	phase      phase
+	state      state
+	nextDo     purpose // scheduled work, 0 if none
+	attempt    uint8   // failures since the last success, for backoff (at most 62)
+	nonceC     uint8   // writes counted in [0, 2×recentNonces): the next slot is nonceC%recentNonces
 }
 
 // New returns a Machine for cfg, or the first problem Config.Validate finds.
@@ -206,9 +207,8 @@ const never = instant(math.MinInt64)
 func (m *Machine) at(now time.Time) instant {
 	if m.epoch.IsZero() {
 		m.epoch = now
-		m.wallEpoch = now == now.Round(0) // Round(0) strips a monotonic reading
 	}
-	if m.wallEpoch {
+	if m.epoch == m.epoch.Round(0) { // Round(0) strips a monotonic reading
 		// An epoch without a monotonic reading (a simulated or injected
 		// clock): time.Sub would take the wall difference too, checking
 		// for an overflow no instant of a run comes near.
@@ -254,6 +254,7 @@ func (m *Machine) Done(now time.Time, res Result) Output {
 		op := m.op
 		m.op = nil
 		m.handle(now, op, res)
+		m.recycle(op)
 	}
 	return m.flush(now)
 }
@@ -282,7 +283,7 @@ func (m *Machine) Release(now time.Time) Output {
 	if m.op != nil && m.op.do == doPoll {
 		// A follower's read changes nothing in the store: decide from what
 		// is known rather than wait for it (up to OpTimeout).
-		m.outAbandon = m.op.op.ID
+		m.outAbandon = uint32(m.op.op.ID)
 		m.op = nil
 	}
 	return m.flush(now)
@@ -423,13 +424,14 @@ func (m *Machine) flush(now time.Time) Output {
 		if m.op != nil && !now.Before(m.op.sent.Add(m.cfg.OpTimeout)) {
 			op := m.op
 			m.op = nil
-			m.outAbandon = op.op.ID
+			m.outAbandon = uint32(op.op.ID)
 			last := m.lastErr
 			var te *TimeoutError
 			if errors.As(last, &te) {
 				last = te.Last
 			}
 			m.handle(now, op, Result{ID: op.op.ID, Err: &TimeoutError{Op: op.do.String(), After: m.cfg.OpTimeout, Last: last}})
+			m.recycle(op)
 			continue
 		}
 		if m.phase == releasing && m.op == nil && m.nextDo == 0 {
@@ -441,7 +443,7 @@ func (m *Machine) flush(now time.Time) Output {
 		}
 		break
 	}
-	out := Output{Op: m.outOp, Abandon: m.outAbandon, Events: m.outEvents, Unchanged: !m.changed}
+	out := Output{Op: m.outOp, Abandon: uint64(m.outAbandon), Events: m.outEvents, Unchanged: !m.changed}
 	m.outOp, m.outAbandon, m.outEvents, m.changed = nil, 0, nil, false
 	switch {
 	case m.phase == done:
@@ -542,9 +544,10 @@ func MaxPoll(poll time.Duration) time.Duration { return poll + poll/10 }
 // at most, and that only hides a duplicate ID for one write.
 func (m *Machine) nonce() string {
 	v := m.cfg.Rand.Uint64()
-	m.nonces[m.nonceAt] = uint32(v)
-	m.nonceAt = (m.nonceAt + 1) % recentNonces
-	m.nonceN = min(m.nonceN+1, recentNonces)
+	m.nonces[m.nonceC%recentNonces] = uint32(v)
+	if m.nonceC++; m.nonceC == 2*recentNonces {
+		m.nonceC = recentNonces // a full ring stays full
+	}
 	var b [16]byte
 	return string(strconv.AppendUint(b[:0], v, 16)) // unpadded: parse as written
 }
@@ -556,7 +559,7 @@ func (m *Machine) ours(nonce string) bool {
 		return false
 	}
 	for i, n := range m.nonces {
-		if i < int(m.nonceN) && n == uint32(v) {
+		if i < int(m.nonceC) && n == uint32(v) {
 			return true
 		}
 	}
@@ -594,9 +597,9 @@ func (m *Machine) start(now time.Time) {
 		// may not.
 		stale := m.cfg.StaleReads && m.seen && m.state == following && !m.fresh
 		m.fresh = false
-		m.send(now, &flight{do: do, op: Op{Kind: OpGet, Stale: stale}})
+		m.send(now, flight{do: do, op: Op{Kind: OpGet, Stale: stale}})
 	case doReadBack:
-		m.send(now, &flight{do: do, op: Op{Kind: OpGet}})
+		m.send(now, flight{do: do, op: Op{Kind: OpGet}})
 	case doAcquire:
 		if m.phase != running {
 			return
@@ -612,7 +615,7 @@ func (m *Machine) start(now time.Time) {
 		if now.Sub(m.time(m.read)) > m.cfg.PollInterval {
 			// What we know is old (a pause, a slow callback): read before
 			// writing rather than send a write bound to conflict.
-			m.send(now, &flight{do: doPoll, op: Op{Kind: OpGet}})
+			m.send(now, flight{do: doPoll, op: Op{Kind: OpGet}})
 			return
 		}
 		expect := lease.NoVersion
@@ -669,12 +672,19 @@ func (m *Machine) start(now time.Time) {
 func (m *Machine) write(now time.Time, do purpose, rec lease.Record, expect lease.Version) {
 	rec.Nonce = m.nonce()
 	rec.WrittenAt = time.Time{} // the driver's to fill in with wall time
-	m.send(now, &flight{do: do, op: Op{Kind: OpPut, Record: rec, Expect: expect}})
+	m.send(now, flight{do: do, op: Op{Kind: OpPut, Record: rec, Expect: expect}})
 }
 
-func (m *Machine) send(now time.Time, f *flight) {
-	m.lastID++
-	f.op.ID, f.sent = m.lastID, now
+func (m *Machine) send(now time.Time, fl flight) {
+	f := m.spare // reused: one allocation fewer per call
+	if f == nil {
+		f = new(flight)
+	}
+	m.spare, *f = nil, fl
+	if m.lastID++; m.lastID == 0 {
+		m.lastID = 1 // 0 means no op
+	}
+	f.op.ID, f.sent = uint64(m.lastID), now
 	m.op = f
 	m.outOp = &f.op
 }
@@ -694,6 +704,17 @@ func (m *Machine) mint(now time.Time) uint64 {
 		t = max(t, uint64(max(wall.UnixMilli(), 1)))
 	}
 	return t
+}
+
+// recycle keeps op, handled, for a follower's next call, unless it awaits
+// its read-back. Nothing else points to it: the Output that carried it was
+// consumed before the call could be answered. A leader keeps none: a held
+// lock's Machine stays as small as it can (a renewal every RenewInterval
+// gains little from it).
+func (m *Machine) recycle(op *flight) {
+	if op != m.unresolved && op != m.op && m.state != leading {
+		m.spare = op
+	}
 }
 
 func (m *Machine) handle(now time.Time, op *flight, res Result) {

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/tenure-go/tenure/lease"
 )
@@ -305,5 +306,13 @@ func TestAtIsSub(t *testing.T) {
 		if got, want := m.at(far), instant(far.Sub(epoch)); got != want {
 			t.Fatalf("300 years on: at = %v, Sub = %v", time.Duration(got), time.Duration(want))
 		}
+	}
+}
+
+// TestMachineSize: a Locker keeps a Machine per held lock, and the
+// allocator rounds 417 bytes up to 448: a new field must make room.
+func TestMachineSize(t *testing.T) {
+	if got := unsafe.Sizeof(Machine{}); got > 416 {
+		t.Errorf("Machine is %d bytes, over the 416-byte size class", got)
 	}
 }
