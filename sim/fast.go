@@ -499,6 +499,9 @@ type job struct {
 	waiting bool           // jElected: waiting for the next round of work
 	tm      *timer         // what it waits for
 	barrier driver.Barrier // jBarrier
+	// jElected: the rounds of the leader's work, made once a term rather
+	// than a closure each round.
+	check, act func()
 }
 
 func (d *dispatcher) push(j *job) {
@@ -577,7 +580,14 @@ func (d *dispatcher) begin(j *job) {
 // context and a timer for the next round, the timer created either way.
 func (d *dispatcher) workLoop(j *job) {
 	f := d.f
-	tm := f.after(srcCallbacks, f.w.plan.Work, func() { d.check(j) })
+	if j.check == nil {
+		j.check = func() { d.check(j) }
+		j.act = func() {
+			f.w.stage(item{in: f.in, src: srcCallbacks, kind: itWrite, tok: j.term.tok})
+			d.workLoop(j)
+		}
+	}
+	tm := f.after(srcCallbacks, f.w.plan.Work, j.check)
 	if f.over(j.term) {
 		tm.dead = true
 		d.cleanup(j)
@@ -602,10 +612,7 @@ func (d *dispatcher) check(j *job) {
 		return
 	}
 	f.w.stage(item{in: f.in, src: srcCallbacks, kind: itCheck, tok: j.term.tok})
-	j.tm = f.after(srcCallbacks, f.w.plan.Act, func() {
-		f.w.stage(item{in: f.in, src: srcCallbacks, kind: itWrite, tok: j.term.tok})
-		d.workLoop(j)
-	})
+	j.tm = f.after(srcCallbacks, f.w.plan.Act, j.act)
 }
 
 func (d *dispatcher) cleanup(j *job) {

@@ -320,9 +320,13 @@ func (s *store) respond(e *event) {
 	if !in.live() {
 		return // the process is gone
 	}
-	w.mu.Lock()
+	if w.shared {
+		w.mu.Lock()
+	}
 	abandoned := r.abandoned
-	w.mu.Unlock()
+	if w.shared {
+		w.mu.Unlock()
+	}
 	switch {
 	case abandoned:
 		w.trace(in, line{what: mLost, req: r.id, text: "the caller gave up"})
