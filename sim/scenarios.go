@@ -100,12 +100,7 @@ var leaderScenarios = []*Scenario{
 		build: func(p *Plan, r *rand.Rand) {
 			t := uniform(r, 20*second, 60*second)
 			d := uniform(r, minute, 4*minute)
-			p.at(t, func(w *world) {
-				l := w.leader()
-				if l == nil {
-					w.fault("", "no leader to suspend")
-					return
-				}
+			p.atLeader(t, "suspend", func(w *world, l *instance) {
 				w.arm(l, hookCheck, func() {
 					w.pause(l, d, true)
 					w.expectLeader(w.failoverBound(l), "suspend of "+l.label)
@@ -124,12 +119,7 @@ var leaderScenarios = []*Scenario{
 			t := uniform(r, 30*second, 60*second)
 			for range 2 {
 				d := uniform(r, 20*second, 90*second)
-				p.at(t, func(w *world) {
-					l := w.leader()
-					if l == nil {
-						w.fault("", "no leader to cut off")
-						return
-					}
+				p.atLeader(t, "cut off", func(w *world, l *instance) {
 					w.cutOff(l.node, true)
 					w.expectLeader(w.failoverBound(l), "cut-off of "+l.label)
 					n := l.node
@@ -261,12 +251,7 @@ var leaderScenarios = []*Scenario{
 			t := uniform(r, 30*second, 60*second)
 			crashLeader(p, t, uniform(r, 100*time.Millisecond, 5*second), false)
 			t += uniform(r, 60*second, 90*second)
-			p.at(t, func(w *world) {
-				l := w.leader()
-				if l == nil {
-					w.fault("", "no leader to crash")
-					return
-				}
+			p.atLeader(t, "crash", func(w *world, l *instance) {
 				w.arm(l, hookRenewalSent, func() {
 					w.crash(l)
 					w.expectLeader(w.failoverBound(l), "crash of "+l.label)
@@ -328,12 +313,7 @@ var leaderScenarios = []*Scenario{
 			p.Faults = Faults{LostRenewPPM: 500_000, LostAsErrorPPM: 300_000}
 			t := uniform(r, 20*second, 40*second)
 			for range 3 {
-				p.at(t, func(w *world) {
-					l := w.leader()
-					if l == nil {
-						w.fault("", "no leader to stop")
-						return
-					}
+				p.atLeader(t, "stop", func(w *world, l *instance) {
 					w.arm(l, hookRenewalSent, func() {
 						w.stop(l)
 						// An answer lost in silence costs an OpTimeout and a
@@ -415,12 +395,7 @@ var leaderScenarios = []*Scenario{
 // crashLeader crashes whoever leads at t and, unless restart is negative,
 // starts a new process on its node that much later.
 func crashLeader(p *Plan, t, restart time.Duration, newID bool) {
-	p.at(t, func(w *world) {
-		l := w.leader()
-		if l == nil {
-			w.fault("", "no leader to crash")
-			return
-		}
+	p.atLeader(t, "crash", func(w *world, l *instance) {
 		w.crash(l)
 		if w.plan.Failover {
 			w.expectLeader(w.failoverBound(l), "crash of "+l.label)
@@ -440,15 +415,22 @@ func crashLeaders(p *Plan, r *rand.Rand, t time.Duration) {
 	p.Duration = t
 }
 
+// atLeader runs f on the leader at true time t; with none, the trace says
+// there was no leader to act on.
+func (p *Plan) atLeader(t time.Duration, act string, f func(w *world, l *instance)) {
+	p.at(t, func(w *world) {
+		if l := w.leader(); l != nil {
+			f(w, l)
+			return
+		}
+		w.fault("", "no leader to %s", act)
+	})
+}
+
 // stopLeader shuts the leader down at t and restarts it back later; a new
 // leader is expected within the handoff bound.
 func stopLeader(p *Plan, t, back time.Duration) {
-	p.at(t, func(w *world) {
-		l := w.leader()
-		if l == nil {
-			w.fault("", "no leader to stop")
-			return
-		}
+	p.atLeader(t, "stop", func(w *world, l *instance) {
 		bound := w.handoffBound(l)
 		w.stop(l)
 		w.expectLeader(bound, "release by "+l.label)
@@ -479,12 +461,7 @@ func healAt(p *Plan, t time.Duration) {
 }
 
 func pauseAtCheck(p *Plan, t, d time.Duration) {
-	p.at(t, func(w *world) {
-		l := w.leader()
-		if l == nil {
-			w.fault("", "no leader to pause")
-			return
-		}
+	p.atLeader(t, "pause", func(w *world, l *instance) {
 		w.arm(l, hookCheck, func() {
 			w.pause(l, d, false)
 			if d > l.timing.LeaseDuration {
