@@ -2,54 +2,14 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/tenure-go/tenure/election"
 )
-
-// child is the command tenure runs while it holds a lease or a lock, in a
-// process group of its own so that a stop reaches everything it started.
-type child struct {
-	cmd  *exec.Cmd
-	done chan struct{} // closed once it exited
-	err  error         // Wait's, once done
-}
-
-// startChild starts argv with env added to tenure's environment. The child
-// shares tenure's stdin, stdout and stderr.
-func startChild(argv, env []string, stdout, stderr io.Writer) (*child, error) {
-	c := &child{done: make(chan struct{})}
-	started := make(chan error, 1)
-	// The goroutine that starts the child also waits for it, locked to its
-	// thread: on Linux the child's parent-death signal follows the thread
-	// that forked it.
-	go func() {
-		lockThread()
-		cmd := exec.Command(argv[0], argv[1:]...)
-		cmd.Env = append(os.Environ(), env...)
-		cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, direct(stdout), direct(stderr)
-		cmd.SysProcAttr = childAttr()
-		if err := cmd.Start(); err != nil {
-			started <- err
-			return
-		}
-		c.cmd = cmd
-		started <- nil
-		c.err = cmd.Wait()
-		close(c.done)
-	}()
-	if err := <-started; err != nil {
-		return nil, err
-	}
-	return c, nil
-}
 
 // direct returns the file under w, if it is one: the child then writes to
 // it itself (keeping its terminal, and no copy through tenure).
@@ -62,50 +22,31 @@ func direct(w io.Writer) io.Writer {
 	return w
 }
 
-// signal sends sig to the child's process group.
-func (c *child) signal(sig os.Signal) {
-	select {
-	case <-c.done:
-		return
-	default:
-	}
-	signalGroup(c.cmd.Process, sig)
-}
-
-// stop sends SIGTERM to the group, then SIGKILL after grace, and returns
-// once the child exited.
-func (c *child) stop(grace time.Duration) {
-	c.signal(syscall.SIGTERM)
-	c.awaitOrKill(grace)
-}
-
-// awaitOrKill waits for the child up to grace, then kills its group.
+// awaitOrKill waits for the child up to grace, then kills its tree.
 func (c *child) awaitOrKill(grace time.Duration) {
 	t := time.NewTimer(grace)
 	defer t.Stop()
 	select {
 	case <-c.done:
 	case <-t.C:
-		c.signal(syscall.SIGKILL)
+		c.kill()
 		<-c.done
 	}
 }
 
-// status is the child's exit status as a shell reports it: its code, or
-// 128 + the signal that killed it.
-func (c *child) status() int {
-	<-c.done
-	var ee *exec.ExitError
-	if errors.As(c.err, &ee) {
-		if sig, ok := exitSignal(ee); ok {
-			return 128 + sig
-		}
-		return ee.ExitCode()
+// stop stops the command's tree for a term that ended: SIGTERM, SIGKILL
+// after grace; at once if the term's deadline has passed already (tenure
+// was stopped or starved, and another holder may be running).
+func (c *child) stop(grace time.Duration, logf func(string, ...any)) {
+	if d := c.lastDeadline(); !d.IsZero() && time.Now().After(d) {
+		logf("the term's deadline passed %v ago: killing the command's processes at once", time.Since(d).Round(time.Millisecond))
+		c.kill()
+		<-c.done
+		return
 	}
-	if c.err != nil {
-		return 1
-	}
-	return 0
+	logf("stopping the command (SIGTERM, SIGKILL after %v)", grace)
+	c.stopTree()
+	c.awaitOrKill(grace + time.Second) // the supervisor kills at grace; this is if it cannot
 }
 
 // outcome is how a supervised run of the child ended.
@@ -137,7 +78,7 @@ func newSignals(idle func(os.Signal)) *signals {
 				case s.cur <- sig:
 				default:
 				}
-			} else {
+			} else if !suspend(nil, sig) {
 				s.idle(sig)
 			}
 			s.mu.Unlock()
@@ -164,12 +105,20 @@ func (s *signals) detach() {
 // ends, the term comes within early of its deadline (deadline(); zero when
 // the term is over) without a renewal, or a signal comes. In the last three
 // it stops the child (SIGTERM, or the signal as it came; SIGKILL after
-// grace) and returns once the child is gone.
+// grace) and returns once the child and all it started are gone. It tells
+// the supervisor each new deadline, so that the deadline holds even while
+// tenure cannot act.
 func supervise(term context.Context, deadline func() time.Time, c *child, early, grace time.Duration, sigs *signals, logf func(string, ...any)) outcome {
 	ch := sigs.attach()
 	defer sigs.detach()
+	// Renewals move the deadline; the supervisor hears of each within a
+	// tick, long before the old deadline's stop (a renewal comes a lead
+	// window less a renew interval before it).
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
 	for {
 		d := deadline()
+		c.setDeadline(d)
 		var tc <-chan time.Time
 		timer := time.NewTimer(max(time.Until(d.Add(-early)), 0))
 		if !d.IsZero() && early > 0 {
@@ -179,30 +128,35 @@ func supervise(term context.Context, deadline func() time.Time, c *child, early,
 		case <-c.done:
 			timer.Stop()
 			return exited
+		case <-tick.C:
+			timer.Stop()
 		case <-term.Done():
 			timer.Stop()
-			logf("term over (%v): stopping the child (SIGTERM, SIGKILL after %v)", context.Cause(term), grace)
-			c.stop(grace)
+			logf("term over (%v)", context.Cause(term))
+			c.stop(grace, logf)
 			return ended
 		case <-tc:
 			if !deadline().Equal(d) {
 				continue // renewed meanwhile
 			}
-			logf("no renewal %v before the term's deadline: stopping the child (SIGTERM, SIGKILL after %v)", early, grace)
-			c.stop(grace)
+			logf("no renewal %v before the term's deadline", early)
+			c.stop(grace, logf)
 			return ended
 		case sig := <-ch:
 			timer.Stop()
-			if passOn(sig) {
+			switch {
+			case suspend(c, sig):
+				continue
+			case passOn(sig):
 				c.signal(sig)
 				continue
 			}
-			logf("got %v: passing it to the child (SIGKILL after %v)", sig, grace)
-			c.signal(sig)
+			logf("got %v: passing it to the command's group (SIGKILL after %v)", sig, grace)
+			c.signalGroup(sig)
 			go func() { // a second signal kills at once
 				select {
 				case <-ch:
-					c.signal(syscall.SIGKILL)
+					c.kill()
 				case <-c.done:
 				}
 			}()

@@ -4,6 +4,7 @@ package main
 
 import "syscall"
 
-// sysProcAttr: a group of its own. These systems have no parent-death
-// signal: a child of a tenure killed with SIGKILL runs on (see the docs).
+// sysProcAttr is the command's, as the supervisor starts it: a group of
+// its own. These systems have no parent-death signal: if the supervisor
+// itself is killed, the command runs on (see docs/cli.md).
 func sysProcAttr() *syscall.SysProcAttr { return &syscall.SysProcAttr{Setpgid: true} }

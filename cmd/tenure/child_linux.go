@@ -2,8 +2,8 @@ package main
 
 import "syscall"
 
-// sysProcAttr: a group of its own, and SIGKILL if tenure dies (kill -9
-// included), so that no child outlives the tenure that guards it.
+// sysProcAttr is the command's, as the supervisor starts it: a group of
+// its own, and SIGKILL if the supervisor dies (kill -9 included).
 func sysProcAttr() *syscall.SysProcAttr {
 	return &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 }

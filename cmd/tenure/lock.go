@@ -21,11 +21,14 @@ Takes the lock NAME, runs COMMAND once under it, and gives the lock back
 when COMMAND exits. With --wait 0 it gives up at once if another process
 holds the lock: one line of crontab on every replica runs a job once.
 COMMAND gets TENURE_LEASE, TENURE_TOKEN (the lock's fencing token) and
-TENURE_HOLDER in its environment, in a process group of its own. If the
-lock is lost while COMMAND runs (its renewals failed), COMMAND's group gets
-SIGTERM, then SIGKILL after --grace; the stop begins --grace before the
-lock's deadline. Signals to tenure are passed on to COMMAND as for run:
-SIGINT, SIGTERM and SIGQUIT stop it, SIGHUP, SIGUSR1 and SIGUSR2 do not.
+TENURE_HOLDER in its environment, in a process group of its own, under a
+supervisor that kills everything COMMAND started when COMMAND exits or
+tenure dies (kill -9 included), and at the lock's deadline. If the lock is
+lost while COMMAND runs (its renewals failed), COMMAND's tree gets SIGTERM,
+then SIGKILL after --grace; the stop begins --grace before the lock's
+deadline. Signals to tenure are passed on as for run: SIGINT, SIGTERM and
+SIGQUIT to COMMAND's group, and they stop it; SIGHUP, SIGUSR1 and SIGUSR2
+to COMMAND itself, and it keeps running.
 
 exit status: COMMAND's (128+N if signal N killed it); 75 when another
 process held the lock for all of --wait; 76 when the lock was lost while
@@ -176,7 +179,7 @@ func lockCommand(args []string, stdout, stderr io.Writer) int {
 		return exitUnavailable
 	}
 	log.Info("locked: starting the command", "lock", name, "token", h.Token())
-	child, err := startChild(argv, childEnv(name, l.ID(), uint64(h.Token())), stdout, stderr)
+	child, err := startChild(argv, childEnv(name, l.ID(), uint64(h.Token())), stdout, stderr, early, *grace)
 	if err != nil {
 		fmt.Fprintf(stderr, "tenure lock: %v\n", err)
 		_ = h.Unlock(context.Background())

@@ -4,6 +4,7 @@ package main
 
 import (
 	"bufio"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -18,6 +19,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/tenure-go/tenure/election"
 	"github.com/tenure-go/tenure/internal/testservers"
@@ -185,7 +188,16 @@ func (e *procEnv) awaitAfter(within time.Duration, what string, first, then func
 	})
 }
 
-func alive(pid int) bool { return syscall.Kill(pid, 0) == nil }
+// alive reports whether pid runs: it exists and is not a zombie that its
+// parent has yet to reap.
+func alive(pid int) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	i := strings.LastIndexByte(string(b), ')')
+	return i > 0 && i+2 < len(b) && b[i+2] != 'Z'
+}
 
 func (e *procEnv) crashBound() time.Duration {
 	p, err := election.NewPlan(election.Timing{LeaseDuration: e.lease}, 2, 50*time.Millisecond)
@@ -203,10 +215,10 @@ func TestHelperChild(t *testing.T) {
 	}
 	holder, token := os.Getenv("TENURE_HOLDER"), os.Getenv("TENURE_TOKEN")
 	tok, _ := strconv.ParseUint(token, 10, 64)
-	logf := func(what string) {
+	logf := func(what string, pid ...int) {
 		f, err := os.OpenFile(filepath.Join(dir, "log"), os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o666)
 		if err == nil {
-			fmt.Fprintf(f, "%s %s %s %d\n", what, holder, token, os.Getpid())
+			fmt.Fprintf(f, "%s %s %s %d\n", what, holder, token, append(pid, os.Getpid())[0])
 			f.Close()
 		}
 		fmt.Println(what) // wakes the test's await
@@ -216,6 +228,9 @@ func TestHelperChild(t *testing.T) {
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
 	logf("start")
+	if os.Getenv("TENURE_TEST_SPAWN") != "" {
+		spawnDescendants(logf)
+	}
 	tick := time.NewTicker(20 * time.Millisecond)
 	for {
 		select {
@@ -230,6 +245,28 @@ func TestHelperChild(t *testing.T) {
 			} else {
 				logf("refused")
 			}
+		}
+	}
+}
+
+// spawnDescendants starts what a script's helpers and daemons do, and logs
+// each one's pid as "spawn" (the event's pid): a process in the child's
+// group, one that called setsid, and one that called setsid and lost its
+// parent (a double fork).
+func spawnDescendants(logf func(string, ...int)) {
+	inGroup := exec.Command("sleep", "1001")
+	session := exec.Command("sleep", "1002")
+	session.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	daemon := exec.Command("sh", "-c", "sleep 1003 >/dev/null 2>&1 & echo $!")
+	daemon.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	for _, c := range []*exec.Cmd{inGroup, session} {
+		if err := c.Start(); err == nil {
+			logf("spawn", c.Process.Pid)
+		}
+	}
+	if out, err := daemon.Output(); err == nil {
+		if pid, err := strconv.Atoi(strings.TrimSpace(string(out))); err == nil {
+			logf("spawn", pid)
 		}
 	}
 }
@@ -383,9 +420,10 @@ func TestProcessSIGHUP(t *testing.T) {
 }
 
 // TestProcessStoppedLeader: SIGSTOP the leading tenure past its lease. Its
-// child runs on unguarded meanwhile, but the fenced resource refuses its
-// writes once the new leader's child wrote; on SIGCONT tenure sees its term
-// over and stops its child.
+// supervisor stops the child at the term's deadline all the same, before
+// the other can take over: the fenced resource never has to refuse a
+// write of the stopped leader's child. On SIGCONT tenure finds its term
+// over and campaigns again.
 func TestProcessStoppedLeader(t *testing.T) {
 	onStores(t, func(t *testing.T, e *procEnv) {
 		a := e.tenure("run", "--id", "a", "job")
@@ -395,22 +433,103 @@ func TestProcessStoppedLeader(t *testing.T) {
 			t.Fatal(err)
 		}
 		e.await(e.crashBound()+2*time.Second, "b's child", func(ev event) bool { return ev.what == "start" && ev.holder == "b" })
-		e.await(5*time.Second, "a refused write of a's child", func(ev event) bool { return ev.what == "refused" && ev.holder == "a" })
 		if err := a.Process.Signal(syscall.SIGCONT); err != nil {
 			t.Fatal(err)
 		}
-		e.await(5*time.Second, "SIGTERM at a's child after the wake", func(ev event) bool { return ev.what == "term" && ev.pid == first.pid })
-		// Once b's child wrote, nothing of a's was accepted.
-		bWrote := false
+		stopped := false
 		for _, ev := range e.events() {
 			switch {
-			case ev.what == "accepted" && ev.holder == "b":
-				bWrote = true
-			case ev.what == "accepted" && ev.holder == "a" && bWrote:
-				t.Errorf("the resource accepted a's token %d after b's", ev.token)
+			case ev.what == "term" && ev.pid == first.pid:
+				stopped = true
+			case ev.what == "start" && ev.holder == "b" && !stopped:
+				t.Errorf("b's child started while a's child %d, its tenure stopped, still ran", first.pid)
+			case ev.what == "refused" && ev.holder == "a":
+				t.Errorf("a's child wrote after b's took over (refused by the fence)")
 			}
 		}
+		if !stopped {
+			t.Errorf("a's child %d never got SIGTERM", first.pid)
+		}
 	})
+}
+
+// pidGone waits until pid has exited (a pidfd becomes readable), for at
+// most within, and reports whether it did.
+func pidGone(pid int, within time.Duration) bool {
+	fd, err := unix.PidfdOpen(pid, 0)
+	if err != nil {
+		return errors.Is(err, unix.ESRCH) // gone already
+	}
+	defer unix.Close(fd)
+	fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+	deadline := time.Now().Add(within)
+	for {
+		n, err := unix.Poll(fds, int(max(time.Until(deadline), 0)/time.Millisecond))
+		if err == unix.EINTR {
+			continue
+		}
+		return n > 0
+	}
+}
+
+// TestProcessKillTree: kill -9 of tenure run or tenure lock takes every
+// process its command started with it: one in the command's group, one
+// that called setsid, one that called setsid and lost its parent.
+func TestProcessKillTree(t *testing.T) {
+	for _, cmd := range []string{"run", "lock"} {
+		t.Run(cmd, func(t *testing.T) {
+			e := newProcEnv(t, "", "TENURE_TEST_SPAWN=1")
+			a := e.tenure(cmd, "--id", "a", "job")
+			first := e.await(20*time.Second, "the child", func(ev event) bool { return ev.what == "start" })
+			var spawned []int
+			e.awaitLog(10*time.Second, "three descendants", func(evs []event) bool {
+				spawned = spawned[:0]
+				for _, ev := range evs {
+					if ev.what == "spawn" {
+						spawned = append(spawned, ev.pid)
+					}
+				}
+				return len(spawned) == 3
+			})
+			if err := a.Process.Kill(); err != nil {
+				t.Fatal(err)
+			}
+			killed := time.Now()
+			for _, pid := range append(spawned, first.pid) {
+				if !pidGone(pid, 5*time.Second) {
+					t.Errorf("process %d of the command still runs 5s after kill -9 of tenure", pid)
+				}
+			}
+			t.Logf("kill -9 of tenure %s: the last of its command's processes gone after %v", cmd, time.Since(killed))
+		})
+	}
+}
+
+// TestProcessSignalsReachCommandOnly: SIGHUP to tenure reaches the command
+// itself, not the helpers in its group.
+func TestProcessSignalsReachCommandOnly(t *testing.T) {
+	e := newProcEnv(t, "", "TENURE_TEST_SPAWN=1")
+	a := e.tenure("run", "--id", "a", "job")
+	first := e.await(20*time.Second, "the child", func(ev event) bool { return ev.what == "start" })
+	helper := e.await(10*time.Second, "a helper", func(ev event) bool { return ev.what == "spawn" })
+	if err := a.Process.Signal(syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	e.awaitAfter(5*time.Second, "a write after SIGHUP at the child",
+		func(ev event) bool { return ev.what == "hup" && ev.pid == first.pid },
+		func(ev event) bool { return ev.what == "accepted" && ev.pid == first.pid })
+	if !alive(helper.pid) {
+		t.Errorf("SIGHUP to tenure killed the command's helper %d", helper.pid)
+	}
+	if err := a.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Wait(); err != nil {
+		t.Fatalf("tenure after SIGTERM: %v", err)
+	}
+	if !pidGone(helper.pid, 5*time.Second) {
+		t.Errorf("the helper %d outlived tenure", helper.pid)
+	}
 }
 
 // TestProcessLockHeld: `tenure lock --wait 0` while another holds the lock
@@ -546,4 +665,69 @@ func TestProcessMetricsAddr(t *testing.T) {
 		_ = cmd.Process.Signal(syscall.SIGTERM)
 		_ = cmd.Wait()
 	}
+}
+
+// state returns pid's state letter from /proc (R, S, T, Z...), or 0.
+func state(pid int) byte {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	i := strings.LastIndexByte(string(b), ')')
+	if i < 0 || i+2 >= len(b) {
+		return 0
+	}
+	return b[i+2]
+}
+
+// awaitState waits until every pid is in state want, as /proc shows it:
+// the kernel sends no event for a stop that another process can wait on.
+func awaitState(t *testing.T, want byte, within time.Duration, pids ...int) {
+	t.Helper()
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	timeout := time.After(within)
+	for {
+		ok := true
+		for _, p := range pids {
+			ok = ok && state(p) == want
+		}
+		if ok {
+			return
+		}
+		select {
+		case <-tick.C:
+		case <-timeout:
+			for _, p := range pids {
+				t.Errorf("process %d: state %q, want %q", p, state(p), want)
+			}
+			t.FailNow()
+		}
+	}
+}
+
+// TestProcessSIGTSTP: Ctrl-Z (SIGTSTP) stops the command's group first,
+// then tenure, as a shell stops a job; SIGCONT resumes both.
+func TestProcessSIGTSTP(t *testing.T) {
+	e := newProcEnv(t, "", "TENURE_TEST_SPAWN=1")
+	e.lease = time.Minute // the term outlasts the stop
+	a := e.tenure("run", "--id", "a", "job")
+	first := e.await(20*time.Second, "the child", func(ev event) bool { return ev.what == "start" })
+	helper := e.await(10*time.Second, "a helper", func(ev event) bool { return ev.what == "spawn" })
+	if err := a.Process.Signal(syscall.SIGTSTP); err != nil {
+		t.Fatal(err)
+	}
+	awaitState(t, 'T', 5*time.Second, a.Process.Pid, first.pid, helper.pid)
+	if err := a.Process.Signal(syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	n := len(e.events())
+	e.awaitLog(5*time.Second, "a write after SIGCONT", func(evs []event) bool {
+		for _, ev := range evs[n:] {
+			if ev.what == "accepted" && ev.pid == first.pid {
+				return true
+			}
+		}
+		return false
+	})
 }

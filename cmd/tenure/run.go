@@ -117,17 +117,27 @@ name: the processes that run the same command contend for one lease. The command
 (the term's fencing token: pass it to what the command writes) and
 TENURE_HOLDER in its environment, in a process group of its own.
 
-When the term ends (lost, or not renewed in time) the command's group gets
-SIGTERM, then SIGKILL after --grace. When renewals fail, the stop begins
---grace before the term's deadline, so that the command is gone before
-another process can take over; a grace too long for that (longer than the
-lead window less a renewal interval and two operation timeouts: 2.99s at
-the default 10s lease) is said at startup, and the command may then run
-past the deadline by the difference.
-SIGINT, SIGTERM and SIGQUIT to tenure are passed on to the command (SIGKILL
-after --grace); once it exits, the lease is released and tenure exits with
-its status. SIGHUP, SIGUSR1 and SIGUSR2 are passed on, and the command
-keeps running. When the command exits on its own, --on-exit decides: exit (the
+The command runs under a supervisor (a second tenure process) that owns
+everything it starts: when tenure dies, kill -9 included, the supervisor
+kills the command's whole tree at once, on Linux even processes that left
+its group (setsid); when the command exits, what it left running is
+stopped too. The supervisor also holds the term's deadline, so a stopped
+tenure (SIGSTOP, a debugger) cannot leave the command running past it.
+
+When the term ends (lost, or not renewed in time) the command's tree gets
+SIGTERM, then SIGKILL after --grace, or at once if the deadline has
+passed. When renewals fail, the stop begins --grace before the term's
+deadline, so that the command is gone before another process can take
+over; a grace too long for that (longer than the lead window less a
+renewal interval and two operation timeouts: 2.99s at the default 10s
+lease) is said at startup, and the command may then run past the deadline
+by the difference.
+SIGINT, SIGTERM and SIGQUIT to tenure are passed on to the command's
+process group (SIGKILL after --grace); once it exits, the lease is
+released and tenure exits with its status. SIGHUP, SIGUSR1 and SIGUSR2 are
+passed on to the command itself, not its group, and it keeps running.
+SIGTSTP (Ctrl-Z) stops the command's group, then tenure; SIGCONT resumes
+both. When the command exits on its own, --on-exit decides: exit (the
 default: release the lease and exit with its status), restart (run it again
 while still leading), or release (give the lease to another candidate and
 campaign again).
@@ -313,7 +323,7 @@ func (r *runner) elected(ctx context.Context, term tenure.Term) {
 	backoff := time.Second
 	for ctx.Err() == nil {
 		r.log.Info("elected: starting the command", "token", term.Token)
-		c, err := startChild(r.argv, childEnv(term.Lease, term.Holder, uint64(term.Token)), r.stdout, r.stderr)
+		c, err := startChild(r.argv, childEnv(term.Lease, term.Holder, uint64(term.Token)), r.stdout, r.stderr, r.early, r.grace)
 		if err != nil {
 			fmt.Fprintf(r.stderr, "tenure run: %v\n", err)
 			r.finish(127)
