@@ -30,6 +30,7 @@ type lockEntry struct {
 
 	try     bool
 	fair    bool
+	keep    bool // OncePer: the lock is never given back
 	started bool
 	counted bool // in Locker.held
 	live    bool // started and not yet retired
@@ -143,7 +144,11 @@ func (e *lockEntry) Granted(t election.Term) {
 }
 
 func (e *lockEntry) Busy(ld election.Leader) {
-	e.answer(takeResult{err: &LockedError{Name: e.Name(), Holder: ld.Holder, Token: fencing.Token(ld.Token), Payload: ld.Payload}})
+	var err error = &LockedError{Name: e.Name(), Holder: ld.Holder, Token: fencing.Token(ld.Token), Payload: ld.Payload}
+	if e.keep {
+		err = slotTakenError{err.(*LockedError)}
+	}
+	e.answer(takeResult{err: err})
 }
 
 func (e *lockEntry) Refused(err error) { e.answer(takeResult{err: err}) }

@@ -77,6 +77,7 @@ type lockOptions struct {
 	payload []byte
 	ttl     time.Duration
 	fair    bool
+	every   time.Duration // OncePer
 }
 
 // WithPayload stores b with the lock while it is held, for others to read
@@ -306,8 +307,18 @@ func (l *Locker) take(ctx context.Context, name string, try bool, opts []LockOpt
 	for _, opt := range opts {
 		opt(&o)
 	}
+	if o.every != 0 {
+		if o.fair {
+			return nil, fmt.Errorf("tenure: lock %q: OncePer and Fair do not go together: a slot is never waited for", name)
+		}
+		slot, err := slotLock(name, o.every, l.cfg.Clock.Now())
+		if err != nil {
+			return nil, err
+		}
+		name, try = slot, true
+	}
 	ec := l.shared // most locks share the Locker's
-	if o.payload != nil || o.ttl != 0 {
+	if o.payload != nil || o.ttl != 0 || o.every != 0 {
 		c, err := l.machineConfig(o)
 		if err != nil {
 			return nil, err
@@ -315,7 +326,7 @@ func (l *Locker) take(ctx context.Context, name string, try bool, opts []LockOpt
 		ec = &c
 	}
 	result := make(chan takeResult, 1)
-	e := &lockEntry{l: l, try: try, cfg: ec, fair: o.fair, result: result, idx: -1}
+	e := &lockEntry{l: l, try: try, cfg: ec, fair: o.fair, keep: o.every != 0, result: result, idx: -1}
 	e.SetName(name)
 	if !l.do(func() { l.add(e) }) {
 		return nil, ErrClosed
@@ -340,7 +351,10 @@ func (l *Locker) machineConfig(o lockOptions) (election.Config, error) {
 		LeaseDuration: c.LeaseDuration, RenewInterval: c.RenewInterval, PollInterval: c.PollInterval, OpTimeout: c.OpTimeout,
 		RetryMin: c.RetryMin, RetryMax: c.RetryMax, MaxDrift: c.MaxDrift, Margin: c.Margin, ReleaseTimeout: c.ReleaseTimeout,
 	}
-	if o.ttl != 0 {
+	switch {
+	case o.every != 0:
+		t = l.slotTiming(o.every)
+	case o.ttl != 0:
 		t = election.Timing{LeaseDuration: o.ttl, MaxDrift: c.MaxDrift}.WithDefaults()
 	}
 	// Every lock draws from Config.Rand, on the loop goroutine only.
@@ -449,6 +463,10 @@ func (l *Locker) add(e *lockEntry) {
 		if a.held != nil {
 			le.Token, le.Payload = a.held.Token(), a.Config().Payload
 		}
+		if e.keep {
+			e.fail(slotTakenError{le})
+			return
+		}
 		e.fail(le)
 		return
 	}
@@ -473,6 +491,9 @@ func (l *Locker) begin(e *lockEntry) {
 		e.fail(err) // Validate passed in take: not reached
 		l.dequeue(e)
 		return
+	}
+	if e.keep {
+		e.Keep()
 	}
 	e.cfg, e.started, e.live = nil, true, true
 	l.live++

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -19,7 +20,17 @@ const lockUsage = `usage: tenure lock [flags] NAME -- COMMAND [ARGS...]
 
 Takes the lock NAME, runs COMMAND once under it, and gives the lock back
 when COMMAND exits. With --wait 0 it gives up at once if another process
-holds the lock: one line of crontab on every replica runs a job once.
+holds the lock.
+
+With --once-per DURATION, the lock is that of the current wall-clock slot
+of that length (aligned to the Unix epoch: 5m slots start at :00, :05...),
+named NAME/ and the slot's start; it is not given back when COMMAND exits
+but kept until the slot ends, so every replica whose cron fires later in
+the same slot finds it taken and exits quietly (status 79). This is the
+crontab recipe: the same line on every replica runs the job once per slot.
+It assumes the replicas' clocks agree within a slot; beyond that a slot
+may run twice or not at all. A replica that crashes mid-job leaves its slot
+taken: at most once, not at least once.
 COMMAND gets TENURE_LEASE, TENURE_TOKEN (the lock's fencing token) and
 TENURE_HOLDER in its environment, in a process group of its own, under a
 supervisor that kills everything COMMAND started when COMMAND exits or
@@ -31,12 +42,13 @@ SIGQUIT to COMMAND's group, and they stop it; SIGHUP, SIGUSR1 and SIGUSR2
 to COMMAND itself, and it keeps running.
 
 exit status: COMMAND's (128+N if signal N killed it); 75 when another
-process held the lock for all of --wait; 76 when the lock was lost while
-COMMAND ran; 69 when the store refuses for good; 2 for bad flags or
-configuration.
+process held the lock for all of --wait; 79 with --once-per when another
+replica took the slot (--conflict-exit sets either); 76 when the lock was
+lost while COMMAND ran; 69 when the store refuses for good; 2 for bad
+flags or configuration.
 
 examples:
-  */5 * * * * tenure lock --wait 0 nightly -- ./job.sh     # crontab, on every replica
+  */5 * * * * tenure lock --once-per 5m nightly -- ./job.sh     # crontab, on every replica
   tenure lock --wait 30s --store 'dynamodb://leases?region=eu-west-1' migrate -- ./migrate.sh
   tenure lock --fair deploy -- ./deploy.sh                  # first come, first served
 `
@@ -78,6 +90,9 @@ func lockCommand(args []string, stdout, stderr io.Writer) int {
 	wait := &waitFlag{forever: true}
 	fs.Var(wait, "wait", "how long to wait for the lock: 0 (give up at once), a duration, or forever")
 	fair := fs.Bool("fair", false, "wait in first-come order among fair waiters")
+	oncePer := fs.Duration("once-per", 0, "run COMMAND at most once per wall-clock slot of this length (whole seconds, up to 24h), across replicas: never waits")
+	quiet := fs.Bool("quiet", false, "say nothing when another holds the lock (cron mails no one)")
+	conflictExit := fs.Int("conflict-exit", -1, "exit status when another holds the lock or took the slot (default 75, or 79 with --once-per)")
 	grace := fs.Duration("grace", 2*time.Second, "from SIGTERM to SIGKILL when the command must stop")
 	before, argv := splitArgs(args)
 	if ok, status := parseFlags(fs, before, stderr); !ok {
@@ -90,6 +105,21 @@ func lockCommand(args []string, stdout, stderr io.Writer) int {
 	if *grace <= 0 {
 		fmt.Fprintf(stderr, "tenure lock: --grace %v: want a positive duration\n", *grace)
 		return exitUsage
+	}
+	if *conflictExit > 255 || *conflictExit < -1 {
+		fmt.Fprintf(stderr, "tenure lock: --conflict-exit %d: want a status from 0 to 255\n", *conflictExit)
+		return exitUsage
+	}
+	conflict := exitLocked
+	if *oncePer != 0 {
+		if waitSet(fs) && (wait.forever || wait.d != 0) {
+			fmt.Fprintln(stderr, "tenure lock: --once-per never waits: drop --wait")
+			return exitUsage
+		}
+		*wait, conflict = waitFlag{}, exitSlotTaken
+	}
+	if *conflictExit >= 0 {
+		conflict = *conflictExit
 	}
 	log := c.logger(stderr, "lock")
 	ctx, cancel := context.WithCancel(context.Background())
@@ -129,6 +159,9 @@ func lockCommand(args []string, stdout, stderr io.Writer) int {
 	if *fair {
 		opts = append(opts, tenure.Fair())
 	}
+	if *oncePer != 0 {
+		opts = append(opts, tenure.OncePer(*oncePer))
+	}
 	// The store must answer within startupWait, or the wait ends.
 	unreachable := make(chan struct{})
 	go func() {
@@ -157,12 +190,19 @@ func lockCommand(args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		var le *tenure.LockedError
 		switch {
+		case errors.Is(err, tenure.ErrSlotTaken) && errors.As(err, &le):
+			log.Info("the slot was taken: nothing to do", "lock", le.Name, "holder", le.Holder, "token", le.Token)
+			return conflict
 		case errors.As(err, &le):
-			fmt.Fprintf(stderr, "tenure lock: %q is held by %q (token %d)\n", name, le.Holder, le.Token)
-			return exitLocked
+			if !*quiet {
+				fmt.Fprintf(stderr, "tenure lock: %q is held by %q (token %d)\n", name, le.Holder, le.Token)
+			}
+			return conflict
 		case errors.Is(err, context.DeadlineExceeded):
-			fmt.Fprintf(stderr, "tenure lock: %q was held by another for all of --wait %v\n", name, wait)
-			return exitLocked
+			if !*quiet {
+				fmt.Fprintf(stderr, "tenure lock: %q was held by another for all of --wait %v\n", name, wait)
+			}
+			return conflict
 		case isClosed(unreachable):
 			fmt.Fprintf(stderr, "tenure lock: no answer from the store within %v: check --store, the network and the credentials\n", startupWait(c.lease))
 			return exitUnavailable
@@ -178,6 +218,7 @@ func lockCommand(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "tenure lock: %v\n", err)
 		return exitUnavailable
 	}
+	name = h.Name() // with --once-per, the slot's
 	log.Info("locked: starting the command", "lock", name, "token", h.Token())
 	child, err := startChild(argv, childEnv(name, l.ID(), uint64(h.Token())), stdout, stderr, early, *grace)
 	if err != nil {
@@ -200,6 +241,15 @@ func lockCommand(args []string, stdout, stderr io.Writer) int {
 		return exitLost
 	}
 	return status
+}
+
+// waitSet reports whether --wait was given, on the command line or in
+// the environment.
+func waitSet(fs *flag.FlagSet) bool {
+	set := false
+	fs.Visit(func(f *flag.Flag) { set = set || f.Name == "wait" })
+	_, env := os.LookupEnv(envName("wait"))
+	return set || env
 }
 
 func isClosed(ch chan struct{}) bool {

@@ -44,6 +44,7 @@ const (
 	exitUnavailable = 69 // the store refused us for good, or never answered
 	exitLocked      = 75 // lock: held by another until the wait ran out
 	exitLost        = 76 // the lease or lock was lost while the child ran
+	exitSlotTaken   = 79 // lock --once-per: another replica took this slot
 )
 
 // run executes the command line args and returns the exit status: 0 for

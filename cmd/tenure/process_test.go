@@ -731,3 +731,65 @@ func TestProcessSIGTSTP(t *testing.T) {
 		return false
 	})
 }
+
+// TestProcessOncePer: three replicas' crons fire 0, 0.8 and 1.6s into each
+// 3s slot, each running `tenure lock --once-per 3s` of a 0.2s job: the job
+// runs exactly once per slot, and the replicas that find the slot taken
+// exit 79, saying nothing.
+func TestProcessOncePer(t *testing.T) {
+	dir := t.TempDir()
+	store := "file://" + filepath.Join(dir, "leases")
+	const every, slots = 3 * time.Second, 3
+	bin := tenureBinary(t)                             // built before the crons fire
+	first := time.Now().Truncate(every).Add(2 * every) // slots are aligned to the epoch
+	type result struct {
+		slot   int
+		code   int
+		stderr string
+	}
+	results := make(chan result, 3*slots)
+	var wg sync.WaitGroup
+	for k := range slots {
+		for i, late := range []time.Duration{0, 800 * time.Millisecond, 1600 * time.Millisecond} {
+			wg.Go(func() {
+				<-time.After(time.Until(first.Add(time.Duration(k)*every + late))) // this replica's cron fires
+				cmd := exec.Command(bin, "lock", "--once-per", "3s", "--id", fmt.Sprintf("r%d", i), "nightly", "--",
+					"sh", "-c", `echo "$TENURE_LEASE $TENURE_TOKEN" >> "$RUNS"; sleep 0.2`)
+				cmd.Env = append(os.Environ(), "TENURE_STORE="+store, "RUNS="+filepath.Join(dir, "runs"))
+				var errb strings.Builder
+				cmd.Stderr = &errb
+				err := cmd.Run()
+				code := 0
+				if ee, ok := err.(*exec.ExitError); ok {
+					code = ee.ExitCode()
+				} else if err != nil {
+					t.Error(err)
+				}
+				results <- result{k, code, errb.String()}
+			})
+		}
+	}
+	wg.Wait()
+	close(results)
+	ran := map[int]int{}
+	for r := range results {
+		switch {
+		case r.code == 0:
+			ran[r.slot]++
+		case r.code == exitSlotTaken && r.stderr == "":
+		default:
+			t.Errorf("slot %d: exit %d, stderr %q; want 0 or %d and nothing said", r.slot, r.code, r.stderr, exitSlotTaken)
+		}
+	}
+	b, _ := os.ReadFile(filepath.Join(dir, "runs"))
+	names := map[string]bool{}
+	for _, l := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		names[strings.Fields(l)[0]] = true
+	}
+	for k := range slots {
+		name := "nightly/" + first.Add(time.Duration(k)*every).UTC().Format("20060102T150405Z")
+		if ran[k] != 1 || !names[name] {
+			t.Errorf("slot %d (%s) ran %d times; runs:\n%s", k, name, ran[k], b)
+		}
+	}
+}

@@ -107,6 +107,7 @@ type Driver struct {
 	applying bool // inside step: a barrier reached now waits for its end
 	done     bool
 	gaveUp   bool
+	keep     bool // Stop gives nothing back (Keep)
 }
 
 // New returns a Driver for m. release bounds the release after Stop (the
@@ -167,6 +168,12 @@ func (d *Driver) Stop() {
 	d.step(d.m.Stop(d.fx.Now()))
 	d.fx.Barrier(Drained)
 }
+
+// Keep makes Stop give nothing back: the run ends once the term's
+// callbacks returned, with the record as last written, so that others wait
+// out its lease. A once-per lock keeps its slot taken this way. Call it
+// before Start.
+func (d *Driver) Keep() { d.keep = true }
 
 // resigner is a Machine that can resign (election.Machine).
 type resigner interface {
@@ -250,6 +257,8 @@ func (d *Driver) take(b Barrier) {
 	case b == Held && d.held && !d.stopping:
 		d.held = false
 		d.step(d.m.CallbacksDone(d.fx.Now()))
+	case b == Drained && d.keep:
+		d.done = true
 	case b == Drained:
 		d.fx.ReleaseTimer(d.release)
 		d.step(d.m.Release(d.fx.Now()))

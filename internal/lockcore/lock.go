@@ -92,6 +92,10 @@ func (l *Lock) InitMachine(h Host, name string, m Machine, try, fair bool) {
 	}
 }
 
+// Keep makes the lock give nothing back when it ends (a once-per slot
+// stays taken until its lease runs out). Call it before Start.
+func (l *Lock) Keep() { l.d.Keep() }
+
 // Start begins campaigning for the lock (in turn, if fair).
 func (l *Lock) Start() {
 	if l.fair != nil {
