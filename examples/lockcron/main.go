@@ -1,8 +1,12 @@
 // Command lockcron runs a cron job on every replica's schedule, each slot
-// exactly once: at the start of a slot every replica tries the slot's lock
-// (TryLock("job/<slot>")); the one that gets it runs the job and keeps the
-// lock until the slot is over, so that a replica whose clock ticks late finds
-// it taken. The others skip the slot at once.
+// exactly once: at the start of a slot every replica runs
+//
+//	l.Do(ctx, "job", job, tenure.OncePer(every))
+//
+// The first to get the slot's lock runs the job, and the lock is kept until
+// the slot is over, so that a replica whose clock ticks late finds it taken
+// (tenure.ErrSlotTaken). It is what `tenure lock --once-per` does from a
+// crontab.
 //
 // All replicas share one process and the in-memory store, and their clocks
 // tick up to -skew apart, so it runs with no setup:
@@ -36,13 +40,13 @@ import (
 func main() {
 	var (
 		replicas = flag.Int("replicas", 3, "replicas")
-		every    = flag.Duration("every", 2*time.Second, "schedule: one slot every interval")
+		every    = flag.Duration("every", 2*time.Second, "schedule: one slot every interval (whole seconds)")
 		duration = flag.Duration("duration", 10*time.Second, "how long to run")
 		skew     = flag.Duration("skew", 200*time.Millisecond, "how far apart the replicas' clocks tick")
 	)
 	flag.Parse()
-	if *replicas < 1 || *every <= 0 || *duration <= 0 || *skew < 0 || *skew >= *every {
-		fmt.Fprintln(os.Stderr, "lockcron: -replicas, -every and -duration must be positive, and -skew below -every")
+	if *replicas < 1 || *every < time.Second || *every%time.Second != 0 || *duration <= 0 || *skew < 0 || *skew >= *every {
+		fmt.Fprintln(os.Stderr, "lockcron: -replicas and -duration must be positive, -every whole seconds, and -skew below -every")
 		os.Exit(2)
 	}
 	ran, err := run(context.Background(), os.Stdout, *replicas, *every, *duration, *skew)
@@ -56,7 +60,7 @@ func main() {
 // run runs the replicas for duration and returns, per slot, who ran it.
 func run(ctx context.Context, out io.Writer, replicas int, every, duration, skew time.Duration) (map[int64][]string, error) {
 	store := memlease.New()
-	start := time.Now()
+	start := time.Now().Truncate(every).Add(every) // OncePer's slots are aligned to the Unix epoch
 	var mu sync.Mutex // guards ran and out
 	ran := map[int64][]string{}
 	job := func(id string, slot int64, tok fencing.Token) {
@@ -89,23 +93,16 @@ func run(ctx context.Context, out io.Writer, replicas int, every, duration, skew
 }
 
 // replica is one replica's scheduler: at each slot's start on its own clock
-// it tries the slot's lock, and keeps it to the slot's end if it runs the job.
+// it runs the job, unless another replica has run it in this slot.
 func replica(ctx context.Context, l *tenure.Locker, id string, start time.Time, every, duration, offset time.Duration, job func(string, int64, fencing.Token)) {
 	for slot := int64(0); slot < int64(duration/every); slot++ {
-		slotStart := start.Add(time.Duration(slot) * every)
-		time.Sleep(time.Until(slotStart.Add(offset)))
-		h, err := l.TryLock(ctx, fmt.Sprintf("job/%d", slot))
-		if errors.Is(err, tenure.ErrLocked) {
-			continue // another replica has this slot
-		}
-		if err != nil {
+		<-time.After(time.Until(start.Add(time.Duration(slot)*every + offset)))
+		err := l.Do(ctx, "job", func(_ context.Context, tok fencing.Token) error {
+			job(id, slot, tok)
+			return nil
+		}, tenure.OncePer(every))
+		if err != nil && !errors.Is(err, tenure.ErrSlotTaken) {
 			fmt.Fprintf(os.Stderr, "%s: slot %d: %v\n", id, slot, err)
-			continue
 		}
-		job(id, slot, h.Token())
-		// Keep the lock until the slot is over: a replica ticking late must
-		// find it taken, not free again.
-		time.Sleep(time.Until(slotStart.Add(every)))
-		_ = h.Unlock(ctx)
 	}
 }
