@@ -101,7 +101,9 @@ type Driver struct {
 
 	// The flags, together: a Driver per held lock adds up.
 	wakeSet  bool
-	answered bool // a store call has been answered
+	answered bool // a read has been answered
+	wrote    bool // a write has been answered
+	opPut    bool // the call in flight (op) is a write
 	stopping bool
 	held     bool // a Held barrier is pending
 	applying bool // inside step: a barrier reached now waits for its end
@@ -141,17 +143,23 @@ func (d *Driver) Tick() {
 	d.step(d.m.Tick(d.fx.Now()))
 }
 
-// Result reports the outcome of a store call. It returns the error when the
-// first answer of the run is an error that retrying cannot cure
-// (lease.ErrPermanent): the caller should give up at once.
+// Result reports the outcome of a store call. It returns the error when a
+// read, or a write, fails with an error that retrying cannot cure
+// (lease.ErrPermanent: a missing table, access denied, a read-only disk; or
+// lease.ErrInvalidRecord: a record that no one can decode) before a call of
+// that kind was ever answered in this run: the caller should give up at
+// once, since a store that never worked is misconfigured, while one that
+// worked may be mended by an operator and is retried.
 func (d *Driver) Result(res election.Result) error {
-	if !d.answered {
+	write := d.opPut && res.ID == d.op
+	if proven := d.answered && (!write || d.wrote); !proven {
 		switch {
-		case res.Err != nil && errors.Is(res.Err, lease.ErrPermanent):
+		case res.Err != nil && (errors.Is(res.Err, lease.ErrPermanent) || errors.Is(res.Err, lease.ErrInvalidRecord)):
 			d.done = true
 			return res.Err
 		case res.Err == nil || errors.Is(res.Err, lease.ErrNotFound) || errors.Is(res.Err, lease.ErrConflict):
 			d.answered = true
+			d.wrote = d.wrote || write
 		}
 	}
 	d.step(d.m.Done(d.fx.Now(), res))
@@ -293,7 +301,7 @@ func (d *Driver) step(out election.Output) {
 		d.fx.Cancel(d.op)
 	}
 	if out.Op != nil {
-		d.op = out.Op.ID
+		d.op, d.opPut = out.Op.ID, out.Op.Kind == election.OpPut
 		d.fx.Send(*out.Op)
 	}
 	if !out.Unchanged {

@@ -35,6 +35,12 @@
 // 160 bytes is stored under "h-" and the first 40 hex digits of its SHA-256.
 // The lease name is kept inside the file as well.
 //
+// The directory must belong to the user that opens it and be writable by no
+// one else: anyone who can write it can forge, release or delete every
+// lease in it. New refuses any other directory (a local user who created
+// it first would own the leases of everyone who uses it); NewShared takes
+// a directory shared on purpose, such as one writable by a group.
+//
 // filelease runs on Unix systems; New reports an error elsewhere.
 package filelease
 
@@ -64,8 +70,17 @@ type Store struct {
 
 var _ lease.Store = (*Store)(nil)
 
-// New returns a Store in dir, creating the directory if need be.
-func New(dir string) (*Store, error) {
+// New returns a Store in dir, creating the directory if need be (mode
+// 0755, less the umask). It refuses, with a permanent error, a directory
+// owned by another user or writable by group or others.
+func New(dir string) (*Store, error) { return open(dir, false) }
+
+// NewShared is New for a directory shared on purpose: it takes one owned by
+// another user or writable by others. Every user who can write it can
+// forge, release or delete the leases in it.
+func NewShared(dir string) (*Store, error) { return open(dir, true) }
+
+func open(dir string, shared bool) (*Store, error) {
 	if dir == "" {
 		return nil, errors.New("filelease: empty directory")
 	}
@@ -76,8 +91,20 @@ func New(dir string) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("filelease: %w", err)
 	}
-	if err := os.MkdirAll(abs, 0o777); err != nil {
-		return nil, fmt.Errorf("filelease: %w", err)
+	if err := os.MkdirAll(abs, 0o755); err != nil {
+		return nil, classify(fmt.Errorf("filelease: %w", err))
+	}
+	fi, err := os.Stat(abs)
+	if err != nil {
+		return nil, classify(fmt.Errorf("filelease: %w", err))
+	}
+	if !fi.IsDir() {
+		return nil, lease.Permanent(fmt.Errorf("filelease: %s is not a directory", abs))
+	}
+	if !shared {
+		if err := private(abs, fi); err != nil {
+			return nil, lease.Permanent(fmt.Errorf("filelease: %w: whoever can write it can forge, release or delete its leases; use a directory of your own, or one shared on purpose (NewShared; shared=true in a file:// URL)", err))
+		}
 	}
 	return &Store{dir: abs}, nil
 }
@@ -144,7 +171,7 @@ func (s *Store) read(name string) (lease.Record, lease.Version, bool, error) {
 		return lease.Record{}, lease.NoVersion, false, nil
 	}
 	if err != nil {
-		return lease.Record{}, lease.NoVersion, false, fmt.Errorf("get lease %q: %w", name, err)
+		return lease.Record{}, lease.NoVersion, false, classify(fmt.Errorf("get lease %q: %w", name, err))
 	}
 	var f file
 	if err := json.Unmarshal(b, &f); err != nil {
@@ -179,7 +206,7 @@ func (s *Store) Put(ctx context.Context, name string, rec lease.Record, expect l
 	b := base(name)
 	unlock, err := lockFile(ctx, filepath.Join(s.dir, "."+b+".lock"))
 	if err != nil {
-		return lease.NoVersion, fmt.Errorf("put lease %q: %w", name, err)
+		return lease.NoVersion, classify(fmt.Errorf("put lease %q: %w", name, err))
 	}
 	defer unlock()
 	cur, ver, found, err := s.read(name)
@@ -201,13 +228,13 @@ func (s *Store) Put(ctx context.Context, name string, rec lease.Record, expect l
 	}
 	tmp := filepath.Join(s.dir, "."+b+".tmp")
 	if err := writeSynced(tmp, append(data, '\n')); err != nil {
-		return lease.NoVersion, fmt.Errorf("put lease %q: %w", name, err)
+		return lease.NoVersion, classify(fmt.Errorf("put lease %q: %w", name, err))
 	}
 	if err := ctx.Err(); err != nil { // last moment to change nothing
 		return lease.NoVersion, fmt.Errorf("put lease %q: %w", name, err)
 	}
 	if err := os.Rename(tmp, s.path(name)); err != nil {
-		return lease.NoVersion, fmt.Errorf("put lease %q: %w", name, err)
+		return lease.NoVersion, classify(fmt.Errorf("put lease %q: %w", name, err))
 	}
 	if err := syncDir(s.dir); err != nil {
 		// Renamed, but maybe not durable: the outcome is unknown, as for a
@@ -215,6 +242,17 @@ func (s *Store) Put(ctx context.Context, name string, rec lease.Record, expect l
 		return lease.NoVersion, fmt.Errorf("put lease %q: %w", name, err)
 	}
 	return next, nil
+}
+
+// classify marks the errors that retrying cannot cure as permanent, so
+// that tenure gives up at once and says why: access denied, a read-only
+// filesystem, a path through a file. A full disk is not one of them: it
+// may be freed.
+func classify(err error) error {
+	if errors.Is(err, fs.ErrPermission) || errors.Is(err, errReadOnly) || errors.Is(err, errNotDir) {
+		return lease.Permanent(err)
+	}
+	return err
 }
 
 // writeSynced writes data to path, truncating it, and fsyncs it.

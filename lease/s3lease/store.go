@@ -230,6 +230,10 @@ func (s *Store) checkKey(op, name, key string) error {
 	return lease.Permanent(fmt.Errorf("%s lease %q: object key s3://%s/%s %s (each '/' in a lease name takes 3 bytes): %w", op, name, s.bucket, key, why, lease.ErrInvalidName))
 }
 
+// ErrBucketNotFound reports that the bucket does not exist (S3's
+// NoSuchBucket). Errors that match it are permanent.
+var ErrBucketNotFound = errors.New("s3lease: bucket not found")
+
 // permanent reports whether an S3 error code is one retrying cannot cure.
 func permanent(code string) bool {
 	switch code {
@@ -249,6 +253,9 @@ func (s *Store) failed(op, name, key string, err error, hint string) error {
 		dir = "from"
 	}
 	e := fmt.Errorf("%s lease %q %s s3://%s/%s: %w%s", op, name, dir, s.bucket, key, err, hint)
+	if code == "NoSuchBucket" {
+		e = fmt.Errorf("%s lease %q %s s3://%s/%s: %w (%w)%s", op, name, dir, s.bucket, key, ErrBucketNotFound, err, hint)
+	}
 	if permanent(code) {
 		return lease.Permanent(e)
 	}

@@ -6,21 +6,30 @@
 //	dynamodb://TABLE?endpoint=http://127.0.0.1:8000&create=true
 //	s3://BUCKET/PREFIX?region=eu-west-1                 lease/s3lease
 //	s3://BUCKET?endpoint=http://127.0.0.1:9000&path-style=true&create=true
-//	file:///var/lib/tenure                              lease/filelease
+//	file:///var/lib/tenure                              lease/filelease (shared=true: a directory
+//	                                                    others may write, shared on purpose)
 //	mem:NAME                                            lease/memlease (one per NAME in the process)
 //
 // Query parameters for dynamodb and s3:
 //
 //	region      the AWS region; default: the SDK's default chain (AWS_REGION,
-//	            the profile), else us-east-1
+//	            the profile). One of the two must name it: replicas that
+//	            fell back to different regions would use different tables
+//	            and each lead
 //	profile     a shared-config profile (~/.aws/config); default: the SDK's
-//	endpoint    a compatible server (DynamoDB Local, MinIO, versitygw...); for
+//	endpoint    a compatible server (DynamoDB Local, MinIO, versitygw...), as
+//	            http://HOST:PORT or https://HOST:PORT; for
 //	            DynamoDB it also turns off the response checksum check,
 //	            which DynamoDB Local's error responses fail
 //	create      true: create the table (on-demand) or the bucket if missing
 //	key         dynamodb: the table's partition key attribute (default "lease")
 //	path-style  s3: true for path-style addressing (default: true with an
 //	            endpoint, false without)
+//
+// The SDK's own retries are off in the clients Open makes: tenure retries a
+// failed call itself, with backoff bounded by the lease's timings, and an
+// SDK retrying within one call hides why it fails (connection refused)
+// behind a timeout.
 //
 // Credentials come from the SDK's default chain (config.LoadDefaultConfig):
 // the environment, the shared files and profiles, SSO, web identity, the
@@ -78,7 +87,11 @@ func open(ctx context.Context, raw string) (lease.Store, error) {
 		}
 		return memStore(u.Opaque + u.Host + u.Path), nil
 	case "file":
-		if err := only(q); err != nil {
+		if err := only(q, "shared"); err != nil {
+			return nil, err
+		}
+		shared, err := boolParam(q, "shared", false)
+		if err != nil {
 			return nil, err
 		}
 		dir := u.Path
@@ -90,6 +103,9 @@ func open(ctx context.Context, raw string) (lease.Store, error) {
 		}
 		if dir == "" {
 			return nil, errors.New("no directory: write file:///DIR")
+		}
+		if shared {
+			return filelease.NewShared(filepath.FromSlash(dir))
 		}
 		return filelease.New(filepath.FromSlash(dir))
 	case "dynamodb":
@@ -166,9 +182,23 @@ func awsSettings(ctx context.Context, q url.Values) (aws.Config, bool, error) {
 		return aws.Config{}, false, fmt.Errorf("load AWS config: %w", err)
 	}
 	if cfg.Region == "" {
-		cfg.Region = "us-east-1"
+		return aws.Config{}, false, errors.New("no AWS region: add region=... to the URL, or set AWS_REGION (or a profile's region)")
 	}
+	cfg.RetryMaxAttempts = 1
 	return cfg, create, nil
+}
+
+// endpoint returns the endpoint parameter, checked.
+func endpoint(q url.Values) (string, error) {
+	e := q.Get("endpoint")
+	if e == "" {
+		return "", nil
+	}
+	u, err := url.Parse(e)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return "", fmt.Errorf("endpoint=%q: the endpoint needs http:// or https://, e.g. endpoint=http://127.0.0.1:8000", e)
+	}
+	return e, nil
 }
 
 // setupWait bounds creating a table or bucket.
@@ -182,11 +212,14 @@ func openDynamo(ctx context.Context, u *url.URL, q url.Values) (lease.Store, err
 	if table == "" || strings.Trim(u.Path, "/") != "" {
 		return nil, errors.New("want dynamodb://TABLE")
 	}
+	endpoint, err := endpoint(q)
+	if err != nil {
+		return nil, err
+	}
 	cfg, create, err := awsSettings(ctx, q)
 	if err != nil {
 		return nil, err
 	}
-	endpoint := q.Get("endpoint")
 	api := dynamodb.NewFromConfig(cfg, func(o *dynamodb.Options) {
 		if endpoint != "" {
 			o.BaseEndpoint = aws.String(endpoint)
@@ -211,7 +244,10 @@ func openS3(ctx context.Context, u *url.URL, q url.Values) (lease.Store, error) 
 	if bucket == "" {
 		return nil, errors.New("want s3://BUCKET/PREFIX")
 	}
-	endpoint := q.Get("endpoint")
+	endpoint, err := endpoint(q)
+	if err != nil {
+		return nil, err
+	}
 	pathStyle, err := boolParam(q, "path-style", endpoint != "")
 	if err != nil {
 		return nil, err

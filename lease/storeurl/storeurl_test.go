@@ -30,16 +30,46 @@ func TestBadURLs(t *testing.T) {
 		"dynamodb://t/extra":          "want dynamodb://TABLE",
 		"dynamodb://tbl?regoin=x":     `unknown parameter "regoin": want one of region, profile, endpoint, create, key`,
 		"dynamodb://tbl?create=maybe": `create="maybe": want true or false`,
-		"dynamodb://a":                "table name",
-		"s3://":                       "want s3://BUCKET/PREFIX",
-		"s3://b/p?path-style=2":       `path-style="2": want true or false`,
-		"s3://Bad_Bucket":             "Config.Bucket",
+		"dynamodb://a?region=x":       "table name",
+		"dynamodb://t?region=x&endpoint=127.0.0.1:8000": "needs http:// or https://",
+		"s3://":                      "want s3://BUCKET/PREFIX",
+		"s3://b/p?path-style=2":      `path-style="2": want true or false`,
+		"s3://Bad_Bucket?region=x":   "Config.Bucket",
+		"file:///tmp/x?shared=maybe": `shared="maybe": want true or false`,
 		"s3://bucket/p?endpoint=http://127.0.0.1:1&acl=x": `unknown parameter "acl"`,
 	} {
 		_, err := storeurl.Open(t.Context(), raw)
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("Open(%q) = %v, want an error containing %q", raw, err, want)
 		}
+	}
+}
+
+// TestRegionRequired: with no region in the URL nor in the SDK's chain, an
+// AWS store is refused, not quietly put in us-east-1.
+func TestRegionRequired(t *testing.T) {
+	t.Setenv("AWS_REGION", "")
+	t.Setenv("AWS_DEFAULT_REGION", "")
+	t.Setenv("AWS_CONFIG_FILE", filepath.Join(t.TempDir(), "none"))
+	for _, raw := range []string{"dynamodb://t", "s3://bucket/p"} {
+		if _, err := storeurl.Open(t.Context(), raw); err == nil || !strings.Contains(err.Error(), "no AWS region") {
+			t.Errorf("Open(%q) = %v, want no AWS region", raw, err)
+		}
+	}
+}
+
+// TestFileStoreOwnership: a directory others can write is refused as a
+// permanent error, unless shared=true says it is shared on purpose.
+func TestFileStoreOwnership(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.Chmod(dir, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := storeurl.Open(t.Context(), "file://"+filepath.ToSlash(dir)); !errors.Is(err, lease.ErrPermanent) || !strings.Contains(err.Error(), "writable by group or others") {
+		t.Errorf("a world-writable directory: %v", err)
+	}
+	if _, err := storeurl.Open(t.Context(), "file://"+filepath.ToSlash(dir)+"?shared=true"); err != nil {
+		t.Errorf("shared=true: %v", err)
 	}
 }
 
