@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -39,12 +40,13 @@ type Candidate struct {
 	mu     sync.Mutex // guards status
 	status Status
 
-	obs    seam.Observer      // the simulator's, or nil
-	resign chan chan struct{} // Resign's requests to the running loop
+	obs    seam.Observer  // the simulator's, or nil
+	resign chan resignReq // Resign's requests to the running loop
 
 	ms       *metrics
 	meter    metric.Meter
 	running  atomic.Bool
+	loopAt   atomic.Int64 // Unix nanoseconds of the loop's latest step, by the clock
 	answered lastAnswer
 }
 
@@ -87,7 +89,7 @@ func New(cfg Config) (*Candidate, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &Candidate{cfg: cfg, resign: make(chan chan struct{})}
+	c := &Candidate{cfg: cfg, resign: make(chan resignReq)}
 	if c.ms, c.meter, err = newMetrics(cfg.MeterProvider, attribute.String("lease", cfg.Lease)); err != nil {
 		return nil, fmt.Errorf("tenure: metrics: %w", err)
 	}
@@ -97,15 +99,19 @@ func New(cfg Config) (*Candidate, error) {
 // Resign ends the current term, if any (ReasonResigned), and, once its
 // callbacks have returned, gives the lease back with its token kept, so that
 // another candidate takes over within a poll interval; this candidate stays
-// a follower for ResignHoldOff and then campaigns again. Use it for rolling
-// deploys and draining. It returns once the lease is given back (or this
-// candidate did not hold it), or with ctx's error; it waits for Run to be
-// running. Called from OnElected it would wait for OnElected itself to
-// return: call it there from a goroutine of its own.
-func (c *Candidate) Resign(ctx context.Context) error {
-	done := make(chan struct{})
+// a follower for ResignHoldOff (or HoldOff's) and then campaigns again. Use
+// it for rolling deploys and draining. It returns once the lease is given
+// back (or this candidate did not hold it), or with ctx's error; it waits
+// for Run to be running. Called from OnElected it would wait for OnElected
+// itself to return: call it there from a goroutine of its own.
+func (c *Candidate) Resign(ctx context.Context, opts ...ResignOption) error {
+	req := resignReq{done: make(chan struct{}), holdOff: c.cfg.ResignHoldOff}
+	for _, o := range opts {
+		o(&req)
+	}
+	done := req.done
 	select {
-	case c.resign <- done:
+	case c.resign <- req:
 	case <-ctx.Done():
 		return ctx.Err()
 	}
@@ -116,6 +122,19 @@ func (c *Candidate) Resign(ctx context.Context) error {
 		return ctx.Err()
 	}
 }
+
+// ResignOption changes one call of Resign.
+type ResignOption func(*resignReq)
+
+type resignReq struct {
+	done    chan struct{}
+	holdOff time.Duration
+}
+
+// HoldOff keeps the candidate a follower for d after this Resign, instead
+// of Config.ResignHoldOff: a supervisor whose work keeps failing backs off
+// this way, so that two candidates do not hand the lease back and forth.
+func HoldOff(d time.Duration) ResignOption { return func(r *resignReq) { r.holdOff = max(d, 0) } }
 
 // ID returns the identity this candidate writes into the lease.
 func (c *Candidate) ID() string { return c.cfg.ID }
@@ -173,16 +192,19 @@ func (c *Candidate) Run(ctx context.Context) error {
 		return fmt.Errorf("tenure: metrics: %w", err)
 	}
 	defer func() { _ = reg.Unregister() }()
+	c.loopAt.Store(c.cfg.Clock.Now().UnixNano())
 	c.running.Store(true)
 	defer c.running.Store(false)
 	return r.run(ctx)
 }
 
-// observeGauges reports tenure.leader and tenure.token while Run runs.
+// observeGauges reports tenure.leader, tenure.token and tenure.term while
+// Run runs.
 func (c *Candidate) observeGauges() (metric.Registration, error) {
 	leader, err1 := c.meter.Int64ObservableGauge("tenure.leader", metric.WithDescription("1 while this candidate leads the lease, else 0."))
 	token, err2 := c.meter.Int64ObservableGauge("tenure.token", metric.WithDescription("The fencing token of the current term; 0 outside a term."))
-	if err := errors.Join(err1, err2); err != nil {
+	term, err3 := c.meter.Int64ObservableGauge("tenure.term", metric.WithDescription("1 while leading, with the term's token as an exact decimal attribute."))
+	if err := errors.Join(err1, err2, err3); err != nil {
 		return nil, err
 	}
 	return c.meter.RegisterCallback(func(_ context.Context, o metric.Observer) error {
@@ -190,11 +212,12 @@ func (c *Candidate) observeGauges() (metric.Registration, error) {
 		var lead, tok int64
 		if st.Leading {
 			lead, tok = 1, int64(st.Token)
+			o.ObserveInt64(term, 1, metric.WithAttributes(c.ms.base, attribute.String("token", strconv.FormatUint(uint64(st.Token), 10))))
 		}
 		o.ObserveInt64(leader, lead, c.ms.opts)
 		o.ObserveInt64(token, tok, c.ms.opts)
 		return nil
-	}, leader, token)
+	}, leader, token, term)
 }
 
 // runner carries out one Run: it runs the shared driver on the goroutine
@@ -271,6 +294,7 @@ func (r *runner) run(ctx context.Context) (err error) {
 	stop := ctx.Done()
 	var crashed *CallbackPanic
 	for !r.d.Done() || r.sb != nil && !r.sb.s.Done() {
+		r.c.loopAt.Store(r.Now().UnixNano())
 		var sbTimer <-chan time.Time
 		if r.sb != nil {
 			sbTimer = r.sb.timer
@@ -296,10 +320,10 @@ func (r *runner) run(ctx context.Context) (err error) {
 			if perr := r.d.Result(res); perr != nil {
 				return fmt.Errorf("tenure: lease %q: %w", cfg.Lease, perr)
 			}
-		case done := <-r.c.resign:
-			r.resigns = append(r.resigns, done)
+		case req := <-r.c.resign:
+			r.resigns = append(r.resigns, req.done)
 			r.wakeAfterRelease()
-			r.d.Resign(cfg.ResignHoldOff)
+			r.d.Resign(req.holdOff)
 		case res := <-sbRes:
 			if res.ID == r.sb.opID {
 				r.sb.opID, r.sb.cancel = 0, nil // its context is done: let it go

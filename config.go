@@ -9,6 +9,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/benbjohnson/clock"
@@ -146,7 +147,7 @@ func (c Config) Validate() error {
 
 // resolved returns c with its defaults filled in, checked.
 func (c Config) resolved() (Config, error) {
-	if err := lease.ValidateName(c.Lease); err != nil {
+	if err := ValidateName(c.Lease); err != nil {
 		return c, fieldError(&election.FieldError{Field: "Lease", Err: err})
 	}
 	if c.Store == nil {
@@ -270,6 +271,20 @@ func (c *Config) standbyConfig(wake string) election.Config {
 func wallOf(clk Clock) func() time.Time {
 	if w, ok := clk.(interface{ Wall() time.Time }); ok {
 		return w.Wall
+	}
+	return nil
+}
+
+// ValidateName reports whether name may name a lease or a lock: the rules
+// of lease.ValidateName, and no "::", which names the records tenure keeps
+// beside a lease (its standby, a lock's queue). A Candidate leading
+// "jobs::queue" would otherwise jam the fair lock "jobs".
+func ValidateName(name string) error {
+	if err := lease.ValidateName(name); err != nil {
+		return err
+	}
+	if strings.Contains(name, "::") {
+		return fmt.Errorf("%w: %q: \"::\" is kept for tenure's own records (a lock's queue, a lease's standby)", lease.ErrInvalidName, name)
 	}
 	return nil
 }

@@ -54,16 +54,27 @@ type CandidateHealth struct {
 	Error             string   `json:"error,omitempty"`
 }
 
-// Handler returns an http.Handler that reports the candidate's health, for
-// a liveness or readiness probe: 200 while Run runs and the store answered
-// within the last LeaseDuration (with Standby: within a cold poll and an
-// OpTimeout, if longer, since a cold follower reads that rarely), else
-// 503, with a CandidateHealth as JSON
-// either way. It reads Status only; it cannot change leadership, and it
-// leaves the payload out (payloads often hold addresses). Serve it only
-// where its readers may learn who leads.
+// Handler returns the candidate's probes, for Kubernetes and load
+// balancers. Each answers 200 or 503 with a CandidateHealth as JSON:
+//
+//	/livez    the process and its loop are alive: Run runs, and its loop
+//	          has stepped within its longest wait; a store outage is not a
+//	          liveness failure (a liveness probe on the store would restart
+//	          every replica in an outage)
+//	/readyz   the store answered within the last LeaseDuration (with
+//	          Standby: within a cold poll and an OpTimeout, if longer,
+//	          since a cold follower reads that rarely)
+//	/leader   this candidate leads: a readiness probe that routes a
+//	          Service to the leader alone
+//	/healthz  as /readyz, for probes set up before /readyz existed
+//
+// Other paths answer 404, other methods 405. Mount it at the root of its
+// own listener, or under a prefix with http.StripPrefix. It reads Status
+// only; it cannot change leadership, and it leaves the payload out
+// (payloads often hold addresses). Serve it only where its readers may
+// learn who leads.
 func (c *Candidate) Handler() http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+	return probes(func(probe string) (bool, any) {
 		st := c.Status()
 		answered := st.LastAnswer
 		now := c.cfg.Clock.Now()
@@ -77,17 +88,55 @@ func (c *Candidate) Handler() http.Handler {
 		if st.Err != nil {
 			h.Error = st.Err.Error()
 		}
-		within := c.cfg.LeaseDuration
-		if c.cfg.Standby {
-			within = max(within, election.MaxPoll(c.cfg.ColdPollInterval)+c.cfg.OpTimeout)
-		}
-		h.Healthy, h.Reason = health(h.Running, answered, now, within)
 		if !answered.IsZero() {
 			s := now.Sub(answered).Seconds()
 			h.LastAnswerSeconds = &s
 		}
-		writeHealth(w, h.Healthy, h)
+		switch probe {
+		case "livez":
+			h.Healthy, h.Reason = c.alive(now)
+		case "leader":
+			h.Healthy, h.Reason = h.Leading, "not leading"
+			if h.Leading {
+				h.Reason = ""
+			}
+		default:
+			within := c.cfg.LeaseDuration
+			if c.cfg.Standby {
+				within = max(within, election.MaxPoll(c.cfg.ColdPollInterval)+c.cfg.OpTimeout)
+			}
+			h.Healthy, h.Reason = health(h.Running, answered, now, within)
+		}
+		return h.Healthy, h
 	})
+}
+
+// alive reports whether Run runs and its loop stepped lately: it wakes at
+// least once a poll (a cold one with Standby) and an OpTimeout, so a loop
+// silent for twice that and a lease is stuck.
+func (c *Candidate) alive(now time.Time) (bool, string) {
+	if !c.running.Load() {
+		return false, "not running"
+	}
+	poll := max(c.cfg.PollInterval, c.cfg.ColdPollInterval, c.cfg.RenewInterval)
+	bound := 2*(election.MaxPoll(poll)+c.cfg.OpTimeout) + c.cfg.LeaseDuration
+	if at := time.Unix(0, c.loopAt.Load()); now.Sub(at) > bound {
+		return false, "the loop has not stepped for " + now.Sub(at).Round(time.Millisecond).String()
+	}
+	return true, ""
+}
+
+// probes serves /livez, /readyz, /leader and /healthz (as /readyz) from
+// check, which returns the answer and the JSON body for a probe.
+func probes(check func(probe string) (bool, any)) http.Handler {
+	mux := http.NewServeMux()
+	for _, p := range []string{"livez", "readyz", "leader", "healthz"} {
+		mux.HandleFunc("GET /"+p, func(w http.ResponseWriter, _ *http.Request) {
+			ok, body := check(p)
+			writeHealth(w, ok, body)
+		})
+	}
+	return mux
 }
 
 // health decides a probe's answer.
@@ -122,12 +171,13 @@ type LockerHealth struct {
 	LastAnswerSeconds *float64 `json:"last_answer_seconds,omitempty"`
 }
 
-// Handler returns an http.Handler that reports the Locker's health: 200
-// while it is open and, if it has made store calls, the store answered
-// within the last LeaseDuration; else 503. The body is a LockerHealth as
-// JSON. It names no lock.
+// Handler returns the Locker's probes, as a Candidate's Handler: /livez
+// (the Locker is open), /readyz and /healthz (if it has made store calls,
+// the store answered within the last LeaseDuration), /leader (it holds at
+// least one lock). Each answers 200 or 503 with a LockerHealth as JSON; it
+// names no lock. Other paths answer 404.
 func (l *Locker) Handler() http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+	return probes(func(probe string) (bool, any) {
 		now := l.cfg.Clock.Now()
 		answered := l.LastAnswer()
 		running := true
@@ -138,6 +188,16 @@ func (l *Locker) Handler() http.Handler {
 		}
 		h := LockerHealth{ID: l.cfg.ID, Running: running, Held: l.held.Load()}
 		switch {
+		case probe == "livez":
+			h.Healthy = running
+			if !running {
+				h.Reason = "closed"
+			}
+		case probe == "leader":
+			h.Healthy = running && h.Held > 0
+			if !h.Healthy {
+				h.Reason = "holds no lock"
+			}
 		case answered.IsZero() && running:
 			h.Healthy = true // idle: nothing asked of the store yet
 		default:
@@ -147,6 +207,6 @@ func (l *Locker) Handler() http.Handler {
 			s := now.Sub(answered).Seconds()
 			h.LastAnswerSeconds = &s
 		}
-		writeHealth(w, h.Healthy, h)
+		return h.Healthy, h
 	})
 }

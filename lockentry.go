@@ -48,6 +48,30 @@ func (e *lockEntry) fail(err error) {
 	}
 }
 
+// waitedFor is the error of a Lock whose ctx ended with err: a
+// *LockedError naming the holder last seen, or, if none was, err with the
+// last store error.
+func (e *lockEntry) waitedFor(err error) error {
+	var ld election.Leader
+	switch {
+	case !e.started: // waiting behind a call of this Locker
+		if a := e.l.names[e.Name()]; a != nil && a.held != nil {
+			ld = election.Leader{Holder: e.l.cfg.ID, Token: uint64(a.held.Token())}
+		}
+	default:
+		ld = e.Leader()
+	}
+	if ld.Holder != "" {
+		return &LockedError{Name: e.Name(), Holder: ld.Holder, Token: fencing.Token(ld.Token), Payload: ld.Payload, Err: err}
+	}
+	if e.started {
+		if serr := e.Err(); serr != nil {
+			return fmt.Errorf("tenure: lock %q: %w (the store's last error: %v)", e.Name(), err, serr)
+		}
+	}
+	return fmt.Errorf("tenure: lock %q: %w", e.Name(), err)
+}
+
 // stopEntry ends the lock: the term ends, then the release. A lock still
 // waiting in this process just leaves the queue.
 func (e *lockEntry) stopEntry() {

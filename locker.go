@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -29,22 +28,32 @@ var (
 	ErrClosed = errors.New("tenure: Locker closed")
 )
 
-// LockedError says who holds a lock that TryLock could not take, as the
-// store showed it. The holder may already be dead: only waiting out its
-// lease (Lock) tells.
+// LockedError says who holds a lock that TryLock could not take, or that
+// Lock waited for until its context ended, as the store last showed it.
+// The holder may already be dead: only waiting out its lease (Lock) tells.
 type LockedError struct {
 	Name    string
 	Holder  string
 	Token   fencing.Token
 	Payload []byte
+	// Err is the context's error when Lock gave up waiting (errors.Is
+	// finds context.DeadlineExceeded through it), nil for TryLock.
+	Err error
 }
 
 func (e *LockedError) Error() string {
-	return fmt.Sprintf("tenure: lock %q is held by %q (token %d)", e.Name, e.Holder, e.Token)
+	msg := fmt.Sprintf("tenure: lock %q is held by %q (token %d)", e.Name, e.Holder, e.Token)
+	if e.Err != nil {
+		msg += ": gave up waiting: " + e.Err.Error()
+	}
+	return msg
 }
 
 // Is makes errors.Is(err, ErrLocked) true.
 func (e *LockedError) Is(target error) bool { return target == ErrLocked }
+
+// Unwrap returns Err.
+func (e *LockedError) Unwrap() error { return e.Err }
 
 // LockerConfig configures a Locker. Store is required; the other fields are
 // as in Config, with the same defaults.
@@ -297,15 +306,17 @@ func (l *Locker) do(f func()) bool {
 }
 
 func (l *Locker) take(ctx context.Context, name string, try bool, opts []LockOption) (*Lock, error) {
-	if err := lease.ValidateName(name); err != nil {
+	if err := ValidateName(name); err != nil {
 		return nil, fmt.Errorf("tenure: lock: %w", err)
-	}
-	if strings.Contains(name, "::") { // lockcore.QueueSuffix
-		return nil, fmt.Errorf("tenure: lock %q: %w: \"::\" is kept for lock queues", name, lease.ErrInvalidName)
 	}
 	var o lockOptions
 	for _, opt := range opts {
 		opt(&o)
+	}
+	if o.fair && !try {
+		if err := lease.ValidateName(name + lockcore.QueueSuffix); err != nil {
+			return nil, fmt.Errorf("tenure: lock %q: too long for a fair lock, whose queue is named %q: %w", name, lockcore.QueueSuffix, err)
+		}
 	}
 	if o.every != 0 {
 		if o.fair {
@@ -335,13 +346,18 @@ func (l *Locker) take(ctx context.Context, name string, try bool, opts []LockOpt
 	case r := <-result:
 		return r.lock, r.err
 	case <-ctx.Done():
-		// Give up: whatever the store holds of ours is released.
-		l.do(func() { e.fail(ctx.Err()); e.stopEntry() })
+		// Give up: whatever the store holds of ours is released. The
+		// error says who held the lock meanwhile, as last seen.
+		var gaveUp error
+		l.do(func() { gaveUp = e.waitedFor(ctx.Err()); e.fail(gaveUp); e.stopEntry() })
 		r := <-result
 		if r.lock != nil { // taken just now: give it back
 			_ = r.lock.Unlock(context.WithoutCancel(ctx))
 		}
-		return nil, ctx.Err()
+		if gaveUp == nil {
+			gaveUp = ctx.Err() // the Locker closed meanwhile
+		}
+		return nil, gaveUp
 	}
 }
 

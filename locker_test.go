@@ -360,3 +360,43 @@ func TestLockerBoundsCallsInFlight(t *testing.T) {
 		}
 	})
 }
+
+// TestLockDeadlineNamesHolder: a Lock whose context ends while another
+// holds the lock returns an error that wraps both the context's error and
+// ErrLocked, naming the holder.
+func TestLockDeadlineNamesHolder(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		store := memlease.New()
+		a, b := newLocker(t, store, "a"), newLocker(t, store, "b")
+		h, err := a.TryLock(context.Background(), "x")
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+		defer cancel()
+		_, err = b.Lock(ctx, "x")
+		var le *tenure.LockedError
+		if !errors.Is(err, context.DeadlineExceeded) || !errors.Is(err, tenure.ErrLocked) || !errors.As(err, &le) || le.Holder != "a" || le.Token != h.Token() {
+			t.Fatalf("Lock past its deadline: %v; want DeadlineExceeded and a *LockedError naming a", err)
+		}
+	})
+}
+
+// TestNamesRefused: "::" names tenure's own records, and a fair lock's name
+// must leave room for its queue's.
+func TestNamesRefused(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		l := newLocker(t, memlease.New(), "a")
+		for _, c := range []struct {
+			name string
+			opts []tenure.LockOption
+		}{{"jobs::queue", nil}, {strings.Repeat("n", 195), []tenure.LockOption{tenure.Fair()}}} {
+			if _, err := l.Lock(context.Background(), c.name, c.opts...); !errors.Is(err, lease.ErrInvalidName) {
+				t.Errorf("Lock(%.20q...): %v, want ErrInvalidName at once", c.name, err)
+			}
+		}
+		if _, err := tenure.New(tenure.Config{Lease: "jobs::queue", Store: memlease.New()}); !errors.Is(err, lease.ErrInvalidName) {
+			t.Errorf("New with lease jobs::queue: %v, want ErrInvalidName", err)
+		}
+	})
+}

@@ -19,12 +19,18 @@ import (
 //
 //	tenure.leader                gauge     1 while the Candidate leads, else 0       lease
 //	tenure.token                 gauge     the token of the current term, 0 outside   lease
+//	tenure.term                  gauge     1 while leading                           lease, token
 //	tenure.terms                 counter   terms begun                               lease
 //	tenure.demotions             counter   terms ended                               lease, reason
 //	tenure.anomalies             counter   a lost or invalid record, a duplicate ID   lease
 //	tenure.store.calls           counter   store calls                               lease, op, outcome
 //	tenure.store.duration        histogram seconds per store call                    lease, op, outcome
 //	tenure.locks.held            gauge     locks a Locker holds                      locker
+//
+// tenure.token is an integer instrument, but Prometheus keeps every value
+// as a float and prints large ones in exponent form (1.795533564291e+12,
+// exact below 2^53); tenure.term carries the token as a decimal attribute,
+// for exact matching and display.
 //
 // For a Locker, lease is "locker": lock names would make a series each.
 // op is get or put; outcome is ok, conflict, not_found, timeout, abandoned,

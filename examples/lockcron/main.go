@@ -61,7 +61,7 @@ func main() {
 func run(ctx context.Context, out io.Writer, replicas int, every, duration, skew time.Duration) (map[int64][]string, error) {
 	store := memlease.New()
 	start := time.Now().Truncate(every).Add(every) // OncePer's slots are aligned to the Unix epoch
-	var mu sync.Mutex // guards ran and out
+	var mu sync.Mutex                              // guards ran and out
 	ran := map[int64][]string{}
 	job := func(id string, slot int64, tok fencing.Token) {
 		mu.Lock()

@@ -203,6 +203,9 @@ func (l *Lock) Held() bool { return l.held }
 // ran out. Err then says what the store last answered.
 func (l *Lock) GaveUp() bool { return l.d.GaveUp() }
 
+// Leader returns the holder last seen in the store, if any.
+func (l *Lock) Leader() election.Leader { return l.machine().Leader() }
+
 // Err returns the Machine's last store error, or nil.
 func (l *Lock) Err() error { return l.d.Machine().Err() }
 
