@@ -15,8 +15,16 @@ import (
 
 func probe(t *testing.T, h http.Handler, body any) int {
 	t.Helper()
+	return probePath(t, h, "/healthz", body)
+}
+
+func probePath(t *testing.T, h http.Handler, path string, body any) int {
+	t.Helper()
 	rec := httptest.NewRecorder()
-	h.ServeHTTP(rec, httptest.NewRequest("GET", "/healthz", nil))
+	h.ServeHTTP(rec, httptest.NewRequest("GET", path, nil))
+	if rec.Code == 404 {
+		return 404
+	}
 	if err := json.Unmarshal(rec.Body.Bytes(), body); err != nil {
 		t.Fatalf("body %q: %v", rec.Body.String(), err)
 	}
@@ -124,5 +132,46 @@ func TestCandidateHandlerColdFollower(t *testing.T) {
 		if code := probe(t, other.c.Handler(), &h); code != 200 || !h.Standby {
 			t.Fatalf("standby: %d %+v", code, h)
 		}
+	})
+}
+
+// TestCandidateProbes: in a store outage /readyz fails on every replica
+// but /livez holds (a liveness probe must not restart them all); /leader
+// answers 200 on the leader alone; other paths are 404.
+func TestCandidateProbes(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w := newWorld(t)
+		a := w.start("a", nil)
+		synctest.Wait()
+		b := w.start("b", nil)
+		wait(3 * time.Second)
+		var h tenure.CandidateHealth
+		for _, c := range []struct {
+			who  *node
+			path string
+			want int
+		}{{a, "/livez", 200}, {a, "/readyz", 200}, {a, "/leader", 200}, {b, "/livez", 200}, {b, "/readyz", 200}, {b, "/leader", 503}} {
+			if code := probePath(t, c.who.c.Handler(), c.path, &h); code != c.want {
+				t.Errorf("%s %s: %d, want %d: %+v", c.who.c.ID(), c.path, code, c.want, h)
+			}
+		}
+		a.faults.FailAll()
+		b.faults.FailAll()
+		wait(15 * time.Second)
+		for _, n := range []*node{a, b} {
+			if code := probePath(t, n.c.Handler(), "/livez", &h); code != 200 {
+				t.Errorf("%s /livez in a store outage: %d %+v", n.c.ID(), code, h)
+			}
+			if code := probePath(t, n.c.Handler(), "/readyz", &h); code != 503 {
+				t.Errorf("%s /readyz in a store outage: %d %+v", n.c.ID(), code, h)
+			}
+		}
+		for _, p := range []string{"/", "/metrics", "/livez/x"} {
+			if code := probePath(t, a.c.Handler(), p, &h); code != 404 {
+				t.Errorf("%s: %d, want 404", p, code)
+			}
+		}
+		a.faults.Heal()
+		b.faults.Heal()
 	})
 }
