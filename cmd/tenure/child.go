@@ -183,7 +183,21 @@ func stopTiming(ttl, grace time.Duration) (early, overrun time.Duration) {
 	return early, grace - early
 }
 
-// childEnv is what the child learns of its term.
-func childEnv(lease, holder string, token uint64) []string {
-	return []string{"TENURE_LEASE=" + lease, "TENURE_TOKEN=" + fmt.Sprint(token), "TENURE_HOLDER=" + holder}
+// childEnv is what the child learns of its term. None of these names a
+// flag of tenure's (TENURE_LEASE is --lease, a duration): a tenure command
+// inside the job reads only what the operator set.
+func childEnv(name, holder string, token uint64) []string {
+	return []string{"TENURE_NAME=" + name, "TENURE_TOKEN=" + fmt.Sprint(token), "TENURE_HOLDER=" + holder}
+}
+
+// defaultGrace is --grace when not given: what fits before a term's
+// deadline after a renewal fails (2.99s at a 10s lease), so that the
+// command is gone before another process may take over.
+func defaultGrace(ttl time.Duration) time.Duration {
+	t := election.Timing{LeaseDuration: ttl}.WithDefaults()
+	p, err := election.NewPlan(t, 1, 0)
+	if err != nil {
+		return time.Second
+	}
+	return max(p.LeadWindow-t.RenewInterval-2*t.OpTimeout, 10*time.Millisecond)
 }

@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"strings"
+	"time"
 )
 
 // envName is the environment variable that sets flag name: TENURE_ and the
@@ -31,13 +32,33 @@ func parseFlags(fs *flag.FlagSet, args []string, stderr io.Writer) (ok bool, sta
 		fmt.Fprintf(stderr, "%s: %v\n", fs.Name(), bad)
 		return false, exitUsage
 	}
-	if err := fs.Parse(flagsFirst(fs, args)); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return false, 0
-		}
+	out := fs.Output()
+	fs.SetOutput(io.Discard) // the flag package would print the whole help after a one-line error
+	err := fs.Parse(flagsFirst(fs, args))
+	fs.SetOutput(out)
+	switch {
+	case errors.Is(err, flag.ErrHelp):
+		fs.Usage()
+		return false, 0
+	case err != nil:
+		fmt.Fprintf(stderr, "%s: %v%s\nsee %s -h\n", fs.Name(), err, hint(fs, err), fs.Name())
 		return false, exitUsage
 	}
 	return true, 0
+}
+
+// hint says what a flag's parse error most likely means.
+func hint(fs *flag.FlagSet, err error) string {
+	_, rest, ok := strings.Cut(err.Error(), " for flag -")
+	name, _, _ := strings.Cut(rest, ":")
+	if f := fs.Lookup(name); ok && f != nil {
+		if g, isGetter := f.Value.(flag.Getter); isGetter {
+			if _, isDuration := g.Get().(time.Duration); isDuration {
+				return " (durations need a unit: 10s, 500ms, 2m)"
+			}
+		}
+	}
+	return ""
 }
 
 // newFlagSet returns the flags of a command whose -h prints usage, the
@@ -46,8 +67,8 @@ func newFlagSet(name, usage string, stderr io.Writer) *flag.FlagSet {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
-		fmt.Fprint(stderr, usage)
-		fmt.Fprintln(stderr, "\nflags (each also from the environment: --lease from TENURE_LEASE, and so on):")
+		fmt.Fprint(fs.Output(), usage)
+		fmt.Fprintln(fs.Output(), "\nflags (each also from the environment: --store from TENURE_STORE, and so on):")
 		fs.PrintDefaults()
 	}
 	return fs
@@ -81,4 +102,12 @@ func flagsFirst(fs *flag.FlagSet, args []string) []string {
 func isBool(f *flag.Flag) bool {
 	b, ok := f.Value.(interface{ IsBoolFlag() bool })
 	return ok && b.IsBoolFlag()
+}
+
+// isSet reports whether the flag name was given, on the command line or in
+// the environment.
+func isSet(fs *flag.FlagSet, name string) bool {
+	set := false
+	fs.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	return set
 }

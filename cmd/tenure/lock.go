@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -31,7 +30,7 @@ crontab recipe: the same line on every replica runs the job once per slot.
 It assumes the replicas' clocks agree within a slot; beyond that a slot
 may run twice or not at all. A replica that crashes mid-job leaves its slot
 taken: at most once, not at least once.
-COMMAND gets TENURE_LEASE, TENURE_TOKEN (the lock's fencing token) and
+COMMAND gets TENURE_NAME, TENURE_TOKEN (the lock's fencing token) and
 TENURE_HOLDER in its environment, in a process group of its own, under a
 supervisor that kills everything COMMAND started when COMMAND exits or
 tenure dies (kill -9 included), and at the lock's deadline. If the lock is
@@ -85,7 +84,7 @@ func (w *waitFlag) Set(s string) error {
 // lockCommand implements "tenure lock".
 func lockCommand(args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("tenure lock", lockUsage, stderr)
-	var c common
+	var c holder
 	c.register(fs)
 	wait := &waitFlag{forever: true}
 	fs.Var(wait, "wait", "how long to wait for the lock: 0 (give up at once), a duration, or forever")
@@ -93,17 +92,12 @@ func lockCommand(args []string, stdout, stderr io.Writer) int {
 	oncePer := fs.Duration("once-per", 0, "run COMMAND at most once per wall-clock slot of this length (whole seconds, up to 24h), across replicas: never waits")
 	quiet := fs.Bool("quiet", false, "say nothing when another holds the lock (cron mails no one)")
 	conflictExit := fs.Int("conflict-exit", -1, "exit status when another holds the lock or took the slot (default 75, or 79 with --once-per)")
-	grace := fs.Duration("grace", 2*time.Second, "from SIGTERM to SIGKILL when the command must stop")
 	before, argv := splitArgs(args)
 	if ok, status := parseFlags(fs, before, stderr); !ok {
 		return status
 	}
-	name, ok := nameAndCommand(fs, argv, nil, stderr)
-	if !ok {
-		return exitUsage
-	}
-	if *grace <= 0 {
-		fmt.Fprintf(stderr, "tenure lock: --grace %v: want a positive duration\n", *grace)
+	name, ok := nameAndCommand(fs, argv, stderr)
+	if !ok || !c.check(fs, stderr) {
 		return exitUsage
 	}
 	if *conflictExit > 255 || *conflictExit < -1 {
@@ -112,7 +106,7 @@ func lockCommand(args []string, stdout, stderr io.Writer) int {
 	}
 	conflict := exitLocked
 	if *oncePer != 0 {
-		if waitSet(fs) && (wait.forever || wait.d != 0) {
+		if isSet(fs, "wait") && (wait.forever || wait.d != 0) {
 			fmt.Fprintln(stderr, "tenure lock: --once-per never waits: drop --wait")
 			return exitUsage
 		}
@@ -124,12 +118,11 @@ func lockCommand(args []string, stdout, stderr io.Writer) int {
 	log := c.logger(stderr, "lock")
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	store, err := c.open(ctx)
-	if err != nil {
-		fmt.Fprintf(stderr, "tenure lock: %v\n", err)
-		return exitUsage
+	store, status := c.open(ctx, "tenure lock", stderr)
+	if store == nil {
+		return status
 	}
-	tel, err := newTelemetry(c.metricsAddr, stderr)
+	tel, err := newTelemetry(c.metricsAddr, c.serviceName, stderr)
 	if err != nil {
 		fmt.Fprintf(stderr, "tenure lock: %v\n", err)
 		return exitUsage
@@ -141,8 +134,9 @@ func lockCommand(args []string, stdout, stderr io.Writer) int {
 		return exitUsage
 	}
 	defer l.Close()
-	tel.setHealth(l.Handler())
-	early := warnGrace(log, c.lease, *grace)
+	tel.setProbes(l.Handler())
+	log.Info("locking", "lock", name, "store", c.store, "id", l.ID())
+	early := warnGrace(log, c.lease, c.grace)
 
 	// A signal while waiting gives up the wait.
 	var stopSig atomic.Int32 // the signal that ended the wait
@@ -190,27 +184,30 @@ func lockCommand(args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		var le *tenure.LockedError
 		switch {
+		case isClosed(unreachable):
+			fmt.Fprintf(stderr, "tenure lock: store %s: no answer within %v (check --store, the network and the credentials): %v\n", c.store, startupWait(c.lease), err)
+			return exitUnavailable
+		case stopSig.Load() != 0: // a signal ended the wait
+			return 128 + int(stopSig.Load())
 		case errors.Is(err, tenure.ErrSlotTaken) && errors.As(err, &le):
 			log.Info("the slot was taken: nothing to do", "lock", le.Name, "holder", le.Holder, "token", le.Token)
 			return conflict
 		case errors.As(err, &le):
 			if !*quiet {
-				fmt.Fprintf(stderr, "tenure lock: %q is held by %q (token %d)\n", name, le.Holder, le.Token)
+				if le.Err != nil {
+					fmt.Fprintf(stderr, "tenure lock: %q was held by %q (token %d) for all of --wait %v\n", name, le.Holder, le.Token, wait)
+				} else {
+					fmt.Fprintf(stderr, "tenure lock: %q is held by %q (token %d)\n", name, le.Holder, le.Token)
+				}
 			}
 			return conflict
 		case errors.Is(err, context.DeadlineExceeded):
 			if !*quiet {
-				fmt.Fprintf(stderr, "tenure lock: %q was held by another for all of --wait %v\n", name, wait)
+				fmt.Fprintf(stderr, "tenure lock: %q was not taken within --wait %v: %v\n", name, wait, err)
 			}
 			return conflict
-		case isClosed(unreachable):
-			fmt.Fprintf(stderr, "tenure lock: no answer from the store within %v: check --store, the network and the credentials\n", startupWait(c.lease))
-			return exitUnavailable
-		case ctx.Err() != nil: // a signal ended the wait
-			return 128 + int(stopSig.Load())
-		case errors.Is(err, lease.ErrPermanent):
-			fmt.Fprintf(stderr, "tenure lock: %v\n", err)
-			return exitUnavailable
+		case errors.Is(err, lease.ErrPermanent), errors.Is(err, lease.ErrInvalidRecord):
+			return c.storeFailed("tenure lock", err, stderr)
 		case errors.As(err, new(*election.FieldError)), errors.Is(err, lease.ErrInvalidName):
 			fmt.Fprintf(stderr, "tenure lock: %v\n", err)
 			return exitUsage
@@ -220,7 +217,7 @@ func lockCommand(args []string, stdout, stderr io.Writer) int {
 	}
 	name = h.Name() // with --once-per, the slot's
 	log.Info("locked: starting the command", "lock", name, "token", h.Token())
-	child, err := startChild(argv, childEnv(name, l.ID(), uint64(h.Token())), stdout, stderr, early, *grace)
+	child, err := startChild(argv, childEnv(name, l.ID(), uint64(h.Token())), stdout, stderr, early, c.grace)
 	if err != nil {
 		fmt.Fprintf(stderr, "tenure lock: %v\n", err)
 		_ = h.Unlock(context.Background())
@@ -229,8 +226,10 @@ func lockCommand(args []string, stdout, stderr io.Writer) int {
 	logf := func(format string, args ...any) {
 		log.Warn(fmt.Sprintf(format, args...), "lock", name, "token", h.Token())
 	}
-	out := supervise(h.Context(), h.Deadline, child, early, *grace, sigs, logf)
-	status := child.status()
+	tel.child.started()
+	out := supervise(h.Context(), h.Deadline, child, early, c.grace, sigs, logf)
+	status = child.status()
+	tel.child.exited(status)
 	uctx, ucancel := context.WithTimeout(context.Background(), c.lease)
 	defer ucancel()
 	if err := h.Unlock(uctx); err != nil {
@@ -241,15 +240,6 @@ func lockCommand(args []string, stdout, stderr io.Writer) int {
 		return exitLost
 	}
 	return status
-}
-
-// waitSet reports whether --wait was given, on the command line or in
-// the environment.
-func waitSet(fs *flag.FlagSet) bool {
-	set := false
-	fs.Visit(func(f *flag.Flag) { set = set || f.Name == "wait" })
-	_, env := os.LookupEnv(envName("wait"))
-	return set || env
 }
 
 func isClosed(ch chan struct{}) bool {

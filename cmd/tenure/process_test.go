@@ -4,6 +4,7 @@ package main
 
 import (
 	"bufio"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -637,8 +638,9 @@ func get(url string) (int, string) {
 	return resp.StatusCode, string(b)
 }
 
-// TestProcessMetricsAddr: run and lock serve /metrics and /healthz on
-// --metrics-addr, with the instruments of what they run.
+// TestProcessMetricsAddr: run and lock serve /metrics and the probes on
+// --metrics-addr (port 0: the bound address is logged), with the
+// instruments of what they run and of the command.
 func TestProcessMetricsAddr(t *testing.T) {
 	e := newProcEnv(t, "")
 	for _, c := range []struct {
@@ -646,17 +648,24 @@ func TestProcessMetricsAddr(t *testing.T) {
 		metrics []string
 		health  string
 	}{
-		{[]string{"run", "--id", "a", "job"}, []string{`tenure_leader{lease="job"`, "tenure_terms_total", "tenure_store_calls_total"}, `"leading":true`},
-		{[]string{"lock", "--id", "b", "nightly"}, []string{`tenure_locks_held{locker="b"`, "tenure_store_duration_seconds"}, `"held":1`},
+		{[]string{"run", "--id", "a", "job"}, []string{`tenure_leader{lease="job"`, `tenure_term{lease="job"`, "tenure_terms_total", "tenure_store_calls_total", "tenure_child_running", "go_goroutines"}, `"leading":true`},
+		{[]string{"lock", "--id", "b", "nightly"}, []string{`tenure_locks_held{locker="b"`, "tenure_store_duration_seconds", "tenure_child_exit_status", "process_open_fds"}, `"held":1`},
 	} {
-		addr := freeAddr(t)
-		cmd := e.tenure(append([]string{c.args[0], "--metrics-addr", addr}, c.args[1:]...)...)
+		addr := make(chan string, 1)
+		w := &addrWatch{addr: addr}
+		cmd := e.tenureLog(w, append([]string{c.args[0], "--metrics-addr", "127.0.0.1:0"}, c.args[1:]...)...)
 		id := c.args[2]
 		e.await(20*time.Second, id+"'s child", func(ev event) bool { return ev.what == "start" && ev.holder == id })
-		if code, b := get("http://" + addr + "/healthz"); code != 200 || !strings.Contains(b, c.health) {
-			t.Errorf("%s: /healthz while the command runs: %d %s", c.args[0], code, b)
+		base := "http://" + <-addr
+		for _, p := range []string{"/livez", "/readyz", "/leader", "/healthz"} {
+			if code, b := get(base + p); code != 200 || !strings.Contains(b, c.health) {
+				t.Errorf("%s: %s while the command runs: %d %s", c.args[0], p, code, b)
+			}
 		}
-		_, m := get("http://" + addr + "/metrics")
+		if code, _ := get(base + "/"); code != 404 {
+			t.Errorf("%s: / answers %d, want 404", c.args[0], code)
+		}
+		_, m := get(base + "/metrics")
 		for _, want := range c.metrics {
 			if !strings.Contains(m, want) {
 				t.Errorf("%s: /metrics lacks %s:\n%s", c.args[0], want, m)
@@ -665,6 +674,20 @@ func TestProcessMetricsAddr(t *testing.T) {
 		_ = cmd.Process.Signal(syscall.SIGTERM)
 		_ = cmd.Wait()
 	}
+}
+
+// addrWatch passes a log on to stderr and sends the address tenure says it
+// serves on.
+type addrWatch struct {
+	addr chan string
+	once sync.Once
+}
+
+func (a *addrWatch) Write(b []byte) (int, error) {
+	if _, rest, ok := strings.Cut(string(b), " on http://"); ok {
+		a.once.Do(func() { a.addr <- strings.Fields(rest)[0] })
+	}
+	return os.Stderr.Write(b)
 }
 
 // state returns pid's state letter from /proc (R, S, T, Z...), or 0.
@@ -754,7 +777,7 @@ func TestProcessOncePer(t *testing.T) {
 			wg.Go(func() {
 				<-time.After(time.Until(first.Add(time.Duration(k)*every + late))) // this replica's cron fires
 				cmd := exec.Command(bin, "lock", "--once-per", "3s", "--id", fmt.Sprintf("r%d", i), "nightly", "--",
-					"sh", "-c", `echo "$TENURE_LEASE $TENURE_TOKEN" >> "$RUNS"; sleep 0.2`)
+					"sh", "-c", `echo "$TENURE_NAME $TENURE_TOKEN" >> "$RUNS"; sleep 0.2`)
 				cmd.Env = append(os.Environ(), "TENURE_STORE="+store, "RUNS="+filepath.Join(dir, "runs"))
 				var errb strings.Builder
 				cmd.Stderr = &errb
@@ -791,5 +814,138 @@ func TestProcessOncePer(t *testing.T) {
 		if ran[k] != 1 || !names[name] {
 			t.Errorf("slot %d (%s) ran %d times; runs:\n%s", k, name, ran[k], b)
 		}
+	}
+}
+
+// asUser returns how to run a process that the store directory dir does
+// not let write: as root (tests run as root in CI), as the user nobody,
+// with dir made nobody's and read-only; otherwise as ourselves, with dir
+// read-only.
+func asUser(t *testing.T, dir string) *syscall.SysProcAttr {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		if err := os.Chmod(dir, 0o555); err != nil {
+			t.Fatal(err)
+		}
+		return nil
+	}
+	const nobody = 65534
+	for _, p := range []string{filepath.Dir(tenureBinary(t)), filepath.Dir(dir)} {
+		if err := os.Chmod(p, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Chown(dir, nobody, nobody); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(dir, 0o555); err != nil {
+		t.Fatal(err)
+	}
+	return &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: nobody, Gid: nobody}}
+}
+
+// TestProcessStoreRefusesForGood: a store that refuses for good (writes
+// denied; a record no one can decode) ends run and lock at once, in every
+// mode, with status 69, naming the store and the cause.
+func TestProcessStoreRefusesForGood(t *testing.T) {
+	denied := filepath.Join(t.TempDir(), "denied")
+	if err := os.Mkdir(denied, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	attr := asUser(t, denied)
+	corrupt := filepath.Join(t.TempDir(), "corrupt")
+	if err := os.Mkdir(corrupt, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(corrupt, "job.lease"), []byte("{not json"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		dir  string
+		attr *syscall.SysProcAttr
+		args []string
+		want string
+	}{
+		{denied, attr, []string{"run", "job", "--", "true"}, "permission denied"},
+		{denied, attr, []string{"lock", "job", "--", "true"}, "permission denied"},
+		{corrupt, nil, []string{"run", "job", "--", "true"}, "invalid record"},
+		{corrupt, nil, []string{"lock", "--wait", "5s", "job", "--", "true"}, "invalid record"},
+		{corrupt, nil, []string{"lock", "--wait", "0", "job", "--", "true"}, "invalid record"},
+		{corrupt, nil, []string{"lock", "--fair", "job", "--", "true"}, "invalid record"},
+		{corrupt, nil, []string{"status", "job"}, "invalid record"},
+	} {
+		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+		defer cancel()
+		cmd := exec.CommandContext(ctx, tenureBinary(t), c.args...)
+		cmd.Env = append(os.Environ(), "TENURE_STORE=file://"+c.dir, "TENURE_LEASE=10s")
+		cmd.SysProcAttr = c.attr
+		start := time.Now()
+		out, err := cmd.CombinedOutput()
+		took := time.Since(start)
+		ee, ok := err.(*exec.ExitError)
+		if !ok || ee.ExitCode() != exitUnavailable || !strings.Contains(string(out), c.want) || !strings.Contains(string(out), "file://"+c.dir) {
+			t.Errorf("%q on %s: %v after %v\n%s\nwant exit %d naming the store and %q", c.args, filepath.Base(c.dir), err, took, out, exitUnavailable, c.want)
+			continue
+		}
+		if took > 3*time.Second {
+			t.Errorf("%q on %s: exit %d after %v; want it at once", c.args, filepath.Base(c.dir), exitUnavailable, took)
+		}
+	}
+}
+
+// TestProcessProbeFlood: 200 connections opened and held on the probe port
+// of a leader that may open 48 files cannot touch its lease: its command
+// keeps running through three leases, and the probes answer again after.
+func TestProcessProbeFlood(t *testing.T) {
+	e := newProcEnv(t, "")
+	e.lease = time.Second
+	addr := make(chan string, 1)
+	self, _ := os.Executable()
+	cmd := exec.Command("sh", "-c", `ulimit -n 48 && exec "$@"`, "sh", tenureBinary(t), "run", "--id", "a", "--metrics-addr", "127.0.0.1:0", "job", "--", self, "-test.run=^TestHelperChild$")
+	cmd.Env = append(os.Environ(), "TENURE_STORE="+e.store, "TENURE_LEASE=1s", "TENURE_TEST_CHILD="+e.dir)
+	cmd.Stderr = &addrWatch{addr: addr}
+	out, _ := cmd.StdoutPipe()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go e.watch(out)
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	first := e.await(20*time.Second, "the child", func(ev event) bool { return ev.what == "start" })
+	target := <-addr
+	var conns []net.Conn
+	defer func() {
+		for _, c := range conns {
+			c.Close()
+		}
+	}()
+	for range 200 {
+		c, err := net.Dial("tcp", target)
+		if err != nil {
+			break // the backlog is full: the flood is as large as it gets
+		}
+		fmt.Fprint(c, "GET /livez HTTP/1.1\r\nHost: x\r\n\r\n") // then hold it, never reading
+		conns = append(conns, c)
+	}
+	n := len(e.events())
+	e.awaitLog(10*time.Second, "three leases of writes under the flood", func(evs []event) bool {
+		writes := 0
+		for _, ev := range evs[n:] {
+			if ev.what == "accepted" && ev.pid == first.pid {
+				writes++
+			}
+		}
+		return writes >= 150 // 20ms apart: 3s
+	})
+	for _, ev := range e.events() {
+		if ev.what == "term" || ev.what == "start" && ev.pid != first.pid {
+			t.Fatalf("the flood cost the lease: %+v", ev)
+		}
+	}
+	for _, c := range conns {
+		c.Close()
+	}
+	conns = nil
+	if code, _ := get("http://" + target + "/livez"); code != 200 {
+		t.Errorf("/livez after the flood: %d", code)
 	}
 }

@@ -8,39 +8,79 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"os/user"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/tenure-go/tenure"
 	"github.com/tenure-go/tenure/lease"
+	"github.com/tenure-go/tenure/lease/dynamolease"
+	"github.com/tenure-go/tenure/lease/s3lease"
 	"github.com/tenure-go/tenure/lease/storeurl"
 )
 
-// common are the flags run, lock and status share.
+// common are the flags every command that reaches a store has: the store,
+// and how much to log.
 type common struct {
 	store   string
-	lease   time.Duration
-	id      string
-	payload string
 	verbose bool
-
-	metricsAddr string
 }
 
-// defaultStore is a directory every user of this host can reach: leases for
-// processes on one machine. Name a store for anything wider.
+// holder are the flags of the commands that hold a lease or a lock: run
+// and lock.
+type holder struct {
+	common
+	lease       time.Duration
+	grace       time.Duration
+	id, payload string
+	metricsAddr string
+	serviceName string
+}
+
+// defaultStore is a directory of this user's, the same whatever the
+// environment (TMPDIR, systemd's PrivateTmp): leases for this user's
+// processes on this host. Processes of other users, or of other hosts, need
+// a store they share, named with --store.
 func defaultStore() string {
-	return "file://" + filepath.ToSlash(filepath.Join(os.TempDir(), "tenure"))
+	dir := filepath.Join(os.TempDir(), fmt.Sprintf("tenure-%d", os.Getuid()))
+	if u, err := user.Current(); err == nil && u.HomeDir != "" && u.HomeDir != "/" {
+		dir = filepath.Join(u.HomeDir, ".local", "state", "tenure")
+	}
+	return "file://" + filepath.ToSlash(dir)
 }
 
 func (c *common) register(fs *flag.FlagSet) {
-	fs.StringVar(&c.store, "store", defaultStore(), "store URL: file:///DIR, dynamodb://TABLE?region=..., s3://BUCKET/PREFIX?region=..., mem:")
-	fs.DurationVar(&c.lease, "lease", 10*time.Second, "lease duration; the other timings derive from it")
-	fs.StringVar(&c.id, "id", "", "holder identity, unique per process (default: host-pid-random)")
-	fs.StringVar(&c.payload, "payload", "", "stored with the lease for others to read, e.g. this host's address (at most 1 KiB)")
+	fs.StringVar(&c.store, "store", defaultStore(), "store URL: file:///DIR, dynamodb://TABLE?region=..., s3://BUCKET/PREFIX?region=...")
 	fs.BoolVar(&c.verbose, "v", false, "log every event, not only warnings")
-	fs.StringVar(&c.metricsAddr, "metrics-addr", "", "serve /metrics (Prometheus) and /healthz on this address, e.g. 127.0.0.1:9464 (default: nothing listens)")
+}
+
+func (h *holder) register(fs *flag.FlagSet) {
+	h.common.register(fs)
+	fs.DurationVar(&h.lease, "lease", 10*time.Second, "lease duration; the other timings derive from it")
+	fs.DurationVar(&h.grace, "grace", 0, "from SIGTERM to SIGKILL when the command must stop (default: what fits before the term's deadline, 2.99s at a 10s lease)")
+	fs.StringVar(&h.id, "id", "", "holder identity, unique per process (default: host-pid-random)")
+	fs.StringVar(&h.payload, "payload", "", "stored with the lease for others to read, e.g. this host's address (at most 1 KiB)")
+	fs.StringVar(&h.serviceName, "service-name", "tenure", "service.name in the metrics' resource, unless OTEL_SERVICE_NAME is set")
+	fs.StringVar(&h.metricsAddr, "metrics-addr", "", "serve /metrics, /livez, /readyz and /leader on this address, e.g. 127.0.0.1:9464 (default: nothing listens)")
+}
+
+// check refuses durations that mean nothing (0 never silently means a
+// default), and fills in the grace.
+func (h *holder) check(fs *flag.FlagSet, stderr io.Writer) bool {
+	if h.lease <= 0 {
+		fmt.Fprintf(stderr, "%s: --lease %v: want a positive duration, e.g. 10s\n", fs.Name(), h.lease)
+		return false
+	}
+	if h.grace < 0 || h.grace == 0 && isSet(fs, "grace") {
+		fmt.Fprintf(stderr, "%s: --grace %v: want a positive duration (leave it out for the default)\n", fs.Name(), h.grace)
+		return false
+	}
+	if h.grace == 0 {
+		h.grace = defaultGrace(h.lease)
+	}
+	return true
 }
 
 func (c *common) logger(stderr io.Writer, cmd string) *slog.Logger {
@@ -51,8 +91,37 @@ func (c *common) logger(stderr io.Writer, cmd string) *slog.Logger {
 	return slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level})).With("cmd", cmd)
 }
 
-func (c *common) open(ctx context.Context) (lease.Store, error) {
-	return storeurl.Open(ctx, c.store)
+// open opens the store, or says why not and returns the exit status: 2 for
+// a URL that is wrong, 69 for a store that refuses.
+func (c *common) open(ctx context.Context, name string, stderr io.Writer) (lease.Store, int) {
+	if strings.HasPrefix(c.store, "mem:") {
+		fmt.Fprintf(stderr, "%s: --store %s: an in-memory store lives in one process and protects nothing between processes; use file:///DIR for processes on one host\n", name, c.store)
+		return nil, exitUsage
+	}
+	st, err := storeurl.Open(ctx, c.store)
+	if err != nil {
+		if errors.Is(err, lease.ErrPermanent) {
+			fmt.Fprintf(stderr, "%s: %v\n", name, err)
+			return nil, exitUnavailable
+		}
+		fmt.Fprintf(stderr, "%s: %v\n", name, err)
+		return nil, exitUsage
+	}
+	return st, 0
+}
+
+// storeFailed says why the store refused for good, with what to do, and
+// returns exitUnavailable.
+func (c *common) storeFailed(name string, err error, stderr io.Writer) int {
+	hint := ""
+	switch {
+	case errors.Is(err, lease.ErrInvalidRecord):
+		hint = " (the record cannot be read by anyone: see what holds it with tenure list, then replace it with tenure release --force NAME)"
+	case errors.Is(err, dynamolease.ErrTableNotFound), errors.Is(err, s3lease.ErrBucketNotFound):
+		hint = " (create=true in the store URL creates it)"
+	}
+	fmt.Fprintf(stderr, "%s: store %s: %v%s\n", name, c.store, err, hint)
+	return exitUnavailable
 }
 
 // splitArgs takes [FLAGS] [NAME] -- COMMAND [ARGS...] apart at the first
@@ -66,9 +135,8 @@ func splitArgs(args []string) (before, command []string) {
 	return args, nil
 }
 
-// nameAndCommand checks what parsing left: NAME (optional when def is
-// given) and a command.
-func nameAndCommand(fs *flag.FlagSet, command []string, def func() string, stderr io.Writer) (string, bool) {
+// nameAndCommand checks what parsing left: NAME and a command.
+func nameAndCommand(fs *flag.FlagSet, command []string, stderr io.Writer) (string, bool) {
 	rest := fs.Args()
 	switch {
 	case len(command) == 0:
@@ -77,43 +145,29 @@ func nameAndCommand(fs *flag.FlagSet, command []string, def func() string, stder
 	case len(rest) > 1:
 		fmt.Fprintf(stderr, "%s: unexpected %q before \"--\": want [flags] NAME -- COMMAND [ARGS...]\n", fs.Name(), rest[1])
 		return "", false
-	case len(rest) == 0 && def == nil:
-		fmt.Fprintf(stderr, "%s: no lock NAME: want [flags] NAME -- COMMAND [ARGS...]\n", fs.Name())
+	case len(rest) == 0:
+		fmt.Fprintf(stderr, "%s: no NAME: want [flags] NAME -- COMMAND [ARGS...] (the processes that share NAME contend for it)\n", fs.Name())
 		return "", false
 	}
-	name := ""
-	if len(rest) == 1 {
-		name = rest[0]
-	} else {
-		name = def()
-	}
-	if err := lease.ValidateName(name); err != nil {
+	if err := checkName(rest[0]); err != nil {
 		fmt.Fprintf(stderr, "%s: %v\n", fs.Name(), err)
 		return "", false
 	}
-	return name, true
+	return rest[0], true
 }
 
-// defaultLeaseName names the lease of a run given none: run/ and the
-// command's base name, its bytes outside a lease name's alphabet as '_'.
-func defaultLeaseName(command []string) string {
-	b := []byte(filepath.Base(command[0]))
-	for i, c := range b {
-		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '-' || c == '_' || c == '.') {
-			b[i] = '_'
-		}
-	}
-	if len(b) == 0 || b[0] == '.' || b[0] == '_' || b[0] == '-' {
-		b = append([]byte("cmd"), b...)
-	}
-	return "run/" + string(b[:min(len(b), lease.MaxNameLen-4)])
+// checkName refuses what may not name a lease or a lock: what
+// lease.ValidateName refuses, and "::", which names tenure's own records
+// (a lock's queue, a lease's standby).
+func checkName(name string) error {
+	return tenure.ValidateName(name)
 }
 
-const runUsage = `usage: tenure run [flags] [NAME] -- COMMAND [ARGS...]
+const runUsage = `usage: tenure run [flags] NAME -- COMMAND [ARGS...]
 
 Campaigns for the lease NAME and runs COMMAND while, and only while, this
-process leads. Without NAME (or --name) the lease is run/ and COMMAND's base
-name: the processes that run the same command contend for one lease. The command gets TENURE_LEASE (the lease name), TENURE_TOKEN
+process leads. The processes that run with the same NAME and store contend
+for one lease. The command gets TENURE_NAME (the lease's name), TENURE_TOKEN
 (the term's fencing token: pass it to what the command writes) and
 TENURE_HOLDER in its environment, in a process group of its own.
 
@@ -128,40 +182,48 @@ When the term ends (lost, or not renewed in time) the command's tree gets
 SIGTERM, then SIGKILL after --grace, or at once if the deadline has
 passed. When renewals fail, the stop begins --grace before the term's
 deadline, so that the command is gone before another process can take
-over; a grace too long for that (longer than the lead window less a
-renewal interval and two operation timeouts: 2.99s at the default 10s
-lease) is said at startup, and the command may then run past the deadline
-by the difference.
+over; the default --grace is what fits (2.99s at the default 10s lease).
 SIGINT, SIGTERM and SIGQUIT to tenure are passed on to the command's
 process group (SIGKILL after --grace); once it exits, the lease is
 released and tenure exits with its status. SIGHUP, SIGUSR1 and SIGUSR2 are
 passed on to the command itself, not its group, and it keeps running.
 SIGTSTP (Ctrl-Z) stops the command's group, then tenure; SIGCONT resumes
-both. When the command exits on its own, --on-exit decides: exit (the
-default: release the lease and exit with its status), restart (run it again
-while still leading), or release (give the lease to another candidate and
-campaign again).
+both.
+
+When the command exits on its own, --on-exit decides: exit (the default:
+release the lease and exit with its status), restart (run it again while
+still leading), or release (give the lease to another candidate and
+campaign again). A non-zero exit is logged as a warning. Runs that end
+within 30s are followed by a pause that doubles from 1s to 30s: before a
+restart, or before campaigning again after a release. With restart, after
+--max-restarts non-zero exits within 10 minutes tenure releases the lease
+so that another replica tries, and campaigns again after the pause.
+
+A store error that retrying cannot cure (access denied, a missing table or
+bucket, a record no one can read) ends tenure at once with status 69; so
+does a store that gives no answer within two leases at startup. Two
+processes given the same --id never lead at once, but neither is right:
+each logs an error once a minute.
 
 exit status: the command's (128+N if signal N killed it); 2 for bad flags or
-configuration; 69 when the store refuses for good (missing table or bucket,
-access denied); 76 with --on-lost exit, when the lease was lost.
+configuration; 69 when the store refuses for good; 76 with --on-lost exit,
+when the lease was lost.
 
 examples:
   tenure run nightly-report -- ./report.sh
   tenure run --store 'dynamodb://leases?region=eu-west-1' --grace 3s writer -- ./writer --token-env TENURE_TOKEN
-  TENURE_STORE=s3://my-leases/tenure/ tenure run --on-exit restart api-singleton -- ./server
+  TENURE_STORE=s3://my-leases/tenure/?region=eu-west-1 tenure run --on-exit restart api-singleton -- ./server
   tenure run --wake 10.0.0.5:7946 writer -- ./writer   # standby, woken on release
 `
 
 // runCommand implements "tenure run".
 func runCommand(args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("tenure run", runUsage, stderr)
-	var c common
+	var c holder
 	c.register(fs)
-	grace := fs.Duration("grace", 2*time.Second, "from SIGTERM to SIGKILL when the command must stop")
 	onExit := fs.String("on-exit", "exit", "when the command exits on its own: exit, restart or release")
 	onLost := fs.String("on-lost", "campaign", "when the lease is lost: campaign (run the command again when elected) or exit")
-	leaseName := fs.String("name", "", "the lease's name, if not given as NAME (default: run/ and the command's base name)")
+	maxRestarts := fs.Int("max-restarts", 5, "with --on-exit restart: non-zero exits within 10 minutes before the lease is given to another replica")
 	standby := fs.Bool("standby", false, "share the watching: one follower polls, the others every --cold-poll (every process of the lease should agree)")
 	coldPoll := fs.Duration("cold-poll", 0, "with --standby: how often followers other than the standby read (default 10 × the poll interval)")
 	wake := fs.String("wake", "", "listen for wake-ups on this UDP address, e.g. 10.0.0.5:7946 or 127.0.0.1:0 (turns on --standby): the standby takes over in a few round trips when the leader releases")
@@ -171,46 +233,39 @@ func runCommand(args []string, stdout, stderr io.Writer) int {
 	if ok, status := parseFlags(fs, before, stderr); !ok {
 		return status
 	}
-	if *leaseName != "" && fs.NArg() > 0 && fs.Arg(0) != *leaseName {
-		fmt.Fprintf(stderr, "tenure run: NAME %q and --name %q differ\n", fs.Arg(0), *leaseName)
+	name, ok := nameAndCommand(fs, argv, stderr)
+	if !ok || !c.check(fs, stderr) {
 		return exitUsage
 	}
-	name, ok := nameAndCommand(fs, argv, func() string {
-		if *leaseName != "" {
-			return *leaseName
-		}
-		return defaultLeaseName(argv)
-	}, stderr)
-	if !ok {
-		return exitUsage
-	}
-	if *onExit != "exit" && *onExit != "restart" && *onExit != "release" {
+	switch {
+	case *onExit != "exit" && *onExit != "restart" && *onExit != "release":
 		fmt.Fprintf(stderr, "tenure run: --on-exit %q: want exit, restart or release\n", *onExit)
 		return exitUsage
-	}
-	if *onLost != "campaign" && *onLost != "exit" {
+	case *onLost != "campaign" && *onLost != "exit":
 		fmt.Fprintf(stderr, "tenure run: --on-lost %q: want campaign or exit\n", *onLost)
 		return exitUsage
-	}
-	if *grace <= 0 {
-		fmt.Fprintf(stderr, "tenure run: --grace %v: want a positive duration\n", *grace)
+	case *maxRestarts < 1:
+		fmt.Fprintf(stderr, "tenure run: --max-restarts %d: want at least 1\n", *maxRestarts)
+		return exitUsage
+	case *coldPoll < 0 || *coldPoll == 0 && isSet(fs, "cold-poll"):
+		fmt.Fprintf(stderr, "tenure run: --cold-poll %v: want a positive duration\n", *coldPoll)
 		return exitUsage
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	store, err := c.open(ctx)
-	if err != nil {
-		fmt.Fprintf(stderr, "tenure run: %v\n", err)
-		return exitUsage
+	store, status := c.open(ctx, "tenure run", stderr)
+	if store == nil {
+		return status
 	}
 	log := c.logger(stderr, "run")
-	tel, err := newTelemetry(c.metricsAddr, stderr)
+	tel, err := newTelemetry(c.metricsAddr, c.serviceName, stderr)
 	if err != nil {
 		fmt.Fprintf(stderr, "tenure run: %v\n", err)
 		return exitUsage
 	}
 	defer tel.close()
-	r := &runner{argv: argv, grace: *grace, onExit: *onExit, onLost: *onLost, log: log, stdout: stdout, stderr: stderr, cancel: cancel}
+	r := &runner{store: c.store, argv: argv, grace: c.grace, onExit: *onExit, onLost: *onLost, maxRestarts: *maxRestarts,
+		log: log, stdout: stdout, stderr: stderr, cancel: cancel, child: tel.child}
 	cand, err := tenure.New(tenure.Config{
 		Lease: name, Store: store, ID: c.id, LeaseDuration: c.lease, Payload: []byte(c.payload), Logger: log,
 		MeterProvider: tel.mp, Callbacks: tenure.Callbacks{OnElected: r.elected},
@@ -222,8 +277,9 @@ func runCommand(args []string, stdout, stderr io.Writer) int {
 		return exitUsage
 	}
 	r.cand = cand
-	tel.setHealth(cand.Handler())
-	r.early = warnGrace(log, c.lease, *grace)
+	tel.setProbes(cand.Handler())
+	fmt.Fprintf(stderr, "tenure run: campaigning for %q in %s as %q\n", name, c.store, cand.ID())
+	r.early = warnGrace(log, c.lease, c.grace)
 	r.sigs = newSignals(func(sig os.Signal) { // no command running: just stop
 		if passOn(sig) {
 			return
@@ -234,9 +290,8 @@ func runCommand(args []string, stdout, stderr io.Writer) int {
 	go r.watchStartup(ctx, startupWait(c.lease))
 	err = cand.Run(ctx)
 	switch {
-	case errors.Is(err, lease.ErrPermanent):
-		fmt.Fprintf(stderr, "tenure run: %v\n", err)
-		return exitUnavailable
+	case errors.Is(err, lease.ErrPermanent), errors.Is(err, lease.ErrInvalidRecord):
+		return c.storeFailed("tenure run", err, stderr)
 	case err != nil && !errors.Is(err, context.Canceled):
 		fmt.Fprintf(stderr, "tenure run: %v\n", err)
 	}
@@ -270,7 +325,7 @@ func (r *runner) watchStartup(ctx context.Context, d time.Duration) {
 	case <-ctx.Done():
 	case <-t.C:
 		if st := r.cand.Status(); st.LastAnswer.IsZero() {
-			fmt.Fprintf(r.stderr, "tenure run: no answer from the store within %v: %v\n", d, st.Err)
+			fmt.Fprintf(r.stderr, "tenure run: store %s: no answer within %v (check --store, the network and the credentials): %v\n", r.store, d, st.Err)
 			r.finish(exitUnavailable)
 		}
 	}
@@ -278,18 +333,26 @@ func (r *runner) watchStartup(ctx context.Context, d time.Duration) {
 
 // runner carries out `tenure run`'s rules in OnElected.
 type runner struct {
+	store          string // its URL
 	argv           []string
 	grace, early   time.Duration
 	onExit, onLost string
+	maxRestarts    int
 	log            *slog.Logger
 	stdout, stderr io.Writer
 	cand           *tenure.Candidate
 	sigs           *signals
 	cancel         context.CancelFunc
+	child          *childMetrics
 
 	mu     sync.Mutex
 	status int
 	done   bool
+
+	// OnElected's own (one at a time): the pause after short runs, and
+	// the recent non-zero exits.
+	backoff  time.Duration
+	failures []time.Time
 }
 
 // finish ends tenure with status: Run releases the lease and returns.
@@ -309,18 +372,52 @@ func (r *runner) exitStatus() int {
 }
 
 // resign gives the lease back once OnElected returned (Resign waits for
-// that, so it runs on a goroutine of its own).
-func (r *runner) resign() {
+// that, so it runs on a goroutine of its own), and stays a follower for
+// holdOff.
+func (r *runner) resign(holdOff time.Duration) {
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
-		_ = r.cand.Resign(ctx)
+		_ = r.cand.Resign(ctx, tenure.HoldOff(holdOff))
 	}()
+}
+
+// Pauses after runs that end quickly: a command that keeps failing, or
+// that exits at once, must not spin (restart) nor bounce the lease between
+// replicas (release).
+const (
+	minBackoff = time.Second
+	maxBackoff = 30 * time.Second
+	shortRun   = 30 * time.Second
+	failWindow = 10 * time.Minute
+)
+
+// pause returns the pause after a run that lasted ran: none after a long
+// run, else the next of 1s, 2s, 4s... 30s.
+func (r *runner) pause(ran time.Duration) time.Duration {
+	if ran >= shortRun {
+		r.backoff = 0
+		return 0
+	}
+	r.backoff = min(max(2*r.backoff, minBackoff), maxBackoff)
+	return r.backoff
+}
+
+// failed notes a non-zero exit and reports whether there were
+// maxRestarts of them within failWindow.
+func (r *runner) failed(now time.Time) bool {
+	keep := r.failures[:0]
+	for _, t := range r.failures {
+		if now.Sub(t) < failWindow {
+			keep = append(keep, t)
+		}
+	}
+	r.failures = append(keep, now)
+	return len(r.failures) >= r.maxRestarts
 }
 
 // elected runs the command for the term, as the flags say.
 func (r *runner) elected(ctx context.Context, term tenure.Term) {
-	backoff := time.Second
 	for ctx.Err() == nil {
 		r.log.Info("elected: starting the command", "token", term.Token)
 		c, err := startChild(r.argv, childEnv(term.Lease, term.Holder, uint64(term.Token)), r.stdout, r.stderr, r.early, r.grace)
@@ -329,6 +426,7 @@ func (r *runner) elected(ctx context.Context, term tenure.Term) {
 			r.finish(127)
 			return
 		}
+		r.child.started()
 		started := time.Now()
 		deadline := func() time.Time {
 			if st := r.cand.Status(); st.Leading && st.Token == term.Token {
@@ -337,9 +435,12 @@ func (r *runner) elected(ctx context.Context, term tenure.Term) {
 			return time.Time{} // the term is over
 		}
 		logf := func(format string, args ...any) { r.log.Warn(fmt.Sprintf(format, args...), "token", term.Token) }
-		switch supervise(ctx, deadline, c, r.early, r.grace, r.sigs, logf) {
+		out := supervise(ctx, deadline, c, r.early, r.grace, r.sigs, logf)
+		status := c.status()
+		r.child.exited(status)
+		switch out {
 		case signaled:
-			r.finish(c.status())
+			r.finish(status)
 			return
 		case ended:
 			if r.onLost == "exit" {
@@ -348,30 +449,41 @@ func (r *runner) elected(ctx context.Context, term tenure.Term) {
 			}
 			// Give the lease up if it is still ours (the stop began before
 			// the deadline), and campaign again.
-			r.resign()
+			r.resign(0)
 			return
-		case exited:
-			status := c.status()
-			r.log.Info("the command exited", "status", status)
-			switch r.onExit {
-			case "exit":
-				r.finish(status)
-				return
-			case "release":
-				r.resign()
-				return
+		}
+		ran := time.Since(started)
+		if status != 0 {
+			r.log.Warn("the command exited", "status", status, "ran", ran.Round(time.Millisecond).String(), "token", term.Token)
+		} else {
+			r.log.Info("the command exited", "status", status, "ran", ran.Round(time.Millisecond).String())
+		}
+		pause := r.pause(ran)
+		switch r.onExit {
+		case "exit":
+			r.finish(status)
+			return
+		case "release":
+			if pause > 0 {
+				r.log.Warn("the command exited within "+shortRun.String()+": releasing the lease and waiting before campaigning again", "pause", pause)
 			}
-			// restart: at once if it ran a while, else after a growing pause
-			if time.Since(started) > 30*time.Second {
-				backoff = time.Second
-			}
-			t := time.NewTimer(backoff)
+			r.resign(pause)
+			return
+		}
+		if status != 0 && r.failed(time.Now()) {
+			r.log.Warn(fmt.Sprintf("the command failed %d times within %v: releasing the lease so that another replica tries", len(r.failures), failWindow), "pause", pause)
+			r.failures = nil
+			r.resign(max(pause, minBackoff))
+			return
+		}
+		if pause > 0 {
+			r.log.Warn("restarting the command after a pause", "pause", pause)
+			t := time.NewTimer(pause)
 			select {
 			case <-ctx.Done():
 				t.Stop()
 			case <-t.C:
 			}
-			backoff = min(2*backoff, 30*time.Second)
 		}
 	}
 }

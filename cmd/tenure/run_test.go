@@ -6,6 +6,7 @@ import (
 )
 
 func TestRunAndLockUsageErrors(t *testing.T) {
+	dir := "file://" + t.TempDir()
 	for _, c := range []struct {
 		args []string
 		want string
@@ -14,28 +15,46 @@ func TestRunAndLockUsageErrors(t *testing.T) {
 		{[]string{"run", "job"}, "want [flags] NAME -- COMMAND"},
 		{[]string{"run", "job", "true"}, "want [flags] NAME -- COMMAND"},
 		{[]string{"run", "job", "extra", "--", "true"}, `unexpected "extra"`},
-		{[]string{"lock", "--", "true"}, "no lock NAME"},
+		{[]string{"run", "--", "true"}, "no NAME"},
+		{[]string{"lock", "--", "true"}, "no NAME"},
 		{[]string{"run", "bad name", "--", "true"}, "invalid name"},
+		{[]string{"run", "jobs::queue", "--", "true"}, `"::" is kept`},
+		{[]string{"lock", "jobs::standby", "--", "true"}, `"::" is kept`},
 		{[]string{"run", "--on-exit", "maybe", "job", "--", "true"}, "--on-exit"},
 		{[]string{"run", "--on-lost", "x", "job", "--", "true"}, "--on-lost"},
 		{[]string{"run", "--grace", "0s", "job", "--", "true"}, "--grace"},
+		{[]string{"run", "--lease", "0", "job", "--", "true"}, "--lease 0s: want a positive duration"},
+		{[]string{"lock", "--lease", "-1s", "job", "--", "true"}, "--lease -1s: want a positive duration"},
+		{[]string{"run", "--cold-poll", "0s", "--standby", "job", "--", "true"}, "--cold-poll"},
 		{[]string{"run", "--store", "redis://x", "job", "--", "true"}, "unknown scheme"},
-		{[]string{"run", "--store", "mem:", "--lease", "-1s", "job", "--", "true"}, "LeaseDuration"},
+		{[]string{"run", "--store", "mem:x", "job", "--", "true"}, "protects nothing between processes"},
+		{[]string{"lock", "--store", "mem:x", "job", "--", "true"}, "protects nothing between processes"},
+		{[]string{"status", "--store", "mem:x", "job"}, "protects nothing between processes"},
+		{[]string{"lock", "--store", "dynamodb://t?region=x&endpoint=127.0.0.1:8000", "job", "--", "true"}, "http:// or https://"},
+		{[]string{"lock", "--lease", "10", "job", "--", "true"}, "durations need a unit"},
 		{[]string{"lock", "--wait", "soon", "job", "--", "true"}, "want 0, a duration"},
 		{[]string{"lock", "--wait", "-1s", "job", "--", "true"}, "want 0, a duration"},
-		{[]string{"lock", "--wait", "0", "--store", "mem:", "--payload", strings.Repeat("x", 2000), "job", "--", "true"}, "Payload is 2000 bytes"},
+		{[]string{"lock", "--once-per", "1m", "--wait", "5s", "job", "--", "true"}, "--once-per never waits"},
+		{[]string{"lock", "--conflict-exit", "300", "job", "--", "true"}, "--conflict-exit"},
+		{[]string{"lock", "--wait", "0", "--store", dir, "--payload", strings.Repeat("x", 2000), "job", "--", "true"}, "Payload is 2000 bytes"},
 		{[]string{"status"}, "want one lease NAME"},
 		{[]string{"status", "a", "b"}, "want one lease NAME"},
+		{[]string{"status", "--lease", "5s", "a"}, "flag provided but not defined: -lease"},
+		{[]string{"status", "--id", "x", "a"}, "flag provided but not defined: -id"},
 	} {
-		if code, _, errs := runTenure(t, c.args...); code != exitUsage || !strings.Contains(errs, c.want) {
+		code, _, errs := runTenure(t, c.args...)
+		if code != exitUsage || !strings.Contains(errs, c.want) {
 			t.Errorf("%q: exit %d, stderr %q; want %d and %q", c.args, code, errs, exitUsage, c.want)
+		}
+		if strings.Contains(errs, "examples:") {
+			t.Errorf("%q: the whole help after an error:\n%s", c.args, errs)
 		}
 	}
 }
 
 func TestHelpShowsExamples(t *testing.T) {
 	for _, cmd := range []string{"run", "lock", "status", "plan"} {
-		if code, _, errs := runTenure(t, cmd, "-h"); code != 0 || !strings.Contains(errs, "examples:") || !strings.Contains(errs, "TENURE_LEASE") {
+		if code, _, errs := runTenure(t, cmd, "-h"); code != 0 || !strings.Contains(errs, "examples:") || !strings.Contains(errs, "from the environment") {
 			t.Errorf("%s -h: exit %d\n%s", cmd, code, errs)
 		}
 	}
@@ -43,22 +62,12 @@ func TestHelpShowsExamples(t *testing.T) {
 
 func TestStatusOfAbsentLease(t *testing.T) {
 	code, out, errs := runTenure(t, "status", "--store", "file://"+t.TempDir(), "nothing/here")
-	if code != 0 || !strings.Contains(out, "nothing/here: no record") {
+	if code != exitAbsent || !strings.Contains(out, "nothing/here: no record") {
 		t.Fatalf("exit %d\n%s%s", code, out, errs)
 	}
 	code, out, _ = runTenure(t, "status", "--json", "--store", "file://"+t.TempDir(), "x")
-	if code != 0 || !strings.Contains(out, `"found":false`) {
+	if code != exitAbsent || !strings.Contains(out, `"found":false`) || strings.Contains(out, "silent") {
 		t.Fatalf("--json: exit %d\n%s", code, out)
-	}
-}
-
-func TestDefaultLeaseName(t *testing.T) {
-	for argv0, want := range map[string]string{
-		"./job.sh": "run/job.sh", "/usr/bin/backup": "run/backup", "my job!": "run/my_job_", ".hidden": "run/cmd.hidden",
-	} {
-		if got := defaultLeaseName([]string{argv0}); got != want {
-			t.Errorf("defaultLeaseName(%q) = %q, want %q", argv0, got, want)
-		}
 	}
 }
 
@@ -66,7 +75,7 @@ func TestDefaultLeaseName(t *testing.T) {
 func TestFlagsAfterName(t *testing.T) {
 	dir := "file://" + t.TempDir()
 	code, out, errs := runTenure(t, "status", "x", "--json", "--store", dir)
-	if code != 0 || !strings.Contains(out, `"found":false`) {
+	if code != exitAbsent || !strings.Contains(out, `"found":false`) {
 		t.Fatalf("exit %d\n%s%s", code, out, errs)
 	}
 	code, _, errs = runTenure(t, "lock", "job", "--wait", "0", "--store", dir, "--", "true")
@@ -76,14 +85,15 @@ func TestFlagsAfterName(t *testing.T) {
 }
 
 // TestUnreachableStore: a store that never answers ends run and lock with
-// exitUnavailable after startupWait.
+// exitUnavailable after startupWait, naming the store and why (the dial
+// error and its address, not a timeout).
 func TestUnreachableStore(t *testing.T) {
 	t.Setenv("AWS_ACCESS_KEY_ID", "x")
 	t.Setenv("AWS_SECRET_ACCESS_KEY", "x")
 	store := "dynamodb://table?region=us-east-1&endpoint=http://127.0.0.1:1"
 	for _, cmd := range []string{"run", "lock"} {
 		code, _, errs := runTenure(t, cmd, "--lease", "1s", "--store", store, "job", "--", "true")
-		if code != exitUnavailable || !strings.Contains(errs, "no answer from the store within 5s") {
+		if code != exitUnavailable || !strings.Contains(errs, "no answer within 5s") || !strings.Contains(errs, "dial tcp 127.0.0.1:1: connect: connection refused") {
 			t.Errorf("%s: exit %d, stderr %q; want %d", cmd, code, errs, exitUnavailable)
 		}
 	}

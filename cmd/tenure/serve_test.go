@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -29,7 +30,7 @@ func scrape(t *testing.T, url string) (int, string) {
 // a lost record (its file deleted) and the next term, and finds each
 // instrument; /healthz answers for the Candidate.
 func TestMetricsEndpoint(t *testing.T) {
-	tel, err := newTelemetry("127.0.0.1:0", io.Discard)
+	tel, err := newTelemetry("127.0.0.1:0", "tenure-test", io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -42,10 +43,13 @@ func TestMetricsEndpoint(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if code, _ := scrape(t, "http://"+tel.addr()+"/healthz"); code != 503 {
-		t.Fatalf("/healthz before the handler: %d", code)
+	if code, _ := scrape(t, "http://"+tel.addr()+"/readyz"); code != 503 {
+		t.Fatalf("/readyz before the handler: %d", code)
 	}
-	tel.setHealth(c.Handler())
+	if code, _ := scrape(t, "http://"+tel.addr()+"/livez"); code != 200 {
+		t.Fatalf("/livez before the handler: %d", code)
+	}
+	tel.setProbes(c.Handler())
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- c.Run(ctx) }()
@@ -64,7 +68,8 @@ func TestMetricsEndpoint(t *testing.T) {
 	if err := os.Remove(filepath.Join(dir, "job.lease")); err != nil {
 		t.Fatal(err)
 	}
-	if second := next("term after the lost record"); second.Token <= first.Token {
+	second := next("term after the lost record")
+	if second.Token <= first.Token {
 		t.Fatalf("token %d after %d", second.Token, first.Token)
 	}
 	_, body := scrape(t, "http://"+tel.addr()+"/metrics")
@@ -72,6 +77,8 @@ func TestMetricsEndpoint(t *testing.T) {
 		`tenure_leader{lease="job"`, `tenure_token{lease="job"`, `tenure_terms_total{lease="job"`,
 		`tenure_demotions_total{lease="job",`, `reason="lease record lost"`, `tenure_anomalies_total{lease="job"`,
 		`tenure_store_calls_total{lease="job",`, `outcome="ok"`, `tenure_store_duration_seconds_bucket{lease="job",`,
+		fmt.Sprintf(`token="%d"`, second.Token), "go_goroutines", "process_open_fds", `service_name="tenure-test"`,
+		"tenure_child_running", "tenure_child_exit_status",
 	} {
 		if !strings.Contains(body, want) {
 			t.Errorf("/metrics lacks %s", want)
@@ -80,14 +87,21 @@ func TestMetricsEndpoint(t *testing.T) {
 	if t.Failed() {
 		t.Logf("/metrics:\n%s", body)
 	}
-	if code, body := scrape(t, "http://"+tel.addr()+"/healthz"); code != 200 || !strings.Contains(body, `"leading":true`) || strings.Contains(body, "payload") {
-		t.Fatalf("/healthz: %d %s", code, body)
+	for _, p := range []string{"/livez", "/readyz", "/leader", "/healthz"} {
+		if code, body := scrape(t, "http://"+tel.addr()+p); code != 200 || !strings.Contains(body, `"leading":true`) || strings.Contains(body, "payload") {
+			t.Errorf("%s: %d %s", p, code, body)
+		}
+	}
+	for _, p := range []string{"/", "/nothing", "/livez/x"} {
+		if code, _ := scrape(t, "http://"+tel.addr()+p); code != 404 {
+			t.Errorf("%s: %d, want 404", p, code)
+		}
 	}
 }
 
 // TestNoListenerByDefault: without --metrics-addr nothing listens.
 func TestNoListenerByDefault(t *testing.T) {
-	tel, err := newTelemetry("", io.Discard)
+	tel, err := newTelemetry("", "tenure", io.Discard)
 	if err != nil || tel.addr() != "" || tel.srv != nil {
 		t.Fatalf("%v %q", err, tel.addr())
 	}

@@ -27,8 +27,11 @@ version, not what the writer's clock says.
 Payloads can hold addresses: status shows them to whoever can read the
 store.
 
-exit status: 0 once read (an absent lease included); 69 when the store
-cannot be read; 2 for bad flags.
+exit status (one read, as flock -n answers): 0 when the record is held (by a
+holder that may have died since: only --watch can tell, by seeing it
+unchanged for longer than its lease); 3 when it was released (free); 4 when
+there is no record (free, never taken or removed); 69 when the store cannot
+be read; 2 for bad flags. With --watch: 0 once interrupted.
 
 examples:
   tenure status nightly
@@ -47,45 +50,57 @@ func statusCommand(args []string, stdout, stderr io.Writer) int {
 	if ok, status := parseFlags(fs, args, stderr); !ok {
 		return status
 	}
+	if *poll <= 0 {
+		fmt.Fprintf(stderr, "tenure status: --poll %v: want a positive duration\n", *poll)
+		return exitUsage
+	}
 	if fs.NArg() != 1 {
 		fmt.Fprintln(stderr, "tenure status: want one lease NAME")
 		return exitUsage
 	}
 	name := fs.Arg(0)
-	if err := lease.ValidateName(name); err != nil {
+	if err := lease.ValidateName(name); err != nil { // "::" allowed: its records are worth reading
 		fmt.Fprintf(stderr, "tenure status: %v\n", err)
 		return exitUsage
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	store, err := c.open(ctx)
-	if err != nil {
-		fmt.Fprintf(stderr, "tenure status: %v\n", err)
-		return exitUsage
+	store, status := c.open(ctx, "tenure status", stderr)
+	if store == nil {
+		return status
 	}
 	newSignals(func(os.Signal) { cancel() })
-	status := 0
-	var lastErr error
-	err = tenure.Watch(ctx, tenure.WatchConfig{Lease: name, Store: store, PollInterval: *poll}, func(o tenure.Observation) {
-		lastErr = o.Err
+	var last tenure.Observation
+	err := tenure.Watch(ctx, tenure.WatchConfig{Lease: name, Store: store, PollInterval: *poll}, func(o tenure.Observation) {
+		last = o
 		printObservation(stdout, o, *asJSON, *watch)
 		if !*watch {
 			cancel()
 		}
 	})
 	switch {
-	case errors.Is(err, lease.ErrPermanent):
-		fmt.Fprintf(stderr, "tenure status: %v\n", err)
-		status = exitUnavailable
+	case errors.Is(err, lease.ErrPermanent), errors.Is(err, lease.ErrInvalidRecord):
+		return c.storeFailed("tenure status", err, stderr)
 	case err != nil && !errors.Is(err, context.Canceled):
 		fmt.Fprintf(stderr, "tenure status: %v\n", err)
-		status = exitUsage
-	case lastErr != nil && !*watch:
-		fmt.Fprintf(stderr, "tenure status: %v\n", lastErr)
-		status = exitUnavailable
+		return exitUsage
+	case *watch:
+		return 0
+	case last.Err != nil && !last.Found:
+		return c.storeFailed("tenure status", last.Err, stderr)
+	case !last.Found:
+		return exitAbsent
+	case last.Released:
+		return exitFree
 	}
-	return status
+	return 0
 }
+
+// Statuses of a one-shot tenure status.
+const (
+	exitFree   = 3 // the record says released
+	exitAbsent = 4 // no record
+)
 
 // statusJSON is one observation as --json prints it.
 type statusJSON struct {
@@ -99,24 +114,26 @@ type statusJSON struct {
 	LeaseSeconds float64    `json:"lease_seconds,omitempty"`
 	WrittenAt    *time.Time `json:"written_at,omitempty"`
 	// This host's observation.
-	ObservedAt     time.Time `json:"observed_at"`
-	UnchangedFor   *float64  `json:"unchanged_for_seconds,omitempty"` // with --watch: how long this host has seen this version
-	SilentHereLong bool      `json:"silent_longer_than_lease"`        // as this host observed it
-	Error          string    `json:"error,omitempty"`
+	ObservedAt time.Time `json:"observed_at"`
+	// Only --watch can know these, by reading again: how long this host has
+	// seen this version, and whether that is longer than its lease.
+	UnchangedFor   *float64 `json:"unchanged_for_seconds,omitempty"`
+	SilentHereLong *bool    `json:"silent_longer_than_lease,omitempty"`
+	Error          string   `json:"error,omitempty"`
 }
 
 func printObservation(w io.Writer, o tenure.Observation, asJSON, watch bool) {
 	age := o.At.Sub(o.Since)
 	if asJSON {
 		j := statusJSON{Lease: o.Lease, Found: o.Found, Holder: o.Holder, Token: uint64(o.Token), Payload: payloadText(o.Payload),
-			Released: o.Released, LeaseSeconds: o.Duration.Seconds(), ObservedAt: o.At.Round(0).UTC(), SilentHereLong: o.Expired}
+			Released: o.Released, LeaseSeconds: o.Duration.Seconds(), ObservedAt: o.At.Round(0).UTC()}
 		if !o.WrittenAt.IsZero() {
 			t := o.WrittenAt.UTC()
 			j.WrittenAt = &t
 		}
-		if watch {
-			s := age.Seconds()
-			j.UnchangedFor = &s
+		if watch && o.Found {
+			s, silent := age.Seconds(), o.Expired
+			j.UnchangedFor, j.SilentHereLong = &s, &silent
 		}
 		if o.Err != nil {
 			j.Error = o.Err.Error()
