@@ -251,6 +251,9 @@ type runner struct {
 	warnAt  time.Time       // next warning about a wedged OnElected
 	errAt   time.Time       // when the current store error was last logged
 	lastErr string
+
+	anomalyAt   time.Time // when lastAnomaly was last logged
+	lastAnomaly string
 }
 
 func (r *runner) run(ctx context.Context) (err error) {
@@ -507,9 +510,16 @@ func (r *runner) LeaderChanged(el election.Leader) {
 	}
 }
 
+// Anomaly logs a lost or foreign record, or a duplicate ID, once and then
+// once a minute (or a lease) while the same one persists: a duplicate ID
+// is seen at every poll.
 func (r *runner) Anomaly(err error) {
-	r.log(slog.LevelError, "lease anomaly", "err", err)
 	r.c.ms.anomaly()
+	now := r.Now()
+	if msg := err.Error(); msg != r.lastAnomaly || !now.Before(r.anomalyAt.Add(max(time.Minute, r.c.cfg.LeaseDuration))) {
+		r.lastAnomaly, r.anomalyAt = msg, now
+		r.log(slog.LevelError, "lease anomaly", "err", err)
+	}
 }
 
 // Publish updates the snapshot Status reads, and the deadline the term's
