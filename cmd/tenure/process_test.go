@@ -949,3 +949,134 @@ func TestProcessProbeFlood(t *testing.T) {
 		t.Errorf("/livez after the flood: %d", code)
 	}
 }
+
+// tenureSh starts tenure with args and, after "--", sh -c script, which
+// may log events as the helper child does: `log WHAT` appends "WHAT
+// $TENURE_HOLDER $TENURE_TOKEN $$" to the log and wakes the test.
+func (e *procEnv) tenureSh(stderr io.Writer, script string, args ...string) *exec.Cmd {
+	e.t.Helper()
+	full := append(append([]string{}, args...), "--", "sh", "-c",
+		`log() { echo "$1 $TENURE_HOLDER $TENURE_TOKEN $$" >> "$TENURE_TEST_CHILD/log"; echo "$1"; }; `+script)
+	cmd := exec.Command(tenureBinary(e.t), full...)
+	cmd.Env = append(os.Environ(), e.env...)
+	cmd.Env = append(cmd.Env, "TENURE_STORE="+e.store, "TENURE_LEASE="+e.lease.String(), "TENURE_TEST_CHILD="+e.dir, "TENURE_BIN="+tenureBinary(e.t))
+	cmd.Stderr = stderr
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		e.t.Fatal(err)
+	}
+	go e.watch(out)
+	e.t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	return cmd
+}
+
+// TestProcessNestedTenure: a job's own tenure commands work: the child's
+// environment names the lease TENURE_NAME, while TENURE_LEASE stays the
+// operator's duration. At a 3s lease the default --grace fits: no warning.
+func TestProcessNestedTenure(t *testing.T) {
+	e := newProcEnv(t, "")
+	e.lease = 3 * time.Second
+	var errb strings.Builder
+	a := e.tenureSh(&errb, `"$TENURE_BIN" status "$TENURE_NAME" >/dev/null; log "status$?"`, "run", "--id", "a", "job")
+	ev := e.await(20*time.Second, "the nested status", func(ev event) bool { return strings.HasPrefix(ev.what, "status") })
+	if ev.what != "status0" {
+		t.Errorf("tenure status inside the job: %s, want exit 0 (held)", ev.what)
+	}
+	if err := a.Wait(); err != nil {
+		t.Errorf("tenure run: %v", err)
+	}
+	if strings.Contains(errb.String(), "--grace") {
+		t.Errorf("a warning at the default grace:\n%s", errb.String())
+	}
+}
+
+// TestProcessRestartLimit: a command that keeps failing under --on-exit
+// restart is restarted after pauses, each failure logged at WARN, and after
+// --max-restarts failures the lease goes to the other replica.
+func TestProcessRestartLimit(t *testing.T) {
+	e := newProcEnv(t, "")
+	var errb strings.Builder
+	a := e.tenureSh(&errb, `log start; exit 3`, "run", "--id", "a", "--on-exit", "restart", "--max-restarts", "2", "job")
+	e.await(20*time.Second, "a's first run", func(ev event) bool { return ev.what == "start" && ev.holder == "a" })
+	e.tenureSh(os.Stderr, `log start; exec sleep 1000`, "run", "--id", "b", "job")
+	e.await(20*time.Second, "b's run, after a's failures", func(ev event) bool { return ev.what == "start" && ev.holder == "b" })
+	runs := 0
+	for _, ev := range e.events() {
+		if ev.holder == "a" {
+			runs++
+		}
+	}
+	if runs < 2 {
+		t.Errorf("a ran %d times before giving the lease up, want 2", runs)
+	}
+	_ = a.Process.Signal(syscall.SIGTERM)
+	_ = a.Wait() // its log is all copied
+	if n := strings.Count(errb.String(), `level=WARN msg="the command exited" cmd=run status=3`); n < 2 {
+		t.Errorf("%d failures logged at WARN, want one per failure:\n%s", n, errb.String())
+	}
+}
+
+// TestProcessReleaseBackoff: two replicas whose command exits at once under
+// --on-exit release do not bounce the lease between them: each waits
+// longer before campaigning again after each short run (1s, 2s, 4s...).
+func TestProcessReleaseBackoff(t *testing.T) {
+	e := newProcEnv(t, "")
+	for _, id := range []string{"a", "b"} {
+		e.tenureSh(os.Stderr, `log start`, "run", "--id", id, "--on-exit", "release", "job")
+	}
+	var starts []time.Time
+	e.awaitLog(30*time.Second, "a's fourth run", func(evs []event) bool {
+		n := 0
+		for _, ev := range evs {
+			if ev.what == "start" && ev.holder == "a" {
+				n++
+				if n > len(starts) {
+					starts = append(starts, time.Now())
+				}
+			}
+		}
+		return n >= 4
+	})
+	// a's pauses before its third and fourth runs are 2s and 4s at least.
+	if gap := starts[3].Sub(starts[2]); gap < 3*time.Second {
+		t.Errorf("a's third and fourth runs %v apart, want the pause to grow to 4s; runs at %v", gap, starts)
+	}
+}
+
+// TestProcessSquattedStore: a store directory that another user owns, or
+// that others may write, is refused (exit 69, saying why): whoever can
+// write it can forge every lease in it. shared=true takes it on purpose.
+func TestProcessSquattedStore(t *testing.T) {
+	open := filepath.Join(t.TempDir(), "open")
+	if err := os.Mkdir(open, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(open, 0o777); err != nil { // past the umask
+		t.Fatal(err)
+	}
+	dirs := map[string]string{open: "writable by group or others"}
+	if os.Geteuid() == 0 {
+		other := filepath.Join(t.TempDir(), "other")
+		if err := os.Mkdir(other, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chown(other, 65534, 65534); err != nil {
+			t.Fatal(err)
+		}
+		dirs[other] = "belongs to uid 65534"
+	}
+	for dir, want := range dirs {
+		cmd := exec.Command(tenureBinary(t), "lock", "--store", "file://"+dir, "job", "--", "true")
+		out, err := cmd.CombinedOutput()
+		if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != exitUnavailable || !strings.Contains(string(out), want) {
+			t.Errorf("%s: %v\n%s\nwant exit %d and %q", dir, err, out, exitUnavailable, want)
+		}
+		cmd = exec.Command(tenureBinary(t), "lock", "--store", "file://"+dir+"?shared=true", "job", "--", "true")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Errorf("%s with shared=true: %v\n%s", dir, err, out)
+		}
+	}
+}

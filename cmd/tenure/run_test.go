@@ -98,3 +98,17 @@ func TestUnreachableStore(t *testing.T) {
 		}
 	}
 }
+
+// TestDefaultStoreIsFixed: the default store does not move with TMPDIR
+// (systemd's PrivateTmp gives each service its own): two services of one
+// user must contend in one store.
+func TestDefaultStoreIsFixed(t *testing.T) {
+	a, b := t.TempDir(), t.TempDir()
+	t.Setenv("TMPDIR", a)
+	s1 := defaultStore()
+	t.Setenv("TMPDIR", b)
+	s2 := defaultStore()
+	if s1 != s2 || strings.Contains(s1, a) || strings.Contains(s2, b) {
+		t.Fatalf("default store %q with TMPDIR=%s, %q with TMPDIR=%s", s1, a, s2, b)
+	}
+}
