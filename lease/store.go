@@ -63,3 +63,30 @@ type Store interface {
 type StaleGetter interface {
 	GetStale(ctx context.Context, name string) (Record, Version, error)
 }
+
+// AnyVersion, as Deleter.Delete's expect, deletes whatever is stored: a
+// record that no one can decode (ErrInvalidRecord) has no version to name.
+const AnyVersion Version = "*"
+
+// Lister is a Store that can list the records it keeps, for operators'
+// tools (tenure list, tenure gc); tenure's protocol never lists.
+type Lister interface {
+	// List calls fn with the name of every record whose name starts with
+	// prefix, in no set order, until fn returns an error, which List
+	// returns. A record written or deleted during List may or may not be
+	// listed.
+	List(ctx context.Context, prefix string, fn func(name string) error) error
+}
+
+// Deleter is a Store that can delete a record by compare-and-swap, so that
+// records no longer needed can be removed without ever removing one that
+// changed since it was read (tenure gc, tenure release --force).
+type Deleter interface {
+	// Delete removes the record stored under name if its version is still
+	// expect, or, with AnyVersion, whatever record is stored. It returns an
+	// error wrapping ErrConflict if the stored version differs. Deleting a
+	// missing record changes nothing and returns nil or an error wrapping
+	// ErrNotFound or ErrConflict, as the backend tells. Like Put, a Delete
+	// that returns another error may or may not have been applied.
+	Delete(ctx context.Context, name string, expect Version) error
+}

@@ -282,3 +282,98 @@ func syncDir(dir string) error {
 	}
 	return err
 }
+
+var (
+	_ lease.Lister  = (*Store)(nil)
+	_ lease.Deleter = (*Store)(nil)
+)
+
+// List implements lease.Lister: every NAME.lease file whose lease name
+// starts with prefix, read from the file or, for one that cannot be read,
+// from its file name (unless hashed). Temporary and lock files are left
+// out.
+func (s *Store) List(ctx context.Context, prefix string, fn func(name string) error) error {
+	entries, err := os.ReadDir(s.dir)
+	if err != nil {
+		return classify(fmt.Errorf("list leases in %s: %w", s.dir, err))
+	}
+	for _, e := range entries {
+		if err := ctx.Err(); err != nil {
+			return fmt.Errorf("list leases: %w", err)
+		}
+		b, ok := strings.CutSuffix(e.Name(), ".lease")
+		if !ok || strings.HasPrefix(b, ".") || e.IsDir() {
+			continue
+		}
+		name, ok := unbase(b)
+		if data, err := os.ReadFile(filepath.Join(s.dir, e.Name())); err == nil {
+			var f file
+			if json.Unmarshal(data, &f) == nil && base(f.Name) == b {
+				name, ok = f.Name, true
+			}
+		}
+		if ok && strings.HasPrefix(name, prefix) {
+			if err := fn(name); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// unbase returns the lease name of a file's base name, unless it is hashed.
+func unbase(b string) (string, bool) {
+	if strings.HasPrefix(b, "h-") && len(b) == 42 {
+		return "", false
+	}
+	var out []byte
+	for i := 0; i < len(b); i++ {
+		if b[i] != '%' {
+			out = append(out, b[i])
+			continue
+		}
+		if i+2 >= len(b) {
+			return "", false
+		}
+		v, err := strconv.ParseUint(b[i+1:i+3], 16, 8)
+		if err != nil {
+			return "", false
+		}
+		out = append(out, byte(v))
+		i += 2
+	}
+	return string(out), lease.ValidateName(string(out)) == nil
+}
+
+// Delete implements lease.Deleter, under the lease's lock as Put.
+func (s *Store) Delete(ctx context.Context, name string, expect lease.Version) error {
+	if err := lease.ValidateName(name); err != nil {
+		return fmt.Errorf("delete: %w", err)
+	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("delete lease %q: %w", name, err)
+	}
+	unlock, err := lockFile(ctx, filepath.Join(s.dir, "."+base(name)+".lock"))
+	if err != nil {
+		return classify(fmt.Errorf("delete lease %q: %w", name, err))
+	}
+	defer unlock()
+	if _, err := os.Stat(s.path(name)); errors.Is(err, fs.ErrNotExist) {
+		return lease.NotFound(name)
+	}
+	if expect != lease.AnyVersion {
+		cur, ver, found, err := s.read(name)
+		switch {
+		case err != nil:
+			return err
+		case !found:
+			return lease.NotFound(name)
+		case ver != expect:
+			return &lease.ConflictError{Name: name, Current: cur, Version: ver, Found: true}
+		}
+	}
+	if err := os.Remove(s.path(name)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return classify(fmt.Errorf("delete lease %q: %w", name, err))
+	}
+	return syncDir(s.dir)
+}

@@ -9,7 +9,9 @@ package memlease
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 
 	"github.com/tenure-go/tenure/lease"
@@ -74,4 +76,52 @@ func (s *Store) Put(ctx context.Context, name string, rec lease.Record, expect l
 	ver := lease.Version(strconv.FormatUint(s.seq, 10))
 	s.records[name] = entry{rec: rec.Clone(), ver: ver}
 	return ver, nil
+}
+
+var (
+	_ lease.Lister  = (*Store)(nil)
+	_ lease.Deleter = (*Store)(nil)
+)
+
+// List implements lease.Lister, in name order.
+func (s *Store) List(ctx context.Context, prefix string, fn func(name string) error) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("list leases: %w", err)
+	}
+	s.mu.Lock()
+	var names []string
+	for n := range s.records {
+		if strings.HasPrefix(n, prefix) {
+			names = append(names, n)
+		}
+	}
+	s.mu.Unlock()
+	slices.Sort(names)
+	for _, n := range names {
+		if err := fn(n); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Delete implements lease.Deleter.
+func (s *Store) Delete(ctx context.Context, name string, expect lease.Version) error {
+	if err := lease.ValidateName(name); err != nil {
+		return fmt.Errorf("delete: %w", err)
+	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("delete lease %q: %w", name, err)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	cur, ok := s.records[name]
+	switch {
+	case !ok:
+		return lease.NotFound(name)
+	case expect != lease.AnyVersion && cur.ver != expect:
+		return &lease.ConflictError{Name: name, Current: cur.rec.Clone(), Version: cur.ver, Found: true}
+	}
+	delete(s.records, name)
+	return nil
 }
