@@ -6,6 +6,10 @@
 //	tenure run [flags] NAME -- COMMAND...    run COMMAND while leading NAME
 //	tenure lock [flags] NAME -- COMMAND...   run COMMAND once under the lock NAME
 //	tenure status [flags] NAME               who holds NAME (--watch: follow it)
+//	tenure list [flags] [PREFIX]             every lease and lock in the store
+//	tenure release --force [flags] NAME      break a stuck lease or lock
+//	tenure gc [flags] [PREFIX]               remove records no longer needed
+//	tenure version                           this build's version
 //	tenure plan [flags]    what a configuration means: failover, requests, cost
 //	tenure sim [flags]     run the deterministic simulator (tenure sim -h)
 package main
@@ -27,11 +31,15 @@ func main() {
 const usage = `usage: tenure <command> [flags]
 
 commands:
-  run    run a command while this process leads a lease
-  lock   run a command once under a lock
-  status show who holds a lease or a lock, or follow it with --watch
-  plan   what a configuration means: lead window, failover, requests, cost
-  sim    run the deterministic simulator over named fault scenarios
+  run      run a command while this process leads a lease
+  lock     run a command once under a lock (--once-per: once per slot)
+  status   show who holds a lease or a lock, or follow it with --watch
+  list     list the leases and locks in a store
+  release  break a stuck lease or lock (--force): a fenced takeover
+  gc       remove records no longer needed
+  plan     what a configuration means: lead window, failover, requests, cost
+  sim      run the deterministic simulator over named fault scenarios
+  version  the version and revision of this build
 
 Run "tenure <command> -h" for a command's flags and examples.
 `
@@ -67,6 +75,14 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return lockCommand(args[1:], stdout, stderr)
 	case "status":
 		return statusCommand(args[1:], stdout, stderr)
+	case "list":
+		return listCommand(args[1:], stdout, stderr)
+	case "release":
+		return releaseCommand(args[1:], stdout, stderr)
+	case "gc":
+		return gcCommand(args[1:], stdout, stderr)
+	case "version", "-version", "--version":
+		return versionCommand(stdout)
 	case "help", "-h", "-help", "--help":
 		fmt.Fprint(stdout, usage)
 		return 0

@@ -25,6 +25,8 @@ import (
 
 	"github.com/tenure-go/tenure/election"
 	"github.com/tenure-go/tenure/internal/testservers"
+	"github.com/tenure-go/tenure/lease"
+	"github.com/tenure-go/tenure/lease/filelease"
 )
 
 // Real processes: the tenure binary, built once, runs children that are
@@ -1077,6 +1079,86 @@ func TestProcessSquattedStore(t *testing.T) {
 		cmd = exec.Command(tenureBinary(t), "lock", "--store", "file://"+dir+"?shared=true", "job", "--", "true")
 		if out, err := cmd.CombinedOutput(); err != nil {
 			t.Errorf("%s with shared=true: %v\n%s", dir, err, out)
+		}
+	}
+}
+
+// TestProcessOperatorTools: version names the build; list shows what the
+// store holds; release --force ends a holder's term by a fenced takeover
+// (its command stopped, the next holder's token above) and replaces a
+// record no one can read; gc removes only what is no longer needed.
+func TestProcessOperatorTools(t *testing.T) {
+	e := newProcEnv(t, "")
+	tool := func(args ...string) (int, string) {
+		t.Helper()
+		cmd := exec.Command(tenureBinary(t), args...)
+		cmd.Env = append(os.Environ(), "TENURE_STORE="+e.store)
+		out, err := cmd.CombinedOutput()
+		if ee, ok := err.(*exec.ExitError); ok {
+			return ee.ExitCode(), string(out)
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		return 0, string(out)
+	}
+	if code, out := tool("version"); code != 0 || !strings.HasPrefix(out, "tenure ") || !strings.Contains(out, "go1.") {
+		t.Errorf("version: %d %s", code, out)
+	}
+	e.tenure("run", "--id", "a", "job")
+	first := e.await(20*time.Second, "a's child", func(ev event) bool { return ev.what == "start" && ev.holder == "a" })
+	e.tenure("run", "--id", "b", "job")
+	if code, out := tool("list"); code != 0 || !strings.Contains(out, `job: held by "a"`) {
+		t.Errorf("list: %d %s", code, out)
+	}
+	if code, out := tool("release", "job"); code != exitUsage || !strings.Contains(out, "--force") {
+		t.Errorf("release without --force: %d %s", code, out)
+	}
+	if code, out := tool("release", "--force", "job"); code != 0 || !strings.Contains(out, `released from "a"`) {
+		t.Fatalf("release --force: %d %s", code, out)
+	}
+	e.await(10*time.Second, "SIGTERM at a's child", func(ev event) bool { return ev.what == "term" && ev.pid == first.pid })
+	next := e.await(10*time.Second, "the next holder's child", func(ev event) bool { return ev.what == "start" && ev.pid != first.pid })
+	if next.token <= first.token+1 {
+		t.Errorf("the next holder's token %d is not above the release's %d", next.token, first.token+1)
+	}
+
+	// A record no one can read: release --force replaces it.
+	dir := strings.TrimPrefix(e.store, "file://")
+	if err := os.WriteFile(filepath.Join(dir, "broken.lease"), []byte("\x00garbage"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if code, out := tool("lock", "--wait", "0", "broken", "--", "true"); code != exitUnavailable || !strings.Contains(out, "release --force") {
+		t.Errorf("lock of a broken record: %d %s", code, out)
+	}
+	if code, out := tool("release", "--force", "broken"); code != 0 {
+		t.Errorf("release --force of a broken record: %d %s", code, out)
+	}
+	if code, out := tool("lock", "--wait", "0", "broken", "--", "true"); code != 0 {
+		t.Errorf("lock after the repair: %d %s", code, out)
+	}
+
+	// gc: old released records and past slots go; held and recent ones stay.
+	store, err := filelease.New(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := time.Now().Add(-72 * time.Hour)
+	for name, rec := range map[string]lease.Record{
+		"old-released": {Holder: "x", Token: uint64(old.UnixMilli()), Duration: time.Second, Released: true, Nonce: "n1", WrittenAt: old},
+		"nightly/" + old.UTC().Format("20060102T150405Z"): {Holder: "x", Token: uint64(old.UnixMilli()), Duration: time.Hour, Nonce: "n2", WrittenAt: old},
+		"old-held": {Holder: "x", Token: uint64(old.UnixMilli()), Duration: time.Second, Nonce: "n3", WrittenAt: old},
+	} {
+		if _, err := store.Put(context.Background(), name, rec, lease.NoVersion); err != nil {
+			t.Fatal(err)
+		}
+	}
+	code, out := tool("gc")
+	if code != 0 || !strings.Contains(out, "removed old-released") || !strings.Contains(out, "removed nightly/") {
+		t.Errorf("gc: %d %s", code, out)
+	}
+	for _, kept := range []string{"old-held", "job", "broken"} {
+		if _, _, err := store.Get(context.Background(), kept); err != nil {
+			t.Errorf("gc removed %s: %v", kept, err)
 		}
 	}
 }

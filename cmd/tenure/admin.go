@@ -1,0 +1,367 @@
+package main
+
+import (
+	"context"
+	crand "crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"regexp"
+	"runtime"
+	"runtime/debug"
+	"strings"
+	"time"
+
+	"github.com/tenure-go/tenure/lease"
+)
+
+// versionCommand implements "tenure version" and "tenure --version".
+func versionCommand(stdout io.Writer) int {
+	version, rev, at, dirty := "(unknown)", "", "", false
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		version = bi.Main.Version
+		for _, s := range bi.Settings {
+			switch s.Key {
+			case "vcs.revision":
+				rev = s.Value
+			case "vcs.time":
+				at = s.Value
+			case "vcs.modified":
+				dirty = s.Value == "true"
+			}
+		}
+	}
+	fmt.Fprintf(stdout, "tenure %s", version)
+	if rev != "" {
+		fmt.Fprintf(stdout, " (revision %s", rev)
+		if at != "" {
+			fmt.Fprintf(stdout, ", %s", at)
+		}
+		if dirty {
+			fmt.Fprint(stdout, ", with changes not committed")
+		}
+		fmt.Fprint(stdout, ")")
+	}
+	fmt.Fprintf(stdout, " %s %s/%s\n", runtime.Version(), runtime.GOOS, runtime.GOARCH)
+	return 0
+}
+
+const listUsage = `usage: tenure list [flags] [PREFIX]
+
+Lists every lease and lock in the store whose name starts with PREFIX:
+holder, token, held or released, and when it was last written by the
+writer's clock (this host cannot know a record's age from one read: tenure
+status --watch observes it). Records tenure keeps beside a lease show too:
+NAME::standby (the standby's) and NAME::queue (a fair lock's waiters).
+
+On DynamoDB a list scans the whole table, and bills it; on S3 it lists
+the prefix's objects and reads each.
+
+exit status: 0 once listed; 69 when the store cannot be read or cannot
+list; 2 for bad flags.
+
+examples:
+  tenure list
+  tenure list --json --store 'dynamodb://leases?region=eu-west-1' nightly/
+`
+
+// listed is one record as list and gc see it.
+type listed struct {
+	Name      string     `json:"name"`
+	Holder    string     `json:"holder,omitempty"`
+	Token     uint64     `json:"token,omitempty"`
+	Released  bool       `json:"released"`
+	Seconds   float64    `json:"lease_seconds,omitempty"`
+	WrittenAt *time.Time `json:"written_at,omitempty"` // the writer's clock
+	Error     string     `json:"error,omitempty"`      // a record no one can decode
+
+	rec lease.Record
+	ver lease.Version
+	bad bool
+}
+
+// listRecords reads every record under prefix.
+func listRecords(ctx context.Context, store lease.Store, prefix string) ([]listed, error) {
+	l, ok := store.(lease.Lister)
+	if !ok {
+		return nil, lease.Permanent(errors.New("this store cannot list its records"))
+	}
+	var out []listed
+	err := l.List(ctx, prefix, func(name string) error {
+		rec, ver, err := store.Get(ctx, name)
+		switch {
+		case errors.Is(err, lease.ErrNotFound):
+			return nil // deleted meanwhile
+		case errors.Is(err, lease.ErrInvalidRecord):
+			out = append(out, listed{Name: name, Error: err.Error(), bad: true})
+			return nil
+		case err != nil:
+			return err
+		}
+		w := rec.WrittenAt.UTC()
+		out = append(out, listed{Name: name, Holder: rec.Holder, Token: rec.Token, Released: rec.Released,
+			Seconds: rec.Duration.Seconds(), WrittenAt: &w, rec: rec, ver: ver})
+		return nil
+	})
+	return out, err
+}
+
+// listCommand implements "tenure list".
+func listCommand(args []string, stdout, stderr io.Writer) int {
+	fs := newFlagSet("tenure list", listUsage, stderr)
+	var c common
+	c.register(fs)
+	asJSON := fs.Bool("json", false, "print one JSON object per record")
+	if ok, status := parseFlags(fs, args, stderr); !ok {
+		return status
+	}
+	if fs.NArg() > 1 {
+		fmt.Fprintln(stderr, "tenure list: want at most one PREFIX")
+		return exitUsage
+	}
+	ctx := context.Background()
+	store, status := c.open(ctx, "tenure list", stderr)
+	if store == nil {
+		return status
+	}
+	recs, err := listRecords(ctx, store, fs.Arg(0))
+	if err != nil {
+		return c.storeFailed("tenure list", err, stderr)
+	}
+	now := time.Now()
+	for _, r := range recs {
+		if *asJSON {
+			b, _ := json.Marshal(r)
+			fmt.Fprintf(stdout, "%s\n", b)
+			continue
+		}
+		switch {
+		case r.bad:
+			fmt.Fprintf(stdout, "%s: INVALID: %s\n", r.Name, r.Error)
+		case r.Released:
+			fmt.Fprintf(stdout, "%s: released, last token %d, written %s ago by the writer's clock\n", r.Name, r.Token, now.Sub(*r.WrittenAt).Round(time.Second))
+		default:
+			fmt.Fprintf(stdout, "%s: held by %q, token %d, lease %v, written %s ago by the writer's clock\n", r.Name, r.Holder, r.Token, r.rec.Duration, now.Sub(*r.WrittenAt).Round(time.Second))
+		}
+	}
+	return 0
+}
+
+const releaseUsage = `usage: tenure release --force [flags] NAME
+
+Breaks a stuck lease or lock: writes it released, with a token above its
+holder's, by compare-and-swap on the record it read. It never deletes the
+record and never lets a token go back. The holder learns at its next
+renewal (within a renewal interval), which fails: its term ends, and tenure
+run or lock stops its command. Resources fenced on tokens refuse the old
+holder once the next holder has written. What it costs: the holder's work
+is cut off mid-way, so use it on a holder that is stuck or gone, not one
+that is merely slow.
+
+A record no one can decode (tenure says "invalid record") is replaced by a
+released one at the token a lost record's successor would mint: the
+current Unix time in milliseconds, above every token minted before it if
+clocks agree within minutes.
+
+exit status: 0 when released (or nothing was held); 75 when the record
+changed meanwhile (read it again, and run again if still stuck); 69 when
+the store refuses; 2 for bad flags, or without --force.
+
+examples:
+  tenure release --force nightly
+  tenure release --force --store 'dynamodb://leases?region=eu-west-1' writer
+`
+
+// releaseCommand implements "tenure release --force".
+func releaseCommand(args []string, stdout, stderr io.Writer) int {
+	fs := newFlagSet("tenure release", releaseUsage, stderr)
+	var c common
+	c.register(fs)
+	force := fs.Bool("force", false, "required: release whoever holds it, cutting its work off")
+	if ok, status := parseFlags(fs, args, stderr); !ok {
+		return status
+	}
+	if fs.NArg() != 1 {
+		fmt.Fprintln(stderr, "tenure release: want one NAME")
+		return exitUsage
+	}
+	name := fs.Arg(0)
+	if err := lease.ValidateName(name); err != nil {
+		fmt.Fprintf(stderr, "tenure release: %v\n", err)
+		return exitUsage
+	}
+	if !*force {
+		fmt.Fprintln(stderr, "tenure release: this cuts the holder's work off: say --force (see tenure release -h)")
+		return exitUsage
+	}
+	ctx := context.Background()
+	store, status := c.open(ctx, "tenure release", stderr)
+	if store == nil {
+		return status
+	}
+	rec := lease.Record{Holder: "tenure-release-force", Released: true, Nonce: nonce(), WrittenAt: time.Now().UTC()}
+	if host, err := os.Hostname(); err == nil && host != "" && len(host) < 200 && strings.Trim(host, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.-_") == "" {
+		rec.Holder += "@" + host
+	}
+	cur, ver, err := store.Get(ctx, name)
+	expect := ver
+	switch {
+	case errors.Is(err, lease.ErrNotFound):
+		fmt.Fprintf(stdout, "%s: no record: nothing to release\n", name)
+		return 0
+	case errors.Is(err, lease.ErrInvalidRecord):
+		d, ok := store.(lease.Deleter)
+		if !ok {
+			return c.storeFailed("tenure release", lease.Permanent(fmt.Errorf("%w; this store cannot delete it: remove it by hand", err)), stderr)
+		}
+		if err := d.Delete(ctx, name, lease.AnyVersion); err != nil && !errors.Is(err, lease.ErrNotFound) {
+			return c.storeFailed("tenure release", err, stderr)
+		}
+		rec.Token, rec.Duration, expect = uint64(time.Now().UnixMilli()), lease.MinDuration, lease.NoVersion
+		fmt.Fprintf(stdout, "%s: removed a record no one could read (%v)\n", name, err)
+	case err != nil:
+		return c.storeFailed("tenure release", err, stderr)
+	case cur.Released:
+		fmt.Fprintf(stdout, "%s: already released (last token %d)\n", name, cur.Token)
+		return 0
+	default:
+		rec.Token, rec.Duration = cur.Token+1, cur.Duration
+	}
+	if _, err := store.Put(ctx, name, rec, expect); err != nil {
+		if errors.Is(err, lease.ErrConflict) {
+			fmt.Fprintf(stderr, "tenure release: %s changed while being released (another holder, or a renewal): read it again with tenure status\n", name)
+			return exitLocked
+		}
+		return c.storeFailed("tenure release", err, stderr)
+	}
+	if expect != lease.NoVersion {
+		fmt.Fprintf(stdout, "%s: released from %q (token %d); its next renewal fails, and the next holder's token is above %d\n", name, cur.Holder, cur.Token, rec.Token)
+	} else {
+		fmt.Fprintf(stdout, "%s: released at token %d\n", name, rec.Token)
+	}
+	return 0
+}
+
+func nonce() string {
+	var b [8]byte
+	_, _ = crand.Read(b[:])
+	return "release-" + hex.EncodeToString(b[:])
+}
+
+const gcUsage = `usage: tenure gc [flags] [PREFIX]
+
+Removes records no longer needed, under PREFIX, and only those, each by
+compare-and-swap on the version it read (a record that changed meanwhile
+stays):
+  - released leases and locks last written more than --older-than ago;
+  - --once-per slots (NAME/20261124T150500Z) that ended more than
+    --older-than ago;
+  - a lease's standby record and a fair lock's queue that no one has
+    written for --older-than (their writers are gone).
+A record is removed only if its token is below the current Unix time in
+milliseconds less --older-than: whoever creates the name again mints at
+least its own Unix time in milliseconds (the lost-record rule), so a
+token never goes back for a name still in use, given clocks within
+--older-than of each other. Held leases and locks are never removed.
+
+Run it from cron, e.g. daily. On DynamoDB it scans the table; on MinIO a
+record written between the read and the delete may be removed too (MinIO
+ignores the delete's condition), which ends that holder's term early and
+is otherwise safe.
+
+exit status: 0 once done; 69 when the store refuses or cannot list or
+delete; 2 for bad flags.
+
+examples:
+  tenure gc --dry-run
+  17 3 * * * tenure gc --store 'dynamodb://leases?region=eu-west-1'
+`
+
+// slotName matches a --once-per slot's lock name, and captures its start.
+var slotName = regexp.MustCompile(`/(\d{8}T\d{6}Z)$`)
+
+// gcCommand implements "tenure gc".
+func gcCommand(args []string, stdout, stderr io.Writer) int {
+	fs := newFlagSet("tenure gc", gcUsage, stderr)
+	var c common
+	c.register(fs)
+	olderThan := fs.Duration("older-than", 24*time.Hour, "remove only what has not been written for this long")
+	dryRun := fs.Bool("dry-run", false, "say what would be removed, and remove nothing")
+	if ok, status := parseFlags(fs, args, stderr); !ok {
+		return status
+	}
+	if fs.NArg() > 1 {
+		fmt.Fprintln(stderr, "tenure gc: want at most one PREFIX")
+		return exitUsage
+	}
+	if *olderThan < time.Hour {
+		fmt.Fprintf(stderr, "tenure gc: --older-than %v: want an hour at least (clocks must agree within it)\n", *olderThan)
+		return exitUsage
+	}
+	ctx := context.Background()
+	store, status := c.open(ctx, "tenure gc", stderr)
+	if store == nil {
+		return status
+	}
+	d, ok := store.(lease.Deleter)
+	if !ok {
+		return c.storeFailed("tenure gc", lease.Permanent(errors.New("this store cannot delete records")), stderr)
+	}
+	recs, err := listRecords(ctx, store, fs.Arg(0))
+	if err != nil {
+		return c.storeFailed("tenure gc", err, stderr)
+	}
+	now := time.Now()
+	removed := 0
+	for _, r := range recs {
+		why := needless(r, now, *olderThan)
+		if why == "" {
+			continue
+		}
+		if *dryRun {
+			fmt.Fprintf(stdout, "would remove %s (%s, token %d)\n", r.Name, why, r.Token)
+			continue
+		}
+		err := d.Delete(ctx, r.Name, r.ver)
+		switch {
+		case errors.Is(err, lease.ErrConflict):
+			fmt.Fprintf(stdout, "kept %s: it changed meanwhile\n", r.Name)
+			continue
+		case err != nil && !errors.Is(err, lease.ErrNotFound):
+			return c.storeFailed("tenure gc", err, stderr)
+		}
+		removed++
+		fmt.Fprintf(stdout, "removed %s (%s, token %d)\n", r.Name, why, r.Token)
+	}
+	if !*dryRun {
+		fmt.Fprintf(stdout, "%d of %d records removed\n", removed, len(recs))
+	}
+	return 0
+}
+
+// needless says why gc may remove r, or "" if it may not.
+func needless(r listed, now time.Time, olderThan time.Duration) string {
+	if r.bad || r.Token >= uint64(now.Add(-olderThan).UnixMilli()) {
+		return "" // a token too recent to be sure a new one is above it
+	}
+	old := now.Sub(r.rec.WrittenAt) > olderThan
+	switch {
+	case r.Released && old:
+		return "released"
+	case strings.HasSuffix(r.Name, "::queue") || strings.HasSuffix(r.Name, "::standby"):
+		if old {
+			return "no one has written it"
+		}
+	default:
+		if m := slotName.FindStringSubmatch(r.Name); m != nil {
+			start, err := time.Parse("20060102T150405Z", m[1])
+			if err == nil && now.Sub(start.Add(r.rec.Duration)) > olderThan && old {
+				return "a past slot"
+			}
+		}
+	}
+	return ""
+}
