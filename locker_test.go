@@ -14,6 +14,7 @@ import (
 	"github.com/tenure-go/tenure"
 	"github.com/tenure-go/tenure/election"
 	"github.com/tenure-go/tenure/fencing"
+	"github.com/tenure-go/tenure/internal/lockcore"
 	"github.com/tenure-go/tenure/lease"
 	"github.com/tenure-go/tenure/lease/leasetest"
 	"github.com/tenure-go/tenure/lease/memlease"
@@ -399,4 +400,55 @@ func TestNamesRefused(t *testing.T) {
 			t.Errorf("New with lease jobs::queue: %v, want ErrInvalidName", err)
 		}
 	})
+}
+
+// garbageQueue is a store whose queue records no one can decode.
+type garbageQueue struct{ lease.Store }
+
+func (g garbageQueue) Get(ctx context.Context, name string) (lease.Record, lease.Version, error) {
+	if strings.HasSuffix(name, "::queue") {
+		return lease.Record{}, lease.NoVersion, &lease.RecordError{Name: name, Field: "file", Reason: "not JSON"}
+	}
+	return g.Store.Get(ctx, name)
+}
+
+// TestFairLockNeverJammed: a fair Lock of a free lock is taken whatever its
+// queue holds: 64 entries of waiters that died (waited out, then dropped),
+// a record no one can decode, or a valid one whose ticket counter is at
+// 2^63-1 (the waiter goes on without the queue).
+func TestFairLockNeverJammed(t *testing.T) {
+	ghosts := make([]string, lockcore.MaxWaiters)
+	for i := range ghosts {
+		ghosts[i] = fmt.Sprintf("%d.7", i+1)
+	}
+	for _, c := range []struct {
+		name  string
+		store func() lease.Store
+		queue *lease.Record
+	}{
+		{"ghosts", func() lease.Store { return memlease.New() },
+			&lease.Record{Holder: "tenure-queue", Token: lockcore.MaxWaiters + 1, Duration: 10 * time.Second, Nonce: "n", Payload: []byte(strings.Join(ghosts, " "))}},
+		{"garbage", func() lease.Store { return garbageQueue{memlease.New()} }, nil},
+		{"last-ticket", func() lease.Store { return memlease.New() },
+			&lease.Record{Holder: "tenure-queue", Token: 1<<63 - 1, Duration: 10 * time.Second, Nonce: "n"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				store := c.store()
+				if c.queue != nil {
+					if _, err := store.Put(context.Background(), "x::queue", *c.queue, lease.NoVersion); err != nil {
+						t.Fatal(err)
+					}
+				}
+				l := newLocker(t, store, "a")
+				ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+				defer cancel()
+				h, err := l.Lock(ctx, "x", tenure.Fair())
+				if err != nil {
+					t.Fatalf("fair Lock of a free lock: %v", err)
+				}
+				_ = h.Unlock(context.Background())
+			})
+		})
+	}
 }

@@ -34,8 +34,10 @@ const QueueSuffix = "::queue"
 // MaxWaiters bounds a queue: its record's payload holds every entry.
 const MaxWaiters = 64
 
-// ErrQueueFull refuses a fair waiter when its queue already holds
-// MaxWaiters.
+// ErrQueueFull was returned to a fair waiter whose queue held MaxWaiters.
+// It no longer is: a full queue is waited out (its abandoned entries are
+// dropped a lease after they went silent, and live ones leave), so that
+// dead waiters can never keep a lock from being taken.
 var ErrQueueFull = errors.New("tenure: the lock's queue is full")
 
 type qentry struct{ ticket, beat uint64 }
@@ -127,6 +129,7 @@ type fairState struct {
 	leaving  bool          // drop our entry (we got the lock, or gave up)
 	removing bool          // the write in flight drops our entry
 	gone     bool          // our entry is out of the queue for good
+	full     bool          // the queue was full at our last try (said once)
 	open     bool          // the gate is open: our turn
 	ahead    int           // live entries before ours at the last look; -1: ours is not in
 }
@@ -173,10 +176,11 @@ func (l *Lock) queueStep() {
 		return
 	}
 	q, err := f.q, f.qErr
-	if err != nil || f.found && f.rec.Holder != queueHolder {
-		l.h.Log(slog.LevelError, "lock queue unreadable; waiting without it", "lock", l.name, "err", err)
-		f.gone, f.open = true, true
-		l.d.Gate(false)
+	if err == nil && f.found && f.rec.Holder != queueHolder {
+		err = fmt.Errorf("held by %q, not %q", f.rec.Holder, queueHolder)
+	}
+	if err != nil {
+		l.withoutQueue(err)
 		return
 	}
 	now := l.h.Now()
@@ -206,10 +210,20 @@ func (l *Lock) queueStep() {
 	case !f.leaving && (f.ticket == 0 || !mine):
 		// Take a ticket (again, if our entry was dropped as abandoned).
 		if len(live) >= MaxWaiters {
-			l.refuse(ErrQueueFull)
-			f.gone = true
+			// Full: wait until an entry leaves, or is seen silent for
+			// the abandon wait (then the write that adds ours drops it).
+			if !f.full {
+				l.h.Log(slog.LevelError, "lock queue full: waiting for a waiter to leave or to be found abandoned", "lock", l.name, "waiters", len(live))
+			}
+			f.full, f.known = true, false
+			f.next = now.Add(l.Config().PollInterval)
 			return
 		}
+		if next >= 1<<63-1 {
+			l.withoutQueue(fmt.Errorf("its ticket counter is at %d, the most a token may hold", next))
+			return
+		}
+		f.full = false
 		f.ticket, f.joining = next, true
 		next++
 		live = append(live, qentry{f.ticket, 0})
@@ -311,16 +325,32 @@ func (l *Lock) queueResult(r election.Result, put bool) {
 	case errors.Is(r.Err, lease.ErrConflict):
 		f.known = false
 		f.next = now
+	case f.leaving: // best effort: others skip an abandoned entry anyway
+		f.gone = true
+		return
+	case errors.Is(r.Err, lease.ErrInvalidRecord) || errors.Is(r.Err, lease.ErrPermanent):
+		// Garbage in the queue's record, or a queue we may not write:
+		// retrying cannot cure it, and it must not keep a free lock from
+		// being taken.
+		l.withoutQueue(r.Err)
+		return
 	default:
-		if f.leaving { // best effort: others skip an abandoned entry anyway
-			f.gone = true
-			return
-		}
 		f.known = false
 		f.next = now.Add(l.Config().RetryMax)
 		return
 	}
 	l.gate(now)
+}
+
+// withoutQueue gives the queue up for good: the waiter campaigns for the
+// lock as an unfair one would, and says why at error level (an operator
+// repairs the queue with tenure release --force NAME::queue, or removes
+// it).
+func (l *Lock) withoutQueue(err error) {
+	f := l.fair
+	l.h.Log(slog.LevelError, "lock queue unusable; waiting without it, in no order", "lock", l.name, "queue", l.name+QueueSuffix, "err", err)
+	f.gone, f.open, f.next = true, true, time.Time{}
+	l.d.Gate(false)
 }
 
 // conflict returns the *lease.ConflictError in err, or nil. Apart, so that
