@@ -1162,3 +1162,32 @@ func TestProcessOperatorTools(t *testing.T) {
 		}
 	}
 }
+
+// TestProcessStoreDirDeleted: the file store's directory deleted under
+// running processes is recreated, under the lost-record rule: the leader
+// demotes at its next renewal, and a leader runs again once a lease has
+// been waited out, with a token above the last.
+func TestProcessStoreDirDeleted(t *testing.T) {
+	e := newProcEnv(t, "")
+	e.lease = time.Second
+	e.tenure("run", "--id", "a", "job")
+	first := e.await(20*time.Second, "a child", func(ev event) bool { return ev.what == "start" })
+	w := &logWatch{want: "leader changed", seen: make(chan struct{})}
+	e.tenureLog(w, "run", "-v", "--id", "b", "job")
+	select { // b is up and following: it will not create the directory again at its start
+	case <-w.seen:
+	case <-time.After(10 * time.Second):
+		t.Fatal("b did not see the leader")
+	}
+	if err := os.RemoveAll(strings.TrimPrefix(e.store, "file://")); err != nil {
+		t.Fatal(err)
+	}
+	e.await(5*time.Second, "the leader's child stopped", func(ev event) bool { return ev.what == "term" && ev.pid == first.pid })
+	next := e.await(e.crashBound()+5*time.Second, "a child after the loss", func(ev event) bool { return ev.what == "start" && ev.pid != first.pid })
+	if next.token <= first.token {
+		t.Errorf("token %d after the loss, not above %d", next.token, first.token)
+	}
+	if _, err := os.Stat(strings.TrimPrefix(e.store, "file://")); err != nil {
+		t.Errorf("the store's directory was not recreated: %v", err)
+	}
+}

@@ -65,7 +65,7 @@ func TestMetricsEndpoint(t *testing.T) {
 		}
 	}
 	first := next("term")
-	if err := os.Remove(filepath.Join(dir, "job.lease")); err != nil {
+	if err := os.RemoveAll(filepath.Join(dir, "job.lease")); err != nil {
 		t.Fatal(err)
 	}
 	second := next("term after the lost record")

@@ -1,6 +1,8 @@
 package filelease
 
-import "context"
+// SetBeforeLink makes every Put run f between writing its temporary file
+// and linking it: where a writer stopped mid-write would once have held a
+// lock. Keep is how many versions below its own a writer leaves.
+func SetBeforeLink(f func()) { beforeLink = f }
 
-// LockForTest takes the lock at path, as a writer does.
-func LockForTest(path string) (func(), error) { return lockFile(context.Background(), path) }
+const Keep = keep

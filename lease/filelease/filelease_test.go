@@ -1,6 +1,9 @@
+//go:build unix
+
 package filelease_test
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -10,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -70,9 +74,10 @@ func record(token uint64) lease.Record {
 	return lease.Record{Holder: "h", Token: token, Duration: time.Second, Nonce: "n" + strconv.FormatUint(token, 10), WrittenAt: time.Unix(1e9, 0).UTC()}
 }
 
-// TestCrashBeforeRename: a writer that died after writing its temporary
-// file, before the rename, changed nothing; the next write succeeds.
-func TestCrashBeforeRename(t *testing.T) {
+// TestCrashBeforeLink: a writer that died after writing its temporary
+// file, before the link, changed nothing; the next write succeeds, and
+// removes the leftover once it is old.
+func TestCrashBeforeLink(t *testing.T) {
 	dir := t.TempDir()
 	s, err := filelease.New(dir)
 	if err != nil {
@@ -83,9 +88,12 @@ func TestCrashBeforeRename(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// What a crash leaves: a half-written temporary file.
-	tmp := filepath.Join(dir, ".jobs%2Fa.tmp")
+	// What a crash leaves: a half-written temporary file, long ago.
+	tmp := filepath.Join(dir, "jobs%2Fa.lease", ".tmp-0123456789abcdef")
 	if err := os.WriteFile(tmp, []byte(`{"name":"jobs/a","vers`), 0o666); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chtimes(tmp, time.Now().Add(-time.Hour), time.Now().Add(-time.Hour)); err != nil {
 		t.Fatal(err)
 	}
 	rec, v, err := s.Get(ctx, "jobs/a")
@@ -104,6 +112,127 @@ func TestCrashBeforeRename(t *testing.T) {
 	}
 }
 
+// TestVersionsPruned: a lease keeps a few versions, not one per write.
+func TestVersionsPruned(t *testing.T) {
+	dir := t.TempDir()
+	s, _ := filelease.New(dir)
+	v := lease.NoVersion
+	for i := range 50 {
+		var err error
+		if v, err = s.Put(t.Context(), "a", record(uint64(i+1)), v); err != nil {
+			t.Fatal(err)
+		}
+	}
+	entries, err := os.ReadDir(filepath.Join(dir, "a.lease"))
+	if err != nil || len(entries) > filelease.Keep+1 {
+		t.Fatalf("%d files after 50 writes (%v), want at most %d", len(entries), err, filelease.Keep+1)
+	}
+}
+
+// TestStaleWriterInTheGap: a writer stopped between reading and linking,
+// while others wrote past it and pruned the version it links, does not
+// take the record: it conflicts where the next version shows it was not
+// the one replaced, and says it cannot tell where nothing is left to show
+// it; the record stays the others' either way.
+func TestStaleWriterInTheGap(t *testing.T) {
+	for _, c := range []struct {
+		name     string
+		writes   int // by others while the stale writer is stopped
+		conflict bool
+	}{{"next-kept", filelease.Keep + 2, true}, {"next-pruned", filelease.Keep + 6, false}} {
+		t.Run(c.name, func(t *testing.T) {
+			dir := t.TempDir()
+			s, _ := filelease.New(dir)
+			other, _ := filelease.New(dir)
+			ctx := t.Context()
+			v1, err := s.Put(ctx, "a", record(1), lease.NoVersion)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var last lease.Version
+			filelease.SetBeforeLink(func() {
+				filelease.SetBeforeLink(nil)
+				v := v1
+				for i := range c.writes {
+					if v, err = other.Put(ctx, "a", record(uint64(10+i)), v); err != nil {
+						t.Error(err)
+					}
+				}
+				last = v
+			})
+			defer filelease.SetBeforeLink(nil)
+			_, err = s.Put(ctx, "a", record(2), v1)
+			if err == nil || errors.Is(err, lease.ErrConflict) != c.conflict {
+				t.Fatalf("the stale write: %v; want an error, a conflict: %v", err, c.conflict)
+			}
+			if _, v, err := s.Get(ctx, "a"); err != nil || v != last {
+				t.Fatalf("Get = %q, %v; want the others' last version %q", v, err, last)
+			}
+		})
+	}
+}
+
+// TestStoppedWriterBlocksNoOne: a process stopped in the middle of a write
+// holds no one up: another writes at once, and the stopped one, resumed,
+// finds its write conflicts.
+func TestStoppedWriterBlocksNoOne(t *testing.T) {
+	dir := t.TempDir()
+	s, _ := filelease.New(dir)
+	v1, err := s.Put(t.Context(), "a", record(1), lease.NoVersion)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^TestHelperStopMidWrite$")
+	cmd.Env = append(os.Environ(), "FILELEASE_STOP="+dir, "FILELEASE_VERSION="+string(v1))
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
+	out := bufio.NewReader(stdout)
+	if line, err := out.ReadString('\n'); err != nil || line != "stopping\n" {
+		t.Fatalf("helper: %q, %v", line, err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+	defer cancel()
+	if _, err := s.Put(ctx, "a", record(3), v1); err != nil {
+		t.Fatalf("Put while another writer is stopped mid-write: %v", err)
+	}
+	if err := cmd.Process.Signal(syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	if line, err := out.ReadString('\n'); err != nil || line != "conflict\n" {
+		t.Fatalf("the resumed writer: %q, %v; want a conflict", line, err)
+	}
+}
+
+// TestHelperStopMidWrite is run by TestStoppedWriterBlocksNoOne in a child
+// process: it stops itself in the middle of a write, then says how the
+// write ended.
+func TestHelperStopMidWrite(t *testing.T) {
+	dir := os.Getenv("FILELEASE_STOP")
+	if dir == "" {
+		t.Skip("helper process")
+	}
+	s, err := filelease.New(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	filelease.SetBeforeLink(func() {
+		fmt.Println("stopping")
+		_ = syscall.Kill(os.Getpid(), syscall.SIGSTOP)
+	})
+	_, err = s.Put(context.Background(), "a", record(2), lease.Version(os.Getenv("FILELEASE_VERSION")))
+	if errors.Is(err, lease.ErrConflict) {
+		fmt.Println("conflict")
+		return
+	}
+	fmt.Println("applied:", err)
+}
+
 // TestDeletedFileNeverReusesVersion: a lease file deleted and written again
 // gets versions its earlier life never had.
 func TestDeletedFileNeverReusesVersion(t *testing.T) {
@@ -114,7 +243,7 @@ func TestDeletedFileNeverReusesVersion(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := os.Remove(filepath.Join(dir, "a.lease")); err != nil {
+	if err := os.RemoveAll(filepath.Join(dir, "a.lease")); err != nil {
 		t.Fatal(err)
 	}
 	v2, err := s.Put(ctx, "a", record(2), lease.NoVersion)
@@ -129,8 +258,9 @@ func TestDeletedFileNeverReusesVersion(t *testing.T) {
 	}
 }
 
-// TestCorruptFile: a file that does not hold a record is reported, with the
-// lease and what is wrong, and not overwritten.
+// TestCorruptFile: a file that does not hold a record (or a lease file of
+// the layout before this one) is reported, with the lease and what is
+// wrong, and not overwritten; a version that does not hold a record too.
 func TestCorruptFile(t *testing.T) {
 	dir := t.TempDir()
 	s, _ := filelease.New(dir)
@@ -142,6 +272,15 @@ func TestCorruptFile(t *testing.T) {
 	}
 	if _, err := s.Put(t.Context(), "a", record(1), lease.NoVersion); !errors.Is(err, lease.ErrInvalidRecord) {
 		t.Fatalf("Put: %v, want ErrInvalidRecord", err)
+	}
+	if err := os.MkdirAll(filepath.Join(dir, "b.lease"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "b.lease", "1"), []byte("{"), 0o666); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := s.Get(t.Context(), "b"); !errors.Is(err, lease.ErrInvalidRecord) {
+		t.Fatalf("Get of a bad version: %v, want ErrInvalidRecord", err)
 	}
 }
 
@@ -162,61 +301,6 @@ func TestLongAndUpperCaseNames(t *testing.T) {
 			t.Fatalf("Get %q = token %d, %v; want %d", n, rec.Token, err, i+1)
 		}
 	}
-}
-
-// TestLockWaitHonoursContext: a writer waiting for another's lock gives up
-// when its context ends.
-func TestLockWaitHonoursContext(t *testing.T) {
-	dir := t.TempDir()
-	s, _ := filelease.New(dir)
-	if _, err := s.Put(t.Context(), "a", record(1), lease.NoVersion); err != nil {
-		t.Fatal(err)
-	}
-	// Hold a's lock from a child process, as another writer would.
-	cmd := exec.Command(os.Args[0], "-test.run=^TestHelperHoldLock$")
-	cmd.Env = append(os.Environ(), "FILELEASE_HOLD="+filepath.Join(dir, ".a.lock"))
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = stdin.Close(); _ = cmd.Wait() }()
-	buf := make([]byte, 6)
-	if _, err := stdout.Read(buf); err != nil || string(buf) != "locked" {
-		t.Fatalf("helper: %q, %v", buf, err)
-	}
-	ctx, cancel := context.WithCancel(t.Context())
-	cancel()
-	if _, err := s.Put(ctx, "a", record(2), lease.NoVersion); !errors.Is(err, context.Canceled) {
-		t.Fatalf("Put with a done context: %v", err)
-	}
-	ctx, cancel = context.WithTimeout(t.Context(), 20*time.Millisecond)
-	defer cancel()
-	if _, err := s.Put(ctx, "a", record(2), lease.NoVersion); !errors.Is(err, context.DeadlineExceeded) {
-		t.Fatalf("Put while another process holds the lock: %v, want the context's deadline", err)
-	}
-}
-
-// TestHelperHoldLock is run by TestLockWaitHonoursContext in a child
-// process: it locks the file, says so, and holds it until stdin closes.
-func TestHelperHoldLock(t *testing.T) {
-	path := os.Getenv("FILELEASE_HOLD")
-	if path == "" {
-		t.Skip("helper process")
-	}
-	unlock, err := filelease.LockForTest(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer unlock()
-	fmt.Print("locked")
-	_, _ = os.Stdin.Read(make([]byte, 1))
 }
 
 // TestProcessesRace: several processes increment one counter lease by

@@ -3,16 +3,13 @@
 package filelease
 
 import (
-	"context"
 	"errors"
 	"os"
 )
 
+// Elsewhere directories cannot be fsynced, and a write could not promise
+// durability.
 const supported = false
-
-func lockFile(context.Context, string) (func(), error) {
-	return nil, errors.New("filelease: no flock on this system")
-}
 
 var errReadOnly, errNotDir = errors.New("read-only"), errors.New("not a directory")
 
