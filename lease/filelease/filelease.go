@@ -209,7 +209,9 @@ func unbase(b string) (string, bool) {
 // leaseDir is the directory of name's versions.
 func (s *Store) leaseDir(name string) string { return filepath.Join(s.dir, base(name)+".lease") }
 
-func versionPath(dir string, seq uint64) string { return filepath.Join(dir, strconv.FormatUint(seq, 10)) }
+func versionPath(dir string, seq uint64) string {
+	return filepath.Join(dir, strconv.FormatUint(seq, 10))
+}
 
 // current is what a lease's directory holds: its highest version.
 type current struct {
