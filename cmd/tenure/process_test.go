@@ -548,11 +548,41 @@ func TestProcessLockHeld(t *testing.T) {
 		if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != exitLocked || !strings.Contains(string(out), `held by "a"`) {
 			t.Fatalf("lock --wait 0 while held: %v, %s; want exit %d naming a", err, out, exitLocked)
 		}
+		quiet := func(args ...string) (int, string) {
+			cmd := exec.Command(tenureBinary(t), append(args, "nightly", "--", "true")...)
+			cmd.Env = append(append(os.Environ(), e.env...), "TENURE_STORE="+e.store)
+			out, err := cmd.CombinedOutput()
+			if ee, ok := err.(*exec.ExitError); ok {
+				return ee.ExitCode(), string(out)
+			}
+			return 0, string(out)
+		}
+		if code, out := quiet("lock", "--wait", "0", "--quiet", "--conflict-exit", "0"); code != 0 || out != "" {
+			t.Errorf("--quiet --conflict-exit 0 while held: exit %d, %q; want 0 and nothing said", code, out)
+		}
+		if code, out := quiet("lock", "--wait", "1s", "--id", "d"); code != exitLocked || !strings.Contains(out, `held by "a"`) {
+			t.Errorf("--wait 1s while held: exit %d, %q; want %d naming a", code, out, exitLocked)
+		}
+		status := func() int {
+			cmd := exec.Command(tenureBinary(t), "status", "nightly")
+			cmd.Env = append(append(os.Environ(), e.env...), "TENURE_STORE="+e.store)
+			err := cmd.Run()
+			if ee, ok := err.(*exec.ExitError); ok {
+				return ee.ExitCode()
+			}
+			return 0
+		}
+		if code := status(); code != 0 {
+			t.Errorf("status while held: exit %d, want 0", code)
+		}
 		if err := holder.Process.Signal(syscall.SIGTERM); err != nil {
 			t.Fatal(err)
 		}
 		if err := holder.Wait(); err != nil {
 			t.Fatalf("the holder after SIGTERM: %v, want the child's status 0; log:\n%v", err, e.events())
+		}
+		if code := status(); code != exitFree {
+			t.Errorf("status once released: exit %d, want %d", code, exitFree)
 		}
 		cmd = exec.Command(tenureBinary(t), "lock", "--wait", "0", "--id", "c", "nightly", "--", "true")
 		cmd.Env = append(append(os.Environ(), e.env...), "TENURE_STORE="+e.store)
@@ -1189,5 +1219,20 @@ func TestProcessStoreDirDeleted(t *testing.T) {
 	}
 	if _, err := os.Stat(strings.TrimPrefix(e.store, "file://")); err != nil {
 		t.Errorf("the store's directory was not recreated: %v", err)
+	}
+}
+
+// TestProcessMissingTable: a missing table ends lock and run at once with
+// 69, saying that create=true creates it.
+func TestProcessMissingTable(t *testing.T) {
+	testservers.DynamoDB(t) // skips without the server, fails under CI
+	store := "dynamodb://" + testservers.UniqueName("missing") + "?region=us-east-1&endpoint=" + os.Getenv(testservers.EnvDynamoDBEndpoint)
+	for _, c := range []string{"run", "lock"} {
+		cmd := exec.Command(tenureBinary(t), c, "--store", store, "job", "--", "true")
+		cmd.Env = append(os.Environ(), "AWS_ACCESS_KEY_ID=tenure", "AWS_SECRET_ACCESS_KEY=tenure")
+		out, err := cmd.CombinedOutput()
+		if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != exitUnavailable || !strings.Contains(string(out), "create=true") {
+			t.Errorf("%s on a missing table: %v\n%s", c, err, out)
+		}
 	}
 }
