@@ -1,11 +1,12 @@
 // Command daemon is a long-running service that embeds a Candidate: every
-// replica serves /healthz (a liveness or readiness probe) and /metrics
-// (Prometheus), only the leader does the work, and SIGTERM shuts it down
-// gracefully: the work stops, the lease is released, the server drains.
+// replica serves the probes (/livez for liveness, /readyz for readiness,
+// /leader to route to the leader alone) and /metrics (Prometheus), only the
+// leader does the work, and SIGTERM shuts it down gracefully: the work
+// stops, the lease is released, the server drains.
 //
 //	go run ./examples/daemon -addr 127.0.0.1:9464 -store file:///tmp/tenure-daemon
 //	go run ./examples/daemon -addr 127.0.0.1:9465 -store file:///tmp/tenure-daemon
-//	curl -s 127.0.0.1:9464/healthz; curl -s 127.0.0.1:9464/metrics | grep '^tenure_'
+//	curl -s 127.0.0.1:9464/livez; curl -s 127.0.0.1:9464/leader; curl -s 127.0.0.1:9464/metrics | grep '^tenure_'
 //
 // Stop the leader with Ctrl-C (or kill -TERM) and watch the other take over
 // within a poll. -store takes any store URL (package lease/storeurl).
@@ -35,7 +36,7 @@ import (
 
 func main() {
 	var (
-		addr     = flag.String("addr", "127.0.0.1:9464", "where to serve /healthz and /metrics")
+		addr     = flag.String("addr", "127.0.0.1:9464", "where to serve the probes and /metrics")
 		storeURL = flag.String("store", "file:///tmp/tenure-daemon", "store URL")
 		name     = flag.String("lease", "examples/daemon", "lease name")
 		leaseFor = flag.Duration("lease-duration", 10*time.Second, "lease duration")
@@ -80,9 +81,12 @@ func run(addr, storeURL, name string, leaseFor time.Duration, log *slog.Logger) 
 	}
 
 	mux := http.NewServeMux()
-	mux.Handle("GET /healthz", c.Handler())
+	mux.Handle("/", c.Handler()) // /livez, /readyz, /leader; 404 elsewhere
 	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
-	srv := &http.Server{Addr: addr, Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	// Every connection timed out, idle ones too: a client that holds
+	// connections open must not take the descriptors the store needs.
+	srv := &http.Server{Addr: addr, Handler: mux, ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 10 * time.Second,
+		WriteTimeout: 10 * time.Second, IdleTimeout: 30 * time.Second}
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.ListenAndServe() }()
 	log.Info("serving", "addr", "http://"+addr, "id", c.ID())
