@@ -572,6 +572,8 @@ func (l *Locker) log(level slog.Level, msg string, args ...any) {
 // README's "Fair waiting". TryLock ignores it.
 func Fair() LockOption { return func(o *lockOptions) { o.fair = true } }
 
-// ErrQueueFull is returned by a fair Lock when its queue already holds the
-// most waiters a queue record can (64).
+// ErrQueueFull is no longer returned: a fair Lock whose queue is full
+// waits until a waiter leaves or is found abandoned (dropped a lease after
+// it went silent), so that dead waiters never keep a lock from being
+// taken. It stays for programs that test for it.
 var ErrQueueFull = lockcore.ErrQueueFull
