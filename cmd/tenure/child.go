@@ -22,6 +22,28 @@ func direct(w io.Writer) io.Writer {
 	return w
 }
 
+// termDeadline remembers the last deadline a child's term had, kept once
+// the term is over (the deadline then reads as zero).
+type termDeadline struct {
+	mu sync.Mutex // guards d
+	d  time.Time
+}
+
+func (t *termDeadline) note(d time.Time) {
+	if !d.IsZero() {
+		t.mu.Lock()
+		t.d = d
+		t.mu.Unlock()
+	}
+}
+
+// lastDeadline is the last deadline the term had, zero if none.
+func (t *termDeadline) lastDeadline() time.Time {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.d
+}
+
 // awaitOrKill waits for the child up to grace, then kills its tree.
 func (c *child) awaitOrKill(grace time.Duration) {
 	t := time.NewTimer(grace)

@@ -7,7 +7,6 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
-	"sync"
 	"time"
 )
 
@@ -15,12 +14,10 @@ import (
 // there is no supervisor: tenure kills the command itself, and what the
 // command started is out of its reach.
 type child struct {
+	termDeadline
 	cmd  *exec.Cmd
 	done chan struct{}
 	err  error
-
-	mu       sync.Mutex
-	deadline time.Time
 }
 
 func startChild(argv, env []string, stdout, stderr io.Writer, _, _ time.Duration) (*child, error) {
@@ -47,19 +44,7 @@ func (c *child) signalGroup(sig os.Signal) { c.signal(sig) }
 func (c *child) stopTree()                 { _ = c.cmd.Process.Kill() }
 func (c *child) kill()                     { _ = c.cmd.Process.Kill() }
 
-func (c *child) setDeadline(d time.Time) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if !d.IsZero() {
-		c.deadline = d
-	}
-}
-
-func (c *child) lastDeadline() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.deadline
-}
+func (c *child) setDeadline(d time.Time) { c.note(d) }
 
 func (c *child) status() int {
 	<-c.done

@@ -25,11 +25,11 @@ type child struct {
 	done chan struct{}
 	st   int // the command's exit status, once done
 
-	mu       sync.Mutex // guards ctl and sent
-	ctl      *os.File   // the control pipe's write end; tenure's death closes it
-	sent     time.Time  // the deadline last sent
-	early    time.Duration
-	deadline time.Time // the term's deadline last sent, kept once the term ends
+	termDeadline
+
+	mu   sync.Mutex // guards ctl and sent
+	ctl  *os.File   // the control pipe's write end; tenure's death closes it
+	sent time.Time  // the deadline last sent
 }
 
 // self is what starts the supervisor: this very binary, even if a newer
@@ -71,7 +71,7 @@ func startChild(argv, env []string, stdout, stderr io.Writer, early, grace time.
 		repR.Close()
 		return nil, fmt.Errorf("start the supervisor: %w", err)
 	}
-	c := &child{sup: sup, ctl: ctlW, done: make(chan struct{}), early: early}
+	c := &child{sup: sup, ctl: ctlW, done: make(chan struct{})}
 	rep := bufio.NewReader(repR)
 	line, _ := rep.ReadString('\n')
 	verb, arg, _ := strings.Cut(strings.TrimSpace(line), " ")
@@ -136,12 +136,10 @@ func (c *child) kill() { c.send("kill") }
 // setDeadline tells the supervisor the term's deadline (zero: none), so
 // that it stops the command in time even if tenure cannot.
 func (c *child) setDeadline(d time.Time) {
+	c.note(d)
 	c.mu.Lock()
 	same := d.Equal(c.sent)
 	c.sent = d
-	if !d.IsZero() {
-		c.deadline = d
-	}
 	c.mu.Unlock()
 	if same {
 		return
@@ -151,13 +149,6 @@ func (c *child) setDeadline(d time.Time) {
 		ns = monoNow() + int64(time.Until(d))
 	}
 	c.send("deadline %d", ns)
-}
-
-// lastDeadline is the last deadline the term had, zero if none.
-func (c *child) lastDeadline() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.deadline
 }
 
 // status is the command's exit status as a shell reports it: its code, or

@@ -105,10 +105,17 @@ func (e *procEnv) tenureLog(w io.Writer, args ...string) *exec.Cmd {
 	}
 	full := append([]string{}, args...)
 	full = append(full, "--", self, "-test.run=^TestHelperChild$")
-	cmd := exec.Command(tenureBinary(e.t), full...)
+	return e.start(w, full, "TENURE_GRACE=5s")
+}
+
+// start starts the tenure binary with args, its log (stderr) going to w,
+// and watches its and its children's output.
+func (e *procEnv) start(w io.Writer, args []string, env ...string) *exec.Cmd {
+	e.t.Helper()
+	cmd := exec.Command(tenureBinary(e.t), args...)
 	cmd.Env = append(os.Environ(), e.env...)
-	cmd.Env = append(cmd.Env, "TENURE_STORE="+e.store, "TENURE_LEASE="+e.lease.String(), "TENURE_GRACE=5s",
-		"TENURE_TEST_CHILD="+e.dir)
+	cmd.Env = append(cmd.Env, "TENURE_STORE="+e.store, "TENURE_LEASE="+e.lease.String(), "TENURE_TEST_CHILD="+e.dir)
+	cmd.Env = append(cmd.Env, env...)
 	cmd.Stderr = w
 	out, err := cmd.StdoutPipe()
 	if err != nil {
@@ -649,16 +656,6 @@ func TestProcessRestart(t *testing.T) {
 	}
 }
 
-// freeAddr returns a loopback address no one listens on, for now.
-func freeAddr(t *testing.T) string {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
-}
-
 // get fetches url, or returns "" if nothing answers yet.
 func get(url string) (int, string) {
 	resp, err := http.Get(url)
@@ -989,20 +986,7 @@ func (e *procEnv) tenureSh(stderr io.Writer, script string, args ...string) *exe
 	e.t.Helper()
 	full := append(append([]string{}, args...), "--", "sh", "-c",
 		`log() { echo "$1 $TENURE_HOLDER $TENURE_TOKEN $$" >> "$TENURE_TEST_CHILD/log"; echo "$1"; }; `+script)
-	cmd := exec.Command(tenureBinary(e.t), full...)
-	cmd.Env = append(os.Environ(), e.env...)
-	cmd.Env = append(cmd.Env, "TENURE_STORE="+e.store, "TENURE_LEASE="+e.lease.String(), "TENURE_TEST_CHILD="+e.dir, "TENURE_BIN="+tenureBinary(e.t))
-	cmd.Stderr = stderr
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		e.t.Fatal(err)
-	}
-	go e.watch(out)
-	e.t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	return cmd
+	return e.start(stderr, full, "TENURE_BIN="+tenureBinary(e.t))
 }
 
 // TestProcessNestedTenure: a job's own tenure commands work: the child's
