@@ -161,10 +161,13 @@ func (c *Candidate) Status() Status {
 // not be confirmed in time (the lease then expires on its own). It returns
 // only after every goroutine it started has exited.
 //
-// If a store call fails with an error that retrying cannot cure
-// (lease.ErrPermanent: a missing table or bucket, access denied) before the
-// store has answered once, Run returns it at once. Later such errors are logged, kept in Status().Err,
-// and retried.
+// If a read, or a write, fails with an error that retrying cannot cure
+// (lease.ErrPermanent: a missing table or bucket, access denied, a
+// read-only disk; or lease.ErrInvalidRecord: a record no one can decode)
+// before the store has once answered a call of that kind, Run returns it at
+// once: a store that never worked is misconfigured. Later such errors are
+// logged, kept in Status().Err, and retried, since an operator may mend
+// them.
 //
 // If a callback panics, Run ends the term and releases the lease as if ctx
 // were done, runs no further callback, and then panics with a

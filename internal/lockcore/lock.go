@@ -108,7 +108,7 @@ func (l *Lock) Start() {
 
 // Result takes the answer of a call on the lock's record.
 func (l *Lock) Result(r election.Result) {
-	if err := l.d.Result(r); err != nil { // permanent, at the first answer
+	if err := l.d.Result(r); err != nil { // permanent, before a call of its kind ever worked
 		l.refuse(fmt.Errorf("tenure: lock %q: %w", l.name, err))
 	}
 	l.after()
