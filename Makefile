@@ -30,9 +30,9 @@ ifeq ($(CI),true)
 export TENURE_REQUIRE_SERVERS := 1
 endif
 
-.PHONY: test integration lint fmt-check vet staticcheck race-check servers cron
+.PHONY: test integration lint fmt-check vet staticcheck race-check servers cron no-binaries
 
-test: fmt-check vet race-check
+test: no-binaries fmt-check vet race-check
 	$(SERVERS) run -- $(GO) test -race -count=1 ./...
 	@# The race detector slows the simulator tenfold, so under -race it runs
 	@# 8 seeds per scenario; this pass runs its full 15,100 seeds (100 per scenario, 2,000 per standby, wake-up or stale-read scenario), twice each.
@@ -66,6 +66,22 @@ vet:
 
 staticcheck:
 	$(GO) run $(STATICCHECK) ./...
+
+# Build outputs never enter git: no tracked file may be an executable binary
+# (ELF, Mach-O, PE) or larger than 1 MB.
+no-binaries:
+	@if git rev-parse --git-dir >/dev/null 2>&1; then \
+		bad=$$(git ls-files -z | xargs -0 -r sh -c 'for f; do [ -f "$$f" ] || continue; \
+			if [ "$$(wc -c < "$$f")" -gt 1048576 ]; then echo "  $$f: larger than 1 MB"; continue; fi; \
+			case "$$(head -c 4 "$$f" | od -An -tx1 | tr -d " \n")" in \
+				7f454c46|cffaedfe|cefaedfe|feedfacf|feedface|4d5a*) echo "  $$f: an executable";; \
+			esac; done' _); \
+		if [[ -n $$bad ]]; then \
+			echo "build outputs are tracked by git (git rm --cached them, and ignore them):" >&2; \
+			echo "$$bad" >&2; \
+			exit 1; \
+		fi; \
+	fi
 
 # -race needs cgo, which needs a C compiler; say so before starting any server.
 race-check:
