@@ -4,10 +4,11 @@
 # wrapper of internal/testservers/cmd/testservers) installs the servers, PostgreSQL
 # too when it runs as root; without PostgreSQL the SQL fencing tests skip, saying so.
 #
-#   make test          gofmt check, go vet, then every test (with -race) under the real servers,
-#                      and the simulator's full seed set without -race
+#   make test          no tracked binaries, gofmt, go vet, go mod tidy, staticcheck, then every
+#                      test (with -race) under the real servers, and the simulator's full seed
+#                      set without -race
 #   make integration   only the real-server tests (TestIntegration*), verbose, under the servers
-#   make lint          gofmt check, go vet, staticcheck
+#   make lint          gofmt check, go vet, go mod tidy check, staticcheck
 #   make servers       install the pinned servers into the cache (~/.cache/tenure), and
 #                      PostgreSQL from the system's packages (as root)
 #   make cron          run the cron-leader example
@@ -30,9 +31,9 @@ ifeq ($(CI),true)
 export TENURE_REQUIRE_SERVERS := 1
 endif
 
-.PHONY: test integration lint fmt-check vet staticcheck race-check servers cron no-binaries
+.PHONY: test integration lint fmt-check vet tidy-check staticcheck race-check servers cron no-binaries
 
-test: no-binaries fmt-check vet race-check
+test: no-binaries lint race-check
 	$(SERVERS) run -- $(GO) test -race -count=1 ./...
 	@# The race detector slows the simulator tenfold, so under -race it runs
 	@# 8 seeds per scenario; this pass runs its full 15,100 seeds (100 per scenario, 2,000 per standby, wake-up or stale-read scenario), twice each.
@@ -41,7 +42,7 @@ test: no-binaries fmt-check vet race-check
 integration: race-check
 	$(SERVERS) run -- $(GO) test -race -count=1 -v -run '^TestIntegration' ./...
 
-lint: fmt-check vet staticcheck
+lint: fmt-check vet tidy-check staticcheck
 
 # gofmt over the Go files git knows about or would add (tracked plus untracked,
 # minus .gitignore), so caches inside the tree are never scanned.
@@ -64,6 +65,11 @@ fmt-check:
 vet:
 	$(GO) vet ./...
 
+# go.mod and go.sum say exactly what the code imports.
+tidy-check:
+	@$(GO) mod tidy -diff || { echo "go.mod or go.sum is not tidy: run go mod tidy" >&2; exit 1; }
+
+# The Go build and module caches keep staticcheck built between runs.
 staticcheck:
 	$(GO) run $(STATICCHECK) ./...
 
