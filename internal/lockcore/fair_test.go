@@ -193,3 +193,75 @@ func TestFarWaitersBeatLessOften(t *testing.T) {
 		}
 	}
 }
+
+// advance runs h's timers up to to, answering every call at once.
+func (h *host) advance(to time.Time) {
+	h.t.Helper()
+	for {
+		for len(h.calls) > 0 {
+			h.next(h.calls[0].queue)
+		}
+		d := h.lk.Due()
+		if d.IsZero() || d.After(to) {
+			break
+		}
+		h.now = d
+		h.lk.Fire(d)
+	}
+	h.now = to
+}
+
+// TestAbandonedAfterLeaseTimesOnePlusRho: a waiter drops the entry of one
+// ahead of it that went silent only once it has seen its heartbeat
+// unchanged for the lease × (1+ρ) on its own clock, not a moment before
+// (ρ left out, or the lead window instead, would drop it early), and then
+// takes its turn.
+func TestAbandonedAfterLeaseTimesOnePlusRho(t *testing.T) {
+	store := memlease.New()
+	a, b := newFair(t, store, "a"), newFair(t, store, "b")
+	a.next(true) // a reads the queue
+	a.next(true) // a's ticket 1 lands; a then goes silent for good
+	b.next(true) // b reads: a's entry, beat 0
+	seen := b.now
+	b.next(true) // b's ticket 2 lands
+	cfg := b.lk.Config()
+	wait := election.WaitBeforeTakeover(cfg.LeaseDuration, cfg.MaxDrift)
+	b.advance(seen.Add(wait - time.Millisecond))
+	if b.lk.Held() || b.lk.fair == nil || b.lk.fair.open {
+		t.Fatalf("b's turn came %v after it first saw a's silent entry, before the lease × (1+ρ) = %v", b.now.Sub(seen), wait)
+	}
+	b.advance(seen.Add(wait + cfg.RenewInterval))
+	if !b.lk.Held() {
+		t.Fatalf("b does not hold the lock %v after it first saw a's silent entry", b.now.Sub(seen))
+	}
+}
+
+// TestGateShutsFromSend: the lead window that keeps a head's gate open
+// runs from when its last confirmed heartbeat was sent, not from when the
+// answer came.
+func TestGateShutsFromSend(t *testing.T) {
+	a := newFair(t, memlease.New(), "a")
+	a.next(true) // the read: no queue; the write of ticket 1 is sent now
+	sent := a.now
+	a.now = a.now.Add(700 * time.Millisecond) // its answer comes late
+	a.next(true)
+	if !a.lk.fair.open {
+		t.Fatal("the gate is closed with ticket 1 at the head")
+	}
+	cfg := a.lk.Config()
+	shut := sent.Add(election.LeadWindow(cfg.LeaseDuration, cfg.MaxDrift, cfg.Margin))
+	// Every heartbeat from now on times out.
+	for d := a.lk.Due(); !d.IsZero() && d.Before(shut); d = a.lk.Due() {
+		a.now = d
+		a.lk.Fire(d)
+		if i := slices.IndexFunc(a.calls, func(c call) bool { return c.queue }); i >= 0 {
+			a.calls = slices.Delete(a.calls, i, i+1)
+			a.lk.QueueResult(election.Result{Err: election.ErrTimeout}, true)
+		}
+	}
+	a.now = shut
+	a.lk.Fire(a.now)
+	if a.lk.fair.open {
+		t.Fatalf("the gate is still open a lead window after the last confirmed heartbeat was sent (it counts from the answer, %v later)", 700*time.Millisecond)
+	}
+}
