@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -326,3 +327,44 @@ func (p *pausable) Now() time.Time {
 }
 
 func (p *pausable) After(d time.Duration) <-chan time.Time { return time.After(d) }
+
+// A fair waiter's calls on its queue are bounded by the lock's OpTimeout:
+// the store sees a deadline on each.
+func TestQueueCallsBoundedByOpTimeout(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var unbounded, calls atomic.Int32
+		store := deadlineStore{Store: memlease.New(), check: func(ctx context.Context, name string) {
+			if _, ok := ctx.Deadline(); strings.HasSuffix(name, "::queue") {
+				calls.Add(1)
+				if !ok {
+					unbounded.Add(1)
+				}
+			}
+		}}
+		l := newLocker(t, store, "a")
+		h, err := l.Lock(context.Background(), "x", tenure.Fair())
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = h.Unlock(context.Background())
+		if calls.Load() == 0 || unbounded.Load() != 0 {
+			t.Fatalf("%d of %d queue calls had no deadline", unbounded.Load(), calls.Load())
+		}
+	})
+}
+
+// deadlineStore runs check with each call's context.
+type deadlineStore struct {
+	lease.Store
+	check func(ctx context.Context, name string)
+}
+
+func (s deadlineStore) Get(ctx context.Context, name string) (lease.Record, lease.Version, error) {
+	s.check(ctx, name)
+	return s.Store.Get(ctx, name)
+}
+
+func (s deadlineStore) Put(ctx context.Context, name string, rec lease.Record, expect lease.Version) (lease.Version, error) {
+	s.check(ctx, name)
+	return s.Store.Put(ctx, name, rec, expect)
+}

@@ -265,3 +265,32 @@ func TestGateShutsFromSend(t *testing.T) {
 		t.Fatalf("the gate is still open a lead window after the last confirmed heartbeat was sent (it counts from the answer, %v later)", 700*time.Millisecond)
 	}
 }
+
+// TestDroppedWaiterTakesNewTicket: a waiter whose entry others dropped as
+// abandoned (its heartbeats were not getting through) takes a new ticket,
+// at the back, rather than beat an entry that is gone.
+func TestDroppedWaiterTakesNewTicket(t *testing.T) {
+	store := memlease.New()
+	a, b := newFair(t, store, "a"), newFair(t, store, "b")
+	a.next(true)
+	a.next(true) // ticket 1
+	b.next(true)
+	b.next(true) // ticket 2
+	// Others dropped b's entry: the queue holds a's alone.
+	rec, ver, err := store.Get(context.Background(), "job"+QueueSuffix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec.Payload, rec.Nonce = []byte("1.9"), "dropped"
+	if _, err := store.Put(context.Background(), "job"+QueueSuffix, rec, ver); err != nil {
+		t.Fatal(err)
+	}
+	b.advance(b.now.Add(b.lk.Config().RenewInterval))
+	if got := b.lk.Ticket(); got <= 2 {
+		t.Fatalf("b's ticket %d after its entry was dropped, want a new one after 2", got)
+	}
+	rec, _, _ = store.Get(context.Background(), "job"+QueueSuffix)
+	if q, _ := parseQueue(rec.Payload); len(q) != 2 || q[0].ticket != 1 || q[1].ticket != b.lk.Ticket() {
+		t.Fatalf("queue %q: want a's entry, then b's new one", rec.Payload)
+	}
+}

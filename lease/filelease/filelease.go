@@ -546,6 +546,9 @@ func classify(err error) error {
 	return err
 }
 
+// fsync syncs f to disk; tests watch it.
+var fsync = (*os.File).Sync
+
 // writeSynced writes data to path, which must not exist, and fsyncs it.
 func writeSynced(path string, data []byte) error {
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
@@ -554,7 +557,7 @@ func writeSynced(path string, data []byte) error {
 	}
 	_, err = f.Write(data)
 	if err == nil {
-		err = f.Sync()
+		err = fsync(f)
 	}
 	if cerr := f.Close(); err == nil {
 		err = cerr
@@ -567,7 +570,7 @@ func syncDir(dir string) error {
 	if err != nil {
 		return err
 	}
-	err = d.Sync()
+	err = fsync(d)
 	if cerr := d.Close(); err == nil {
 		err = cerr
 	}

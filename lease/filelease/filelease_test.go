@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -361,5 +362,80 @@ func TestHelperIncrement(t *testing.T) {
 		case !errors.Is(err, lease.ErrConflict):
 			t.Fatal(err)
 		}
+	}
+}
+
+// TestPutLinksNothingOnceContextDone: a Put whose context ends before its
+// link changes nothing.
+func TestPutLinksNothingOnceContextDone(t *testing.T) {
+	s, _ := filelease.New(t.TempDir())
+	v1, err := s.Put(t.Context(), "a", record(1), lease.NoVersion)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	filelease.SetBeforeLink(cancel)
+	defer filelease.SetBeforeLink(nil)
+	if _, err := s.Put(ctx, "a", record(2), v1); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Put whose context ended: %v", err)
+	}
+	if _, v, err := s.Get(t.Context(), "a"); err != nil || v != v1 {
+		t.Fatalf("Get = %q, %v; want %q unchanged", v, err, v1)
+	}
+}
+
+// TestVersionOfAnotherLease: a version file that holds another lease's
+// record is refused as invalid, not read as this lease's.
+func TestVersionOfAnotherLease(t *testing.T) {
+	dir := t.TempDir()
+	s, _ := filelease.New(dir)
+	if _, err := s.Put(t.Context(), "b", record(1), lease.NoVersion); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Join(dir, "a.lease"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(filepath.Join(dir, "b.lease", "1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "a.lease", "1"), b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := s.Get(t.Context(), "a"); !errors.Is(err, lease.ErrInvalidRecord) {
+		t.Fatalf("Get of a version holding lease b: %v, want ErrInvalidRecord", err)
+	}
+}
+
+// TestFsyncOrder: a write fsyncs its version's file before linking it,
+// and the lease's directory after, so that a crash at any point leaves a
+// whole version or none; creating a lease fsyncs the store's directory too.
+func TestFsyncOrder(t *testing.T) {
+	dir := t.TempDir()
+	s, _ := filelease.New(dir)
+	var got []string
+	filelease.SetFsync(func(path string) {
+		rel, _ := filepath.Rel(dir, path)
+		if strings.Contains(rel, ".tmp-") {
+			rel = "tmp"
+		}
+		got = append(got, rel)
+	})
+	filelease.SetBeforeLink(func() { got = append(got, "link") })
+	defer filelease.SetFsync(nil)
+	defer filelease.SetBeforeLink(nil)
+	v, err := s.Put(t.Context(), "a", record(1), lease.NoVersion)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{".", "tmp", "link", "a.lease"}; !slices.Equal(got, want) {
+		t.Fatalf("creating: fsyncs and link %v, want %v", got, want)
+	}
+	got = nil
+	if _, err := s.Put(t.Context(), "a", record(2), v); err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"tmp", "link", "a.lease"}; !slices.Equal(got, want) {
+		t.Fatalf("updating: fsyncs and link %v, want %v", got, want)
 	}
 }
