@@ -22,8 +22,8 @@
 //     conflict.
 //
 // After a write, the writer removes the versions more than four below its
-// own; a reader that finds the highest version removed meanwhile reads
-// again.
+// own that are older than ten seconds; a reader that finds the highest
+// version removed meanwhile reads again.
 //
 // Guarantees, and what they assume:
 //
@@ -80,8 +80,15 @@ import (
 	"github.com/tenure-go/tenure/lease"
 )
 
-// keep is how many versions below its own a writer leaves in place.
-const keep = 4
+// A writer removes the versions more than keep below its own that are
+// older than pruneAge: a writer checking its own write reads the versions
+// just above it, and a check follows its link at once, so only a writer
+// stalled for pruneAge between the two can find them gone (and then says
+// it cannot tell).
+const (
+	keep     = 4
+	pruneAge = 10 * time.Second
+)
 
 // Store is a lease.Store in a directory. It is safe for concurrent use by
 // goroutines and processes.
@@ -428,22 +435,24 @@ func (s *Store) follows(name, dir string, seq uint64, next, expect lease.Version
 	return fmt.Errorf("put lease %q: cannot tell whether the write was applied: the versions after it are gone", name)
 }
 
-// prune removes the versions more than keep below seq, and temporary files
-// a crash left behind.
+// prune removes the versions more than keep below seq older than
+// pruneAge, and temporary files a crash left behind.
 func (s *Store) prune(dir string, seq uint64) {
 	entries, err := os.ReadDir(dir)
 	if err != nil {
 		return
 	}
+	old := func(e fs.DirEntry, age time.Duration) bool {
+		fi, err := e.Info()
+		return err == nil && time.Since(fi.ModTime()) > age
+	}
 	for _, e := range entries {
 		n, err := strconv.ParseUint(e.Name(), 10, 64)
 		switch {
-		case err == nil && n+keep < seq:
+		case err == nil && n+keep < seq && old(e, pruneAge):
 			_ = os.Remove(filepath.Join(dir, e.Name()))
-		case err != nil && strings.HasPrefix(e.Name(), ".tmp-"):
-			if fi, err := e.Info(); err == nil && time.Since(fi.ModTime()) > time.Minute {
-				_ = os.Remove(filepath.Join(dir, e.Name()))
-			}
+		case err != nil && strings.HasPrefix(e.Name(), ".tmp-") && old(e, time.Minute):
+			_ = os.Remove(filepath.Join(dir, e.Name()))
 		}
 	}
 }

@@ -113,7 +113,8 @@ func TestCrashBeforeLink(t *testing.T) {
 	}
 }
 
-// TestVersionsPruned: a lease keeps a few versions, not one per write.
+// TestVersionsPruned: a lease keeps a few versions, and those of the last
+// seconds, not one per write.
 func TestVersionsPruned(t *testing.T) {
 	dir := t.TempDir()
 	s, _ := filelease.New(dir)
@@ -124,9 +125,31 @@ func TestVersionsPruned(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	age(t, filepath.Join(dir, "a.lease"))
+	if _, err := s.Put(t.Context(), "a", record(51), v); err != nil {
+		t.Fatal(err)
+	}
 	entries, err := os.ReadDir(filepath.Join(dir, "a.lease"))
-	if err != nil || len(entries) > filelease.Keep+1 {
-		t.Fatalf("%d files after 50 writes (%v), want at most %d", len(entries), err, filelease.Keep+1)
+	if err != nil || len(entries) > filelease.Keep+2 {
+		t.Fatalf("%d files after 51 writes (%v), want at most %d", len(entries), err, filelease.Keep+2)
+	}
+}
+
+// age makes every version in dir an hour old, as if written long ago.
+func age(t *testing.T, dir string) {
+	t.Helper()
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := time.Now().Add(-time.Hour)
+	for _, e := range entries {
+		if strings.HasPrefix(e.Name(), ".") {
+			continue // a write in flight
+		}
+		if err := os.Chtimes(filepath.Join(dir, e.Name()), old, old); err != nil {
+			t.Fatal(err)
+		}
 	}
 }
 
@@ -140,7 +163,7 @@ func TestStaleWriterInTheGap(t *testing.T) {
 		name     string
 		writes   int // by others while the stale writer is stopped
 		conflict bool
-	}{{"next-kept", filelease.Keep + 2, true}, {"next-pruned", filelease.Keep + 6, false}} {
+	}{{"next-kept", filelease.Keep + 1, true}, {"next-pruned", filelease.Keep + 5, false}} {
 		t.Run(c.name, func(t *testing.T) {
 			dir := t.TempDir()
 			s, _ := filelease.New(dir)
@@ -158,6 +181,10 @@ func TestStaleWriterInTheGap(t *testing.T) {
 					if v, err = other.Put(ctx, "a", record(uint64(10+i)), v); err != nil {
 						t.Error(err)
 					}
+				}
+				age(t, filepath.Join(dir, "a.lease")) // long ago: the next write prunes
+				if v, err = other.Put(ctx, "a", record(99), v); err != nil {
+					t.Error(err)
 				}
 				last = v
 			})
