@@ -581,3 +581,33 @@ func TestGuardDoContextChecksTheTerm(t *testing.T) {
 		t.Fatalf("Err = %v", err)
 	}
 }
+
+// TestDoSharedOldTermDoesNotOvertakeNewTerm: while a new term's first
+// action waits for the old term's running actions, an old-term DoShared
+// arriving later does not run ahead of it: it queues, and is refused once
+// the new term has advanced the lease.
+func TestDoSharedOldTermDoesNotOvertakeNewTerm(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var g fencing.Guard
+		_ = g.DoShared("l", 1, func() error { return nil }) // term 1's first action, alone
+		release := make(chan struct{})
+		go func() { _ = g.DoShared("l", 1, func() error { <-release; return nil }) }() // then shared
+		synctest.Wait()
+		newRan := make(chan struct{})
+		go func() { _ = g.DoShared("l", 2, func() error { close(newRan); return nil }) }()
+		synctest.Wait() // the new term waits for the old one's action
+		var oldRan atomic.Bool
+		errc := make(chan error, 1)
+		go func() { errc <- g.DoShared("l", 1, func() error { oldRan.Store(true); return nil }) }()
+		synctest.Wait()
+		if oldRan.Load() {
+			t.Fatal("an old term's action ran while a new term waited")
+		}
+		close(release)
+		<-newRan
+		var stale *fencing.StaleTokenError
+		if err := <-errc; !errors.As(err, &stale) || oldRan.Load() {
+			t.Fatalf("the old term's late action: %v (ran: %v), want refused as stale", err, oldRan.Load())
+		}
+	})
+}
