@@ -1,8 +1,14 @@
 package standby
 
 import (
+	"context"
+	"log/slog"
+	"math/rand/v2"
 	"testing"
 	"time"
+
+	"github.com/tenure-go/tenure/election"
+	"github.com/tenure-go/tenure/lease/memlease"
 )
 
 // A flood of wake-ups makes WakeBurst reads at once, then one every
@@ -28,5 +34,80 @@ func TestWakeRateLimit(t *testing.T) {
 	}
 	if s.AllowWake(later) {
 		t.Fatal("a wake-up beyond the burst allowed")
+	}
+}
+
+// host runs a Standby's store calls when the test says, on a memlease.
+type host struct {
+	t     *testing.T
+	s     *Standby
+	now   time.Time
+	store *memlease.Store
+	calls []election.Op
+	hot   []bool // every Hot call, in order
+}
+
+func (h *host) Now() time.Time                 { return h.now }
+func (h *host) Call(op election.Op)            { h.calls = append(h.calls, op) }
+func (h *host) Cancel()                        {}
+func (h *host) Log(_ slog.Level, msg string, args ...any) { h.t.Log(append([]any{msg}, args...)...) }
+func (h *host) Hot(hot bool)                   { h.hot = append(h.hot, hot) }
+func (h *host) Reschedule()                    {}
+
+// next answers the first waiting call, running timers until one waits.
+func (h *host) next() {
+	h.t.Helper()
+	for i := 0; len(h.calls) == 0; i++ {
+		if d := h.s.Due(); i > 100 || d.IsZero() {
+			h.t.Fatal("no call waits, and none is due")
+		}
+		if d := h.s.Due(); d.After(h.now) {
+			h.now = d
+		}
+		h.s.Fire(h.now)
+	}
+	op := h.calls[0]
+	h.calls = h.calls[1:]
+	res := election.Result{ID: op.ID, Record: op.Record}
+	if op.Kind == election.OpGet {
+		res.Record, res.Version, res.Err = h.store.Get(context.Background(), h.s.name)
+	} else {
+		res.Version, res.Err = h.store.Put(context.Background(), h.s.name, op.Record, op.Expect)
+	}
+	h.s.Result(res)
+}
+
+// TestLostStandbyTurnsColdAndCampaignsLater: a standby whose record
+// another candidate took reads cold from the moment its term on the record
+// ends, not once its campaign has wound down; and it campaigns again a
+// poll later, not at once.
+func TestLostStandbyTurnsColdAndCampaignsLater(t *testing.T) {
+	cfg := election.Config{ID: "a", Timing: election.StandbyTiming(election.Timing{}.WithDefaults()).WithDefaults(), Rand: rand.New(rand.NewPCG(1, 2))}
+	h := &host{t: t, now: time.Unix(1e9, 0), store: memlease.New()}
+	h.s = New(h, "job", &cfg)
+	h.s.Follow(true)
+	h.next() // read: no record
+	h.next() // the write lands: a is the standby
+	if !h.s.Hot() {
+		t.Fatalf("not the standby after taking the record; Hot calls %v", h.hot)
+	}
+	// Another candidate takes the record (as after a long pause of ours).
+	rec, ver, err := h.store.Get(context.Background(), "job::standby")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec.Holder, rec.Nonce = "b", "b1"
+	if _, err := h.store.Put(context.Background(), "job::standby", rec, ver); err != nil {
+		t.Fatal(err)
+	}
+	h.next() // a's next renewal conflicts: its term on the record ends
+	if h.s.Hot() || len(h.hot) < 2 || h.hot[len(h.hot)-1] {
+		t.Fatalf("still reading hot once its term on the record ended; Hot calls %v", h.hot)
+	}
+	for len(h.calls) > 0 { // the campaign winds down
+		h.next()
+	}
+	if due := h.s.Due(); due.Sub(h.now) < cfg.PollInterval {
+		t.Fatalf("the campaign restarts %v after it was lost, want a poll (%v) later", due.Sub(h.now), cfg.PollInterval)
 	}
 }
