@@ -111,3 +111,36 @@ func TestLostStandbyTurnsColdAndCampaignsLater(t *testing.T) {
 		t.Fatalf("the campaign restarts %v after it was lost, want a poll (%v) later", due.Sub(h.now), cfg.PollInterval)
 	}
 }
+
+// TestCutOffStandbyTurnsColdAtItsDeadline: a standby cut off from the
+// store reads cold from its term's deadline on, while its campaign still
+// winds down (the release waits on the store).
+func TestCutOffStandbyTurnsColdAtItsDeadline(t *testing.T) {
+	cfg := election.Config{ID: "a", Timing: election.StandbyTiming(election.Timing{}.WithDefaults()).WithDefaults(), Rand: rand.New(rand.NewPCG(1, 2))}
+	h := &host{t: t, now: time.Unix(1e9, 0), store: memlease.New()}
+	h.s = New(h, "job", &cfg)
+	h.s.Follow(true)
+	h.next()
+	h.next()
+	if !h.s.Hot() {
+		t.Fatal("not the standby after taking the record")
+	}
+	end := h.now.Add(cfg.LeaseDuration) // past the term's deadline
+	for h.now.Before(end) {              // no call is answered from now on
+		h.calls = nil
+		d := h.s.Due()
+		if d.IsZero() || d.After(end) {
+			break
+		}
+		h.now = d
+		h.s.Fire(h.now)
+	}
+	h.now = end
+	h.s.Fire(h.now)
+	if h.s.Hot() {
+		t.Fatalf("still reading hot %v after taking the record, cut off from the store since; Hot calls %v", cfg.LeaseDuration, h.hot)
+	}
+	if h.s.Done() || h.s.lk == nil {
+		t.Fatal("the campaign is over already: this test needs it winding down")
+	}
+}
