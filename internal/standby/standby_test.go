@@ -47,12 +47,12 @@ type host struct {
 	hot   []bool // every Hot call, in order
 }
 
-func (h *host) Now() time.Time                 { return h.now }
-func (h *host) Call(op election.Op)            { h.calls = append(h.calls, op) }
-func (h *host) Cancel()                        {}
+func (h *host) Now() time.Time                            { return h.now }
+func (h *host) Call(op election.Op)                       { h.calls = append(h.calls, op) }
+func (h *host) Cancel()                                   {}
 func (h *host) Log(_ slog.Level, msg string, args ...any) { h.t.Log(append([]any{msg}, args...)...) }
-func (h *host) Hot(hot bool)                   { h.hot = append(h.hot, hot) }
-func (h *host) Reschedule()                    {}
+func (h *host) Hot(hot bool)                              { h.hot = append(h.hot, hot) }
+func (h *host) Reschedule()                               {}
 
 // next answers the first waiting call, running timers until one waits.
 func (h *host) next() {
@@ -126,7 +126,7 @@ func TestCutOffStandbyTurnsColdAtItsDeadline(t *testing.T) {
 		t.Fatal("not the standby after taking the record")
 	}
 	end := h.now.Add(cfg.LeaseDuration) // past the term's deadline
-	for h.now.Before(end) {              // no call is answered from now on
+	for h.now.Before(end) {             // no call is answered from now on
 		h.calls = nil
 		d := h.s.Due()
 		if d.IsZero() || d.After(end) {
