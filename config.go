@@ -100,7 +100,7 @@ type Config struct {
 	// often each reads, never who may take the lease or when; a failover
 	// with no standby left is bounded by ColdPollInterval instead of
 	// PollInterval. Off by default; every candidate of a lease should
-	// agree. See the README's "Standby and wake-ups".
+	// agree. See docs/protocol.md, "Standby and wake-ups".
 	Standby bool
 	// ColdPollInterval is how often, with Standby, a follower other than
 	// the standby reads. Default: 10×PollInterval [20s].

@@ -569,7 +569,7 @@ func (l *Locker) log(level slog.Level, msg string, args ...any) {
 }
 
 // Fair makes Lock wait in first-come order among fair waiters: see the
-// README's "Fair waiting". TryLock ignores it.
+// docs/locks.md, "Fair waiting". TryLock ignores it.
 func Fair() LockOption { return func(o *lockOptions) { o.fair = true } }
 
 // ErrQueueFull is no longer returned: a fair Lock whose queue is full
