@@ -105,6 +105,15 @@ func lockCommand(args []string, stdout, stderr io.Writer) int {
 		return exitUsage
 	}
 	conflict := exitLocked
+	switch {
+	case *oncePer == 0 && !isSet(fs, "once-per"):
+	case *oncePer < time.Second || *oncePer > 24*time.Hour || *oncePer%time.Second != 0:
+		fmt.Fprintf(stderr, "tenure lock: --once-per %v: want a whole number of seconds from 1s to 24h\n", *oncePer)
+		return exitUsage
+	case *fair:
+		fmt.Fprintln(stderr, "tenure lock: --once-per and --fair do not go together: a slot is never waited for")
+		return exitUsage
+	}
 	if *oncePer != 0 {
 		if isSet(fs, "wait") && (wait.forever || wait.d != 0) {
 			fmt.Fprintln(stderr, "tenure lock: --once-per never waits: drop --wait")
