@@ -166,3 +166,12 @@ func ExampleWatch() {
 	// released
 	// watch: <nil>
 }
+
+// A configuration that breaks a rule names the field: match it without
+// importing election.
+func ExampleFieldError() {
+	_, err := tenure.New(tenure.Config{Lease: "a", Store: memlease.New(), LeaseDuration: time.Second, RenewInterval: 2 * time.Second})
+	var fe *tenure.FieldError
+	fmt.Println(errors.As(err, &fe), fe.Field)
+	// Output: true RenewInterval
+}
