@@ -25,11 +25,6 @@ func TestPlanDefaults(t *testing.T) {
 	if p.RenewalsPerHour != 1800 || p.PollsPerHour != 1800 || p.RequestsPerHour != 5400 {
 		t.Fatalf("requests per hour: renewals %v, polls %v, total %v", p.RenewalsPerHour, p.PollsPerHour, p.RequestsPerHour)
 	}
-	leader, followers := p.MonthlyCost(DynamoDBOnDemand)
-	// 1,800/h × 720 h = 1,296,000 WRU at $0.625/M; 2 × 1,800/h × 720 h = 2,592,000 RRU at $0.125/M.
-	if math.Abs(leader-0.81) > 1e-9 || math.Abs(followers-0.324) > 1e-9 {
-		t.Fatalf("DynamoDB cost: leader %v, followers %v", leader, followers)
-	}
 }
 
 // TestPlanRefusesWhatValidateRefuses: one check, not two.
@@ -75,10 +70,5 @@ func TestPlanStandby(t *testing.T) {
 	// 11s first sight + 3.003s wait + 11s, on a clock 0.1% slow, + 4 × 10ms.
 	if want := time.Duration(math.Ceil(11e9/0.999))*2 + time.Duration(math.Ceil(3.003e9/0.999)) + 40*time.Millisecond; p.ColdFailover != want {
 		t.Errorf("cold failover %v, want %v", p.ColdFailover, want)
-	}
-	leader, followers := p.MonthlyCost(DynamoDBOnDemand)
-	// 720 h: leader 3,600 writes/h; followers 360 writes/h + (3,600 + 720) reads/h.
-	if math.Abs(leader-720*3600*0.625/1e6) > 1e-9 || math.Abs(followers-720*(360*0.625+4320*0.125)/1e6) > 1e-9 {
-		t.Errorf("cost: leader %v, followers %v", leader, followers)
 	}
 }

@@ -48,18 +48,18 @@ func planCommand(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "tenure plan: unexpected argument %q\n", fs.Arg(0))
 		return exitUsage
 	}
-	ddb := election.DynamoDBOnDemand
+	ddb := dynamoDBOnDemand
 	if !*strong {
-		ddb = election.DynamoDBOnDemandStalePolls
+		ddb = dynamoDBOnDemandStalePolls
 	}
-	var prices []election.Prices
+	var prices []priceList
 	switch *store {
 	case "dynamodb":
-		prices = []election.Prices{ddb}
+		prices = []priceList{ddb}
 	case "s3":
-		prices = []election.Prices{election.S3Standard}
+		prices = []priceList{s3Standard}
 	case "all":
-		prices = []election.Prices{ddb, election.S3Standard}
+		prices = []priceList{ddb, s3Standard}
 	default:
 		fmt.Fprintf(stderr, "tenure plan: --store %q: want dynamodb, s3 or all\n", *store)
 		return exitUsage
@@ -80,7 +80,7 @@ func planCommand(args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
-func printPlan(w io.Writer, p election.Plan, prices []election.Prices) {
+func printPlan(w io.Writer, p election.Plan, prices []priceList) {
 	t := p.Timing
 	fmt.Fprintf(w, "%d candidates; lease %v, renew every %v, poll every %v, op timeout %v, margin %v, drift %g; store round trips up to %v\n\n",
 		p.Candidates, t.LeaseDuration, t.RenewInterval, t.PollInterval, t.OpTimeout, t.Margin, t.MaxDrift, p.RoundTrip)
@@ -101,7 +101,7 @@ func printPlan(w io.Writer, p election.Plan, prices []election.Prices) {
 			count(p.RenewalsPerHour), count(p.PollsPerHour), p.MeanPoll, count(p.StandbyRenewalsPerHour), count(p.ColdReadsPerHour), t.ColdPollInterval, count(p.RequestsPerHour)))
 	}
 	for _, pr := range prices {
-		leader, followers := p.MonthlyCost(pr)
+		leader, followers := monthlyCost(p, pr)
 		fmt.Fprintf(w, "\n  %s, list prices as of %s: $%g per million %s, $%g per million %s\n",
 			pr.Name, pr.Date, pr.WritePerMil, pr.WriteVerb, pr.ReadPerMil, pr.ReadVerb)
 		row("cost per lease, 30 days", fmt.Sprintf("leader $%.2f + followers $%.2f = $%.2f", leader, followers, leader+followers))

@@ -1,8 +1,12 @@
 package main
 
 import (
+	"math"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/tenure-go/tenure/election"
 )
 
 func TestPlan(t *testing.T) {
@@ -78,5 +82,29 @@ func TestPlanStrongPolls(t *testing.T) {
 	code, out, errs := runTenure(t, "plan", "--strong-polls", "--store", "dynamodb")
 	if code != 0 || !strings.Contains(out, "leader $0.81 + followers $0.32 = $1.13") || !strings.Contains(out, "strongly consistent (1 RRU)") {
 		t.Fatalf("exit %d\n%s%s", code, out, errs)
+	}
+}
+
+// TestMonthlyCost: the arithmetic tenure plan prints, with and without a
+// standby.
+func TestMonthlyCost(t *testing.T) {
+	p, err := election.NewPlan(election.Timing{}, 3, 20*time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	leader, followers := monthlyCost(p, dynamoDBOnDemand)
+	// 1,800/h × 720 h = 1,296,000 WRU at $0.625/M; 2 × 1,800/h × 720 h = 2,592,000 RRU at $0.125/M.
+	if math.Abs(leader-0.81) > 1e-9 || math.Abs(followers-0.324) > 1e-9 {
+		t.Fatalf("DynamoDB cost: leader %v, followers %v", leader, followers)
+	}
+	tm := election.Timing{LeaseDuration: 3 * time.Second, RenewInterval: time.Second, PollInterval: time.Second, ColdPollInterval: 10 * time.Second}
+	p, err = election.NewPlan(tm, 3, 10*time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	leader, followers = monthlyCost(p, dynamoDBOnDemand)
+	// 720 h: leader 3,600 writes/h; followers 360 writes/h + (3,600 + 720) reads/h.
+	if math.Abs(leader-720*3600*0.625/1e6) > 1e-9 || math.Abs(followers-720*(360*0.625+4320*0.125)/1e6) > 1e-9 {
+		t.Errorf("cost: leader %v, followers %v", leader, followers)
 	}
 }

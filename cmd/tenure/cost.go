@@ -1,0 +1,54 @@
+package main
+
+import (
+	"time"
+
+	"github.com/tenure-go/tenure/election"
+)
+
+// priceList is a store's list prices in US dollars, for monthlyCost.
+type priceList struct {
+	Name          string  // e.g. "DynamoDB on-demand, us-east-1"
+	Date          string  // when they were read off AWS's pricing pages
+	WritePerMil   float64 // per million writes (DynamoDB: write request units)
+	ReadPerMil    float64 // per million reads
+	WritesPerPut  float64 // units one renewal costs (DynamoDB: 2 beyond 1 KB)
+	ReadsPerPoll  float64 // units one poll costs
+	WriteVerb     string
+	ReadVerb      string
+	MonthDuration time.Duration
+}
+
+// The list prices tenure plan uses: us-east-1, standard tables and
+// buckets. They change: check them on AWS's pricing pages.
+var (
+	dynamoDBOnDemand = priceList{Name: "DynamoDB on-demand, us-east-1", Date: "November 2024",
+		WritePerMil: 0.625, ReadPerMil: 0.125, WritesPerPut: 1, ReadsPerPoll: 1,
+		WriteVerb: "PutItem (1 WRU)", ReadVerb: "GetItem, strongly consistent (1 RRU)", MonthDuration: 30 * 24 * time.Hour}
+	// dynamoDBOnDemandStalePolls: polls are eventually consistent GetItems
+	// (tenure's default on DynamoDB), half a read unit each.
+	dynamoDBOnDemandStalePolls = priceList{Name: "DynamoDB on-demand, us-east-1", Date: "November 2024",
+		WritePerMil: 0.625, ReadPerMil: 0.125, WritesPerPut: 1, ReadsPerPoll: 0.5,
+		WriteVerb: "PutItem (1 WRU)", ReadVerb: "GetItem; polls eventually consistent (½ RRU)", MonthDuration: 30 * 24 * time.Hour}
+	s3Standard = priceList{Name: "S3 Standard, us-east-1", Date: "November 2024",
+		WritePerMil: 5, ReadPerMil: 0.4, WritesPerPut: 1, ReadsPerPoll: 1,
+		WriteVerb: "PutObject", ReadVerb: "GetObject", MonthDuration: 30 * 24 * time.Hour}
+)
+
+// monthlyCost returns what one lease costs a month at pr: the leader's
+// renewals, and the followers' polls (with a standby: the standby's polls
+// and renewals of its record, and the cold followers' reads), in US
+// dollars.
+func monthlyCost(p election.Plan, pr priceList) (leader, followers float64) {
+	hours := pr.MonthDuration.Hours()
+	writes := func(perHour float64) float64 { return perHour * hours * pr.WritesPerPut * pr.WritePerMil / 1e6 }
+	reads := func(perHour float64) float64 { return perHour * hours * pr.ReadsPerPoll * pr.ReadPerMil / 1e6 }
+	leader = writes(p.RenewalsPerHour)
+	if p.Timing.ColdPollInterval == 0 {
+		return leader, reads(float64(p.Candidates-1) * p.PollsPerHour)
+	}
+	if p.Candidates >= 2 {
+		followers = reads(p.PollsPerHour) + writes(p.StandbyRenewalsPerHour)
+	}
+	return leader, followers + reads(float64(max(p.Candidates-2, 0))*p.ColdReadsPerHour)
+}
