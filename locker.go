@@ -93,8 +93,9 @@ type lockOptions struct {
 // (LockedError.Payload). At most lease.MaxPayloadLen bytes.
 func WithPayload(b []byte) LockOption { return func(o *lockOptions) { o.payload = b } }
 
-// WithLeaseDuration gives the lock a lease of its own; the timings derived
-// from it follow.
+// WithLeaseDuration gives the lock a lease of its own. The timings the
+// LockerConfig set stay (a lease they do not fit is refused, naming the
+// field); those it left to their defaults derive from this lease.
 func WithLeaseDuration(d time.Duration) LockOption { return func(o *lockOptions) { o.ttl = d } }
 
 // Locker takes and holds locks on leases, many at once, under the rules of
@@ -107,6 +108,7 @@ func WithLeaseDuration(d time.Duration) LockOption { return func(o *lockOptions)
 // lost, on Unlock and on Close; its token is above every earlier holder's.
 type Locker struct {
 	cfg    LockerConfig
+	given  election.Timing  // the timings the caller set, zero where left to their default
 	shared *election.Config // the Machines' configuration, for locks without options
 	reqs   chan func()      // run on the loop goroutine
 	res    chan lockResult
@@ -149,6 +151,7 @@ func NewLocker(cfg LockerConfig) (*Locker, error) {
 		PollInterval: cfg.PollInterval, OpTimeout: cfg.OpTimeout, RetryMin: cfg.RetryMin, RetryMax: cfg.RetryMax,
 		MaxDrift: cfg.MaxDrift, Margin: cfg.Margin, ReleaseTimeout: cfg.ReleaseTimeout, Clock: cfg.Clock, Logger: cfg.Logger, Rand: cfg.Rand,
 	}
+	given := c.timing()
 	r, err := c.resolved()
 	if err != nil {
 		return nil, err
@@ -159,7 +162,7 @@ func NewLocker(cfg LockerConfig) (*Locker, error) {
 	cfg.RetryMin, cfg.RetryMax, cfg.MaxDrift, cfg.Margin, cfg.ReleaseTimeout = t.RetryMin, t.RetryMax, t.MaxDrift, t.Margin, t.ReleaseTimeout
 	base, stop := context.WithCancel(context.Background())
 	l := &Locker{
-		cfg: cfg, reqs: make(chan func()), res: make(chan lockResult), quit: make(chan struct{}),
+		cfg: cfg, given: given, reqs: make(chan func()), res: make(chan lockResult), quit: make(chan struct{}),
 		base: base, stop: stop, names: map[string]*lockEntry{}, unlocks: map[*lockEntry][]chan error{},
 	}
 	shared, err := l.machineConfig(lockOptions{})
@@ -371,7 +374,11 @@ func (l *Locker) machineConfig(o lockOptions) (election.Config, error) {
 	case o.every != 0:
 		t = l.slotTiming(o.every)
 	case o.ttl != 0:
-		t = election.Timing{LeaseDuration: o.ttl, MaxDrift: c.MaxDrift}.WithDefaults()
+		// The lock's own lease; the timings the Locker was given stay, and
+		// those it left to their defaults derive from this lease instead.
+		t = l.given
+		t.LeaseDuration, t.MaxDrift = o.ttl, c.MaxDrift
+		t = t.WithDefaults()
 	}
 	// Every lock draws from Config.Rand, on the loop goroutine only.
 	ec := election.Config{ID: c.ID, Timing: t, Payload: o.payload, Rand: c.Rand, Wall: wallOf(c.Clock)}

@@ -368,3 +368,36 @@ func (s deadlineStore) Put(ctx context.Context, name string, rec lease.Record, e
 	s.check(ctx, name)
 	return s.Store.Put(ctx, name, rec, expect)
 }
+
+// WithLeaseDuration keeps the timings the Locker was given, and derives
+// only the others from the lock's lease; a given timing that does not fit
+// the lease is refused, not dropped.
+func TestWithLeaseDurationKeepsGivenTimings(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		store := memlease.New()
+		l, err := tenure.NewLocker(tenure.LockerConfig{Store: store, ID: "a", Margin: 500 * time.Millisecond})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer l.Close()
+		start := time.Now()
+		h, err := l.TryLock(context.Background(), "x", tenure.WithLeaseDuration(20*time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		// 20s × (1-1e-3) less the given margin of 0.5s, not the derived 2s.
+		if got, want := h.Deadline().Sub(start), 19980*time.Millisecond-500*time.Millisecond; got != want {
+			t.Errorf("deadline %v after taking the lock, want %v (the Locker's Margin kept)", got, want)
+		}
+		_ = h.Unlock(context.Background())
+		l2, err := tenure.NewLocker(tenure.LockerConfig{Store: store, ID: "b", RenewInterval: 2 * time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer l2.Close()
+		var fe *tenure.FieldError
+		if _, err := l2.TryLock(context.Background(), "y", tenure.WithLeaseDuration(time.Second)); !errors.As(err, &fe) || fe.Field != "RenewInterval" {
+			t.Errorf("a 1s lease with the Locker's 2s RenewInterval: %v, want a FieldError naming RenewInterval", err)
+		}
+	})
+}
