@@ -55,27 +55,49 @@ func (e *LockedError) Is(target error) bool { return target == ErrLocked }
 // Unwrap returns Err.
 func (e *LockedError) Unwrap() error { return e.Err }
 
-// LockerConfig configures a Locker. Store is required; the other fields are
-// as in Config, with the same defaults.
+// LockerConfig configures a Locker. Store is required; every other field
+// has the default and the rules of Config's field of the same name, which
+// NewLocker fills in on its own copy. A lock may ask for its own lease
+// (WithLeaseDuration).
 type LockerConfig struct {
+	// Store keeps the locks.
 	Store lease.Store
-	ID    string
-	// LeaseDuration is each lock's lease (a lock may ask for its own with
-	// WithLeaseDuration); the other timings derive from it as in Config.
-	LeaseDuration  time.Duration
-	RenewInterval  time.Duration
-	PollInterval   time.Duration
-	OpTimeout      time.Duration
-	RetryMin       time.Duration
-	RetryMax       time.Duration
-	MaxDrift       float64
-	Margin         time.Duration
+	// ID identifies this Locker in the records of the locks it holds; it
+	// must differ between processes. Default: hostname-pid-random.
+	ID string
+	// LeaseDuration is each lock's lease: how long others wait, stretched by
+	// MaxDrift, before taking a lock whose holder went silent. Default: 10s.
+	LeaseDuration time.Duration
+	// RenewInterval is the time from sending one confirmed renewal of a
+	// lock to sending the next. Default: LeaseDuration/5 [2s].
+	RenewInterval time.Duration
+	// PollInterval is how often a waiting Lock reads the lock, on average.
+	// Default: LeaseDuration/5 [2s].
+	PollInterval time.Duration
+	// OpTimeout bounds one store call. Default: LeaseDuration/5 [2s].
+	OpTimeout time.Duration
+	// RetryMin and RetryMax bound the backoff between failed calls.
+	// Defaults: LeaseDuration/100 [100ms] and LeaseDuration/10 [1s].
+	RetryMin time.Duration
+	RetryMax time.Duration
+	// MaxDrift (ρ) bounds how far any clock's rate may stray from true
+	// time. Default: 1e-3; at most 0.1.
+	MaxDrift float64
+	// Margin ends a lock's term this much before it could expire for
+	// others. Default: LeaseDuration/10 [1s].
+	Margin time.Duration
+	// ReleaseTimeout bounds each release, on Unlock and Close. Default:
+	// LeaseDuration/2 [5s].
 	ReleaseTimeout time.Duration
-	Clock          Clock
-	Logger         *slog.Logger
-	Rand           *rand.Rand
-	// MeterProvider: as in Config. A Locker reports its store calls under
-	// lease="locker", and tenure.locks.held.
+	// Clock supplies time. Default: the system clock.
+	Clock Clock
+	// Logger receives lock events and store errors. Default: none.
+	Logger *slog.Logger
+	// Rand supplies jitter and write nonces. Default: seeded from
+	// crypto/rand.
+	Rand *rand.Rand
+	// MeterProvider receives the metrics: store calls under lease="locker",
+	// and tenure.locks.held. Default: otel.GetMeterProvider().
 	MeterProvider metric.MeterProvider
 }
 
