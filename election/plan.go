@@ -96,4 +96,3 @@ func NewPlan(t Timing, candidates int, roundTrip time.Duration) (Plan, error) {
 	}
 	return p, nil
 }
-
