@@ -49,7 +49,7 @@ type contextKey = fencekey.Fence
 // NewContext returns a copy of ctx that carries f. tenure puts the term's
 // Fence into the context it passes to OnElected, so code far below can fence
 // its writes without the term being threaded through every call; use
-// NewContext where a fence arrives another way (fencehttp's middleware puts
+// NewContext where a fence arrives another way (httpfence's middleware puts
 // the fence a request presented into the request's context).
 func NewContext(ctx context.Context, f Fence) context.Context {
 	return context.WithValue(ctx, contextKey{}, f)

@@ -20,14 +20,14 @@
 //     puts the term's Fence in the context it passes to OnElected, so the code
 //     that writes, however deep, can present it.
 //   - Guard: a fenced resource inside one process.
-//   - fencing/fencehttp: a client RoundTripper that sends the fence in
+//   - fencing/httpfence: a client RoundTripper that sends the fence in
 //     headers, and server middleware that checks it with a Guard.
 //   - fencing/dynamofence: PutItem, UpdateItem, DeleteItem and
 //     TransactWriteItems on the caller's own DynamoDB tables, conditional on
 //     the fence stored in each item.
 //   - fencing/s3fence: PutObject on the caller's own objects, conditional on
 //     the fence stored in each object's metadata.
-//   - fencing/fencesql: fenced UPDATE, upsert and DELETE statements for SQL
+//   - fencing/sqlfence: fenced UPDATE, upsert and DELETE statements for SQL
 //     databases (docs/fencing.md has the pattern).
 //
 // # Guarantees

@@ -87,9 +87,9 @@ func FromEnv(log io.Writer) (Config, error) {
 	if list == "" {
 		list = strings.Join(All, " ")
 		// PostgreSQL is optional unless asked for by name: without it the
-		// fencesql tests skip, saying why (or fail under CI=true).
+		// sqlfence tests skip, saying why (or fail under CI=true).
 		if err := needPostgres(); err != nil && os.Getenv("CI") != "true" {
-			c.say("not starting PostgreSQL: %v; the fencing/fencesql tests will skip", err)
+			c.say("not starting PostgreSQL: %v; the fencing/sqlfence tests will skip", err)
 			list = strings.Join(All[:len(All)-1], " ")
 		}
 	}

@@ -1,4 +1,4 @@
-package fencehttp
+package httpfence
 
 import (
 	"errors"
@@ -66,14 +66,14 @@ func (c *Config) validate() error {
 	}
 	if c.Lease != "" {
 		if err := (fencing.Fence{Lease: c.Lease, Token: 1}).Validate(); err != nil {
-			return fmt.Errorf("fencehttp: Config.Lease: %w", err)
+			return fmt.Errorf("httpfence: Config.Lease: %w", err)
 		}
 	}
 	switch c.Mode {
 	case Exclusive, Shared, ContextOnly:
 		return nil
 	}
-	return fmt.Errorf("fencehttp: Config.Mode is %v, want Exclusive, Shared or ContextOnly", c.Mode)
+	return fmt.Errorf("httpfence: Config.Mode is %v, want Exclusive, Shared or ContextOnly", c.Mode)
 }
 
 // Handler returns next wrapped in the fence check that Config describes. The
@@ -85,7 +85,7 @@ func Handler(cfg Config, next http.Handler) (http.Handler, error) {
 		return nil, err
 	}
 	if next == nil {
-		return nil, errors.New("fencehttp: nil handler")
+		return nil, errors.New("httpfence: nil handler")
 	}
 	return &handler{cfg: cfg, next: next}, nil
 }
@@ -105,12 +105,12 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.next.ServeHTTP(w, r)
 		return
 	case !ok:
-		http.Error(w, fmt.Sprintf("fencehttp: this resource accepts only fenced requests: send the writer's fence in the %s and %s headers", TokenHeader, LeaseHeader), http.StatusPreconditionRequired)
+		http.Error(w, fmt.Sprintf("httpfence: this resource accepts only fenced requests: send the writer's fence in the %s and %s headers", TokenHeader, LeaseHeader), http.StatusPreconditionRequired)
 		return
 	}
 	switch {
 	case f.Lease == "" && h.cfg.Lease == "":
-		http.Error(w, fmt.Sprintf("fencehttp: %s header missing (this server accepts several leases and must know which one the token belongs to)", LeaseHeader), http.StatusBadRequest)
+		http.Error(w, fmt.Sprintf("httpfence: %s header missing (this server accepts several leases and must know which one the token belongs to)", LeaseHeader), http.StatusBadRequest)
 		return
 	case f.Lease == "":
 		f.Lease = h.cfg.Lease

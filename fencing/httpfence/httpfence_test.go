@@ -1,4 +1,4 @@
-package fencehttp_test
+package httpfence_test
 
 import (
 	"context"
@@ -15,7 +15,7 @@ import (
 	"testing/synctest"
 
 	"github.com/tenure-go/tenure/fencing"
-	"github.com/tenure-go/tenure/fencing/fencehttp"
+	"github.com/tenure-go/tenure/fencing/httpfence"
 )
 
 // resource is what a fenced service protects: a log of the tokens whose
@@ -43,9 +43,9 @@ func (res *resource) log() []fencing.Token {
 	return slices.Clone(res.applied)
 }
 
-func newServer(t *testing.T, cfg fencehttp.Config, next http.Handler) *httptest.Server {
+func newServer(t *testing.T, cfg httpfence.Config, next http.Handler) *httptest.Server {
 	t.Helper()
-	h, err := fencehttp.Handler(cfg, next)
+	h, err := httpfence.Handler(cfg, next)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -55,7 +55,7 @@ func newServer(t *testing.T, cfg fencehttp.Config, next http.Handler) *httptest.
 }
 
 func fencedClient(srv *httptest.Server) *http.Client {
-	return &http.Client{Transport: &fencehttp.Transport{Base: srv.Client().Transport}}
+	return &http.Client{Transport: &httpfence.Transport{Base: srv.Client().Transport}}
 }
 
 // post sends a write under f (none if f is zero) and returns the response
@@ -95,17 +95,17 @@ func TestTransportSendsFence(t *testing.T) {
 
 	f := fencing.Fence{Lease: "jobs/cron", Token: 42}
 	req, _ := http.NewRequestWithContext(fencing.NewContext(context.Background(), f), http.MethodPut, srv.URL, nil)
-	req.Header.Set(fencehttp.TokenHeader, "1") // replaced: the context is the source of truth
+	req.Header.Set(httpfence.TokenHeader, "1") // replaced: the context is the source of truth
 	resp, err := c.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
 	resp.Body.Close()
 	h := *got.Load()
-	if h.Get(fencehttp.TokenHeader) != "42" || h.Get(fencehttp.LeaseHeader) != "jobs/cron" {
-		t.Errorf("server saw %s=%q %s=%q, want 42 and jobs/cron", fencehttp.TokenHeader, h.Get(fencehttp.TokenHeader), fencehttp.LeaseHeader, h.Get(fencehttp.LeaseHeader))
+	if h.Get(httpfence.TokenHeader) != "42" || h.Get(httpfence.LeaseHeader) != "jobs/cron" {
+		t.Errorf("server saw %s=%q %s=%q, want 42 and jobs/cron", httpfence.TokenHeader, h.Get(httpfence.TokenHeader), httpfence.LeaseHeader, h.Get(httpfence.LeaseHeader))
 	}
-	if req.Header.Get(fencehttp.TokenHeader) != "1" || req.Header.Get(fencehttp.LeaseHeader) != "" {
+	if req.Header.Get(httpfence.TokenHeader) != "1" || req.Header.Get(httpfence.LeaseHeader) != "" {
 		t.Errorf("the caller's request was modified: %v", req.Header)
 	}
 
@@ -115,7 +115,7 @@ func TestTransportSendsFence(t *testing.T) {
 		t.Fatal(err)
 	}
 	resp.Body.Close()
-	if h := *got.Load(); h.Get(fencehttp.TokenHeader) != "" || h.Get(fencehttp.LeaseHeader) != "" {
+	if h := *got.Load(); h.Get(httpfence.TokenHeader) != "" || h.Get(httpfence.LeaseHeader) != "" {
 		t.Errorf("a request without a fence arrived with fence headers: %v", h)
 	}
 
@@ -136,7 +136,7 @@ func TestTransportSendsFence(t *testing.T) {
 // resource keeps the newer write.
 func TestHandlerRefusesStaleToken(t *testing.T) {
 	res := &resource{}
-	srv := newServer(t, fencehttp.Config{}, res)
+	srv := newServer(t, httpfence.Config{}, res)
 	c := fencedClient(srv)
 
 	for _, tok := range []fencing.Token{1, 1, 2} {
@@ -144,7 +144,7 @@ func TestHandlerRefusesStaleToken(t *testing.T) {
 		if resp.StatusCode != http.StatusOK {
 			t.Fatalf("token %d: %s %q", tok, resp.Status, body)
 		}
-		if err := fencehttp.CheckResponse(resp); err != nil {
+		if err := httpfence.CheckResponse(resp); err != nil {
 			t.Errorf("CheckResponse(200) = %v", err)
 		}
 	}
@@ -159,7 +159,7 @@ func TestHandlerRefusesStaleToken(t *testing.T) {
 		t.Errorf("Content-Type %q, want text/plain", ct)
 	}
 	var se *fencing.StaleTokenError
-	if err := fencehttp.CheckResponse(resp); !errors.As(err, &se) || *se != (fencing.StaleTokenError{Lease: "jobs/cron", Presented: 1, Current: 2}) {
+	if err := httpfence.CheckResponse(resp); !errors.As(err, &se) || *se != (fencing.StaleTokenError{Lease: "jobs/cron", Presented: 1, Current: 2}) {
 		t.Errorf("CheckResponse = %v, want StaleTokenError{jobs/cron, 1, 2}", err)
 	}
 	if got, want := res.log(), []fencing.Token{1, 1, 2}; !slices.Equal(got, want) {
@@ -169,26 +169,26 @@ func TestHandlerRefusesStaleToken(t *testing.T) {
 
 // An application's own 409 is not a fencing refusal.
 func TestCheckResponseIgnoresOtherConflicts(t *testing.T) {
-	srv := newServer(t, fencehttp.Config{}, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	srv := newServer(t, httpfence.Config{}, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "version mismatch", http.StatusConflict)
 	}))
 	resp, _ := post(t, fencedClient(srv), srv.URL, fencing.Fence{Lease: "a", Token: 1})
 	if resp.StatusCode != http.StatusConflict {
 		t.Fatalf("status %s", resp.Status)
 	}
-	if err := fencehttp.CheckResponse(resp); err != nil {
+	if err := httpfence.CheckResponse(resp); err != nil {
 		t.Errorf("CheckResponse of the handler's own 409 = %v, want nil", err)
 	}
 }
 
 func TestHandlerUnfenced(t *testing.T) {
 	res := &resource{}
-	srv := newServer(t, fencehttp.Config{}, res)
+	srv := newServer(t, httpfence.Config{}, res)
 	resp, body := post(t, fencedClient(srv), srv.URL, fencing.Fence{})
-	if resp.StatusCode != http.StatusPreconditionRequired || !strings.Contains(body, fencehttp.TokenHeader) {
+	if resp.StatusCode != http.StatusPreconditionRequired || !strings.Contains(body, httpfence.TokenHeader) {
 		t.Errorf("unfenced request: %s %q, want 428 naming the header", resp.Status, body)
 	}
-	if err := fencehttp.CheckResponse(resp); !errors.Is(err, fencehttp.ErrUnfenced) {
+	if err := httpfence.CheckResponse(resp); !errors.Is(err, httpfence.ErrUnfenced) {
 		t.Errorf("CheckResponse(428) = %v, want ErrUnfenced", err)
 	}
 	if n := len(res.log()); n != 0 {
@@ -196,7 +196,7 @@ func TestHandlerUnfenced(t *testing.T) {
 	}
 
 	var sawFence atomic.Bool
-	open := newServer(t, fencehttp.Config{AllowUnfenced: true}, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	open := newServer(t, httpfence.Config{AllowUnfenced: true}, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_, ok := fencing.FromContext(r.Context())
 		sawFence.Store(ok)
 	}))
@@ -208,18 +208,18 @@ func TestHandlerUnfenced(t *testing.T) {
 
 func TestHandlerBadHeaders(t *testing.T) {
 	ran := false
-	h, err := fencehttp.Handler(fencehttp.Config{}, http.HandlerFunc(func(http.ResponseWriter, *http.Request) { ran = true }))
+	h, err := httpfence.Handler(httpfence.Config{}, http.HandlerFunc(func(http.ResponseWriter, *http.Request) { ran = true }))
 	if err != nil {
 		t.Fatal(err)
 	}
 	tests := map[string]http.Header{
-		"not a decimal number": {fencehttp.TokenHeader: {"abc"}, fencehttp.LeaseHeader: {"a"}},
-		"tokens start at 1":    {fencehttp.TokenHeader: {"0"}, fencehttp.LeaseHeader: {"a"}},
-		"leading zero":         {fencehttp.TokenHeader: {"07"}, fencehttp.LeaseHeader: {"a"}},
-		"repeated":             {fencehttp.TokenHeader: {"1", "2"}, fencehttp.LeaseHeader: {"a"}},
-		"without":              {fencehttp.LeaseHeader: {"a"}},
-		"header missing":       {fencehttp.TokenHeader: {"1"}},
-		"printable":            {fencehttp.TokenHeader: {"1"}, fencehttp.LeaseHeader: {"a b"}},
+		"not a decimal number": {httpfence.TokenHeader: {"abc"}, httpfence.LeaseHeader: {"a"}},
+		"tokens start at 1":    {httpfence.TokenHeader: {"0"}, httpfence.LeaseHeader: {"a"}},
+		"leading zero":         {httpfence.TokenHeader: {"07"}, httpfence.LeaseHeader: {"a"}},
+		"repeated":             {httpfence.TokenHeader: {"1", "2"}, httpfence.LeaseHeader: {"a"}},
+		"without":              {httpfence.LeaseHeader: {"a"}},
+		"header missing":       {httpfence.TokenHeader: {"1"}},
+		"printable":            {httpfence.TokenHeader: {"1"}, httpfence.LeaseHeader: {"a b"}},
 	}
 	for reason, hdr := range tests {
 		r := httptest.NewRequest(http.MethodPost, "/", nil)
@@ -238,14 +238,14 @@ func TestHandlerBadHeaders(t *testing.T) {
 func TestHandlerOneLease(t *testing.T) {
 	var g fencing.Guard
 	var seen atomic.Pointer[fencing.Fence]
-	srv := newServer(t, fencehttp.Config{Guard: &g, Lease: "jobs/cron"}, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	srv := newServer(t, httpfence.Config{Guard: &g, Lease: "jobs/cron"}, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		f, _ := fencing.FromContext(r.Context())
 		seen.Store(&f)
 	}))
 
 	// Without Fencing-Lease the server's lease is meant.
 	req, _ := http.NewRequest(http.MethodPost, srv.URL, nil)
-	req.Header.Set(fencehttp.TokenHeader, "3")
+	req.Header.Set(httpfence.TokenHeader, "3")
 	resp, err := srv.Client().Do(req)
 	if err != nil {
 		t.Fatal(err)
@@ -257,7 +257,7 @@ func TestHandlerOneLease(t *testing.T) {
 
 	resp, body := post(t, fencedClient(srv), srv.URL, fencing.Fence{Lease: "jobs/other", Token: 9})
 	var we *fencing.WrongLeaseError
-	if err := fencehttp.CheckResponse(resp); resp.StatusCode != http.StatusConflict || !errors.As(err, &we) ||
+	if err := httpfence.CheckResponse(resp); resp.StatusCode != http.StatusConflict || !errors.As(err, &we) ||
 		we.Current != (fencing.Fence{Lease: "jobs/cron", Token: 3}) || we.Presented != (fencing.Fence{Lease: "jobs/other", Token: 9}) {
 		t.Errorf("another lease: %s %q, CheckResponse %v; want 409 and a WrongLeaseError", resp.Status, body, err)
 	}
@@ -273,12 +273,12 @@ func TestHandlerOneLease(t *testing.T) {
 // mode is only for handlers fenced downstream.
 func TestHandlerRunsUnderGuard(t *testing.T) {
 	for _, tt := range []struct {
-		mode fencehttp.Mode
+		mode httpfence.Mode
 		want []string
 	}{
-		{fencehttp.Exclusive, []string{"1 starts", "1 ends", "2 writes"}},
-		{fencehttp.Shared, []string{"1 starts", "1 ends", "2 writes"}},
-		{fencehttp.ContextOnly, []string{"1 starts", "2 writes", "1 ends"}},
+		{httpfence.Exclusive, []string{"1 starts", "1 ends", "2 writes"}},
+		{httpfence.Shared, []string{"1 starts", "1 ends", "2 writes"}},
+		{httpfence.ContextOnly, []string{"1 starts", "2 writes", "1 ends"}},
 	} {
 		t.Run(tt.mode.String(), func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
@@ -286,7 +286,7 @@ func TestHandlerRunsUnderGuard(t *testing.T) {
 				var log []string
 				record := func(s string) { mu.Lock(); log = append(log, s); mu.Unlock() }
 				wake := make(chan struct{})
-				h, err := fencehttp.Handler(fencehttp.Config{Mode: tt.mode}, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				h, err := httpfence.Handler(httpfence.Config{Mode: tt.mode}, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 					f, _ := fencing.FromContext(r.Context())
 					if f.Token == 1 {
 						record("1 starts")
@@ -301,7 +301,7 @@ func TestHandlerRunsUnderGuard(t *testing.T) {
 				}
 				serve := func(tok fencing.Token) {
 					r := httptest.NewRequest(http.MethodPost, "/", nil)
-					fencehttp.SetHeader(r.Header, fencing.Fence{Lease: "a", Token: tok})
+					httpfence.SetHeader(r.Header, fencing.Fence{Lease: "a", Token: tok})
 					h.ServeHTTP(httptest.NewRecorder(), r)
 				}
 				var wg sync.WaitGroup
@@ -332,7 +332,7 @@ func TestHandlerSharedConcurrent(t *testing.T) {
 		const n = 3
 		var inside sync.WaitGroup
 		inside.Add(n)
-		h, err := fencehttp.Handler(fencehttp.Config{Guard: &g, Mode: fencehttp.Shared}, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h, err := httpfence.Handler(httpfence.Config{Guard: &g, Mode: httpfence.Shared}, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			inside.Done()
 			inside.Wait()
 		}))
@@ -343,7 +343,7 @@ func TestHandlerSharedConcurrent(t *testing.T) {
 		for range n {
 			wg.Go(func() {
 				r := httptest.NewRequest(http.MethodPost, "/", nil)
-				fencehttp.SetHeader(r.Header, fencing.Fence{Lease: "a", Token: 5})
+				httpfence.SetHeader(r.Header, fencing.Fence{Lease: "a", Token: 5})
 				w := httptest.NewRecorder()
 				h.ServeHTTP(w, r)
 				if w.Code != http.StatusOK {
@@ -359,10 +359,10 @@ func TestHandlerSharedConcurrent(t *testing.T) {
 // applies tokens in non-decreasing order, the highest last, and every refusal
 // is a StaleTokenError naming a higher token.
 func TestHandlerRacingWriters(t *testing.T) {
-	for _, mode := range []fencehttp.Mode{fencehttp.Exclusive, fencehttp.Shared} {
+	for _, mode := range []httpfence.Mode{httpfence.Exclusive, httpfence.Shared} {
 		t.Run(mode.String(), func(t *testing.T) {
 			res := &resource{}
-			srv := newServer(t, fencehttp.Config{Mode: mode, Lease: "a"}, res)
+			srv := newServer(t, httpfence.Config{Mode: mode, Lease: "a"}, res)
 			c := fencedClient(srv)
 			const writers, calls = 8, 15
 			var refused atomic.Int32
@@ -372,7 +372,7 @@ func TestHandlerRacingWriters(t *testing.T) {
 					for i := range calls {
 						f := fencing.Fence{Lease: "a", Token: fencing.Token(i + w%4 + 1)}
 						resp, body := post(t, c, srv.URL, f)
-						switch err := fencehttp.CheckResponse(resp); {
+						switch err := httpfence.CheckResponse(resp); {
 						case resp.StatusCode == http.StatusOK:
 						case errors.Is(err, fencing.ErrStaleToken):
 							refused.Add(1)
@@ -403,13 +403,13 @@ func TestHandlerRacingWriters(t *testing.T) {
 
 func TestHandlerConfig(t *testing.T) {
 	ok := http.NotFoundHandler()
-	if _, err := fencehttp.Handler(fencehttp.Config{Mode: fencehttp.Mode(9)}, ok); err == nil {
+	if _, err := httpfence.Handler(httpfence.Config{Mode: httpfence.Mode(9)}, ok); err == nil {
 		t.Error("Handler accepted Mode(9)")
 	}
-	if _, err := fencehttp.Handler(fencehttp.Config{Lease: "a b"}, ok); err == nil {
+	if _, err := httpfence.Handler(httpfence.Config{Lease: "a b"}, ok); err == nil {
 		t.Error("Handler accepted an invalid Lease")
 	}
-	if _, err := fencehttp.Handler(fencehttp.Config{}, nil); err == nil {
+	if _, err := httpfence.Handler(httpfence.Config{}, nil); err == nil {
 		t.Error("Handler accepted a nil handler")
 	}
 }
@@ -425,7 +425,7 @@ func TestTransportRefusesEndedTerm(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	client := &http.Client{Transport: &fencehttp.Transport{}}
+	client := &http.Client{Transport: &httpfence.Transport{}}
 	if _, err := client.Do(req); !errors.Is(err, ended) {
 		t.Fatalf("Do = %v, want the term's end", err)
 	}

@@ -1,4 +1,4 @@
-package fencesql_test
+package sqlfence_test
 
 import (
 	"bytes"
@@ -14,7 +14,7 @@ import (
 	"testing"
 
 	"github.com/tenure-go/tenure/fencing"
-	"github.com/tenure-go/tenure/fencing/fencesql"
+	"github.com/tenure-go/tenure/fencing/sqlfence"
 	"github.com/tenure-go/tenure/internal/testservers"
 )
 
@@ -59,7 +59,7 @@ func (p pg) run(script string) []string {
 }
 
 // exec runs st as a prepared statement and returns the rows it affected.
-func (p pg) exec(st fencesql.Statement) int64 {
+func (p pg) exec(st sqlfence.Statement) int64 {
 	p.t.Helper()
 	lits := make([]string, len(st.Args))
 	for i, a := range st.Args {
@@ -100,7 +100,7 @@ func TestIntegrationPostgres(t *testing.T) {
 	);
 	INSERT INTO %[1]s (id, body) VALUES ('daily', 'written before fencing');`, name))
 	t.Cleanup(func() { db.run("DROP TABLE " + name) })
-	tbl := fencesql.Table{Name: name}
+	tbl := sqlfence.Table{Name: name}
 	under := func(lease string, tok fencing.Token) fencing.Fence { return fencing.Fence{Lease: lease, Token: tok} }
 	update := func(f fencing.Fence, body string) int64 {
 		st, err := tbl.Update(f, "body = $1", "id = $2", body, "daily")
@@ -178,7 +178,7 @@ func TestIntegrationPostgresRacingWriters(t *testing.T) {
 	name := randomName()
 	db.run(fmt.Sprintf("CREATE TABLE %s (id text PRIMARY KEY, history bigint[] NOT NULL DEFAULT '{}', fence_token bigint, fence_lease text); INSERT INTO %[1]s (id) VALUES ('k');", name))
 	t.Cleanup(func() { db.run("DROP TABLE " + name) })
-	tbl := fencesql.Table{Name: name}
+	tbl := sqlfence.Table{Name: name}
 
 	const writers, rounds = 6, 8
 	var wg sync.WaitGroup

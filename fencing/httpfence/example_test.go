@@ -1,4 +1,4 @@
-package fencehttp_test
+package httpfence_test
 
 import (
 	"context"
@@ -9,7 +9,7 @@ import (
 	"strings"
 
 	"github.com/tenure-go/tenure/fencing"
-	"github.com/tenure-go/tenure/fencing/fencehttp"
+	"github.com/tenure-go/tenure/fencing/httpfence"
 )
 
 // A service that only the current leader may write to. The leader's client
@@ -17,7 +17,7 @@ import (
 // from an older term with 409 and says why.
 func Example() {
 	var stored string
-	h, err := fencehttp.Handler(fencehttp.Config{Lease: "jobs/report"}, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	h, err := httpfence.Handler(httpfence.Config{Lease: "jobs/report"}, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		b, _ := io.ReadAll(r.Body)
 		stored = string(b) // runs under the Guard: no older term can interleave
 	}))
@@ -26,7 +26,7 @@ func Example() {
 	}
 	srv := httptest.NewServer(h)
 	defer srv.Close()
-	client := &http.Client{Transport: &fencehttp.Transport{}}
+	client := &http.Client{Transport: &httpfence.Transport{}}
 
 	write := func(tok fencing.Token, body string) {
 		// In a real leader, ctx is the one OnElected received.
@@ -39,7 +39,7 @@ func Example() {
 		defer resp.Body.Close()
 		msg, _ := io.ReadAll(resp.Body)
 		fmt.Println(strings.TrimSpace(fmt.Sprintf("token %d: %s %s", tok, resp.Status, msg)))
-		if err := fencehttp.CheckResponse(resp); err != nil {
+		if err := httpfence.CheckResponse(resp); err != nil {
 			fmt.Println("  ->", err)
 		}
 	}

@@ -1,4 +1,4 @@
-// Package fencehttp carries fences over HTTP: a client RoundTripper that sends
+// Package httpfence carries fences over HTTP: a client RoundTripper that sends
 // the writer's fence in request headers, and server middleware that checks it
 // before the handler runs, so that a service can refuse the writes of a leader
 // whose term is over.
@@ -31,7 +31,7 @@
 //  3. In ContextOnly mode the middleware checks nothing: it parses the fence
 //     and puts it in the request's context (fencing.FromContext), for a
 //     handler that fences its own writes downstream (dynamofence, s3fence,
-//     fencesql). Use it only if every write the handler makes is fenced
+//     sqlfence). Use it only if every write the handler makes is fenced
 //     there.
 //
 // The trade-off: checking the token and then running the handler outside
@@ -47,8 +47,8 @@
 //
 // A Guard lives in one process: several replicas of a service each need their
 // own fence, or a shared resource fenced by its own means (dynamofence,
-// s3fence, fencesql).
-package fencehttp
+// s3fence, sqlfence).
+package httpfence
 
 import (
 	"errors"
@@ -66,7 +66,7 @@ const (
 
 // ErrUnfenced is what CheckResponse returns for a 428 Precondition Required:
 // the server accepts only fenced requests and this one carried no fence.
-var ErrUnfenced = errors.New("fencehttp: the server refused a request without a fence (428 Precondition Required)")
+var ErrUnfenced = errors.New("httpfence: the server refused a request without a fence (428 Precondition Required)")
 
 // Transport is an http.RoundTripper that adds the fence carried by each
 // request's context (fencing.FromContext) as the Fencing-Token and
@@ -100,13 +100,13 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		if req.Body != nil {
 			req.Body.Close() // a RoundTripper closes the body, even on errors
 		}
-		return nil, fmt.Errorf("fencehttp: %s %s: %w", req.Method, req.URL.Redacted(), err)
+		return nil, fmt.Errorf("httpfence: %s %s: %w", req.Method, req.URL.Redacted(), err)
 	}
 	if err := fencing.Err(req.Context()); err != nil {
 		if req.Body != nil {
 			req.Body.Close()
 		}
-		return nil, fmt.Errorf("fencehttp: %s %s: %v: term over, not sent: %w", req.Method, req.URL.Redacted(), f, err)
+		return nil, fmt.Errorf("httpfence: %s %s: %v: term over, not sent: %w", req.Method, req.URL.Redacted(), f, err)
 	}
 	out := req.Clone(req.Context())
 	SetHeader(out.Header, f)
@@ -130,19 +130,19 @@ func ReadHeader(h http.Header) (f fencing.Fence, ok bool, err error) {
 	case len(toks) == 0 && len(leases) == 0:
 		return fencing.Fence{}, false, nil
 	case len(toks) == 0:
-		return fencing.Fence{}, false, fmt.Errorf("fencehttp: %s header without %s", LeaseHeader, TokenHeader)
+		return fencing.Fence{}, false, fmt.Errorf("httpfence: %s header without %s", LeaseHeader, TokenHeader)
 	case len(toks) > 1 || len(leases) > 1:
-		return fencing.Fence{}, false, fmt.Errorf("fencehttp: repeated %s or %s header", TokenHeader, LeaseHeader)
+		return fencing.Fence{}, false, fmt.Errorf("httpfence: repeated %s or %s header", TokenHeader, LeaseHeader)
 	}
 	tok, err := fencing.ParseToken(toks[0])
 	if err != nil {
-		return fencing.Fence{}, false, fmt.Errorf("fencehttp: %s header: %w", TokenHeader, err)
+		return fencing.Fence{}, false, fmt.Errorf("httpfence: %s header: %w", TokenHeader, err)
 	}
 	f = fencing.Fence{Token: tok}
 	if len(leases) == 1 {
 		f.Lease = leases[0]
 		if err := f.Validate(); err != nil {
-			return fencing.Fence{}, false, fmt.Errorf("fencehttp: %s header: %w", LeaseHeader, err)
+			return fencing.Fence{}, false, fmt.Errorf("httpfence: %s header: %w", LeaseHeader, err)
 		}
 	}
 	return f, true, nil

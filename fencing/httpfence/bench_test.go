@@ -1,4 +1,4 @@
-package fencehttp_test
+package httpfence_test
 
 import (
 	"context"
@@ -9,7 +9,7 @@ import (
 	"testing"
 
 	"github.com/tenure-go/tenure/fencing"
-	"github.com/tenure-go/tenure/fencing/fencehttp"
+	"github.com/tenure-go/tenure/fencing/httpfence"
 )
 
 // BenchmarkRoundTrip compares a plain POST through a loopback httptest server
@@ -23,22 +23,22 @@ func BenchmarkRoundTrip(b *testing.B) {
 	ctx := fencing.NewContext(context.Background(), fencing.Fence{Lease: "bench/lease", Token: 7})
 	for _, tc := range []struct {
 		name  string
-		mode  fencehttp.Mode
+		mode  httpfence.Mode
 		plain bool
 	}{
 		{"plain", 0, true},
-		{"fenced-exclusive", fencehttp.Exclusive, false},
-		{"fenced-shared", fencehttp.Shared, false},
+		{"fenced-exclusive", httpfence.Exclusive, false},
+		{"fenced-shared", httpfence.Shared, false},
 	} {
 		var h http.Handler = ok
 		if !tc.plain {
 			var err error
-			if h, err = fencehttp.Handler(fencehttp.Config{Mode: tc.mode}, ok); err != nil {
+			if h, err = httpfence.Handler(httpfence.Config{Mode: tc.mode}, ok); err != nil {
 				b.Fatal(err)
 			}
 		}
 		srv := httptest.NewServer(h)
-		c := &http.Client{Transport: &fencehttp.Transport{Base: srv.Client().Transport}}
+		c := &http.Client{Transport: &httpfence.Transport{Base: srv.Client().Transport}}
 		post := func(b *testing.B) {
 			req, _ := http.NewRequestWithContext(ctx, http.MethodPost, srv.URL, strings.NewReader("payload"))
 			resp, err := c.Do(req)

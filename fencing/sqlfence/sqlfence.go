@@ -1,4 +1,4 @@
-// Package fencesql builds fenced statements for SQL databases: an UPDATE,
+// Package sqlfence builds fenced statements for SQL databases: an UPDATE,
 // an upsert or a DELETE that applies only to rows whose stored fence admits
 // the writer's, and that stores the writer's fence in each row it writes, in
 // the same statement. The database evaluates the condition and writes the
@@ -56,7 +56,7 @@
 //
 // Tokens are stored as BIGINT, a signed 64-bit integer, so the builders
 // refuse a token above 2^63-1; the lease stores never mint one.
-package fencesql
+package sqlfence
 
 import (
 	"context"
@@ -88,7 +88,7 @@ const (
 
 // ErrNotApplied reports a fenced statement that affected no row: no row
 // matched the caller's WHERE, or the fence refused.
-var ErrNotApplied = errors.New("fencesql: no row written: none matched, or the fence refused")
+var ErrNotApplied = errors.New("sqlfence: no row written: none matched, or the fence refused")
 
 // Table describes a fenced table. The zero value of every field but Name
 // is its default.
@@ -126,7 +126,7 @@ func (s Statement) Exec(ctx context.Context, db Execer) (int64, error) {
 	}
 	n, err := res.RowsAffected()
 	if err != nil {
-		return 0, fmt.Errorf("fencesql: rows affected: %w", err)
+		return 0, fmt.Errorf("sqlfence: rows affected: %w", err)
 	}
 	if n == 0 {
 		return 0, ErrNotApplied
@@ -145,11 +145,11 @@ func (t Table) columns() (tok, lease string, err error) {
 	}
 	switch {
 	case strings.TrimSpace(t.Name) == "":
-		return "", "", errors.New("fencesql: Table.Name is empty")
+		return "", "", errors.New("sqlfence: Table.Name is empty")
 	case tok == lease:
-		return "", "", fmt.Errorf("fencesql: TokenColumn and LeaseColumn are both %q", tok)
+		return "", "", fmt.Errorf("sqlfence: TokenColumn and LeaseColumn are both %q", tok)
 	case t.Placeholders != Dollar && t.Placeholders != Question:
-		return "", "", fmt.Errorf("fencesql: Placeholders is %d, want Dollar or Question", t.Placeholders)
+		return "", "", fmt.Errorf("sqlfence: Placeholders is %d, want Dollar or Question", t.Placeholders)
 	}
 	return tok, lease, nil
 }
@@ -172,10 +172,10 @@ func (b *builder) bind(v any) string {
 // fenceArgs checks f and returns its values as the driver takes them.
 func fenceArgs(f fencing.Fence) (int64, string, error) {
 	if err := f.Validate(); err != nil {
-		return 0, "", fmt.Errorf("fencesql: %w", err)
+		return 0, "", fmt.Errorf("sqlfence: %w", err)
 	}
 	if f.Token > math.MaxInt64 {
-		return 0, "", fmt.Errorf("fencesql: %v: token above 2^63-1 does not fit a BIGINT", f)
+		return 0, "", fmt.Errorf("sqlfence: %v: token above 2^63-1 does not fit a BIGINT", f)
 	}
 	return int64(f.Token), f.Lease, nil
 }
@@ -200,7 +200,7 @@ func (t Table) Update(f fencing.Fence, set, where string, args ...any) (Statemen
 		return Statement{}, err
 	}
 	if strings.TrimSpace(where) == "" {
-		return Statement{}, errors.New("fencesql: Update with an empty WHERE (write TRUE to update every row)")
+		return Statement{}, errors.New("sqlfence: Update with an empty WHERE (write TRUE to update every row)")
 	}
 	b := &builder{style: t.Placeholders}
 	var sets, cond string
@@ -240,7 +240,7 @@ func (t Table) Delete(f fencing.Fence, where string, args ...any) (Statement, er
 		return Statement{}, err
 	}
 	if strings.TrimSpace(where) == "" {
-		return Statement{}, errors.New("fencesql: Delete with an empty WHERE (write TRUE to delete every row)")
+		return Statement{}, errors.New("sqlfence: Delete with an empty WHERE (write TRUE to delete every row)")
 	}
 	b := &builder{style: t.Placeholders, args: append([]any(nil), args...)}
 	cond := fenceCond(tokCol, leaseCol, b.bind(lease), b.bind(tok))
@@ -268,11 +268,11 @@ func (t Table) Upsert(f fencing.Fence, conflict, columns []string, values ...any
 	}
 	switch {
 	case len(columns) == 0:
-		return Statement{}, errors.New("fencesql: Upsert without columns")
+		return Statement{}, errors.New("sqlfence: Upsert without columns")
 	case len(values) != len(columns):
-		return Statement{}, fmt.Errorf("fencesql: Upsert of %d columns with %d values", len(columns), len(values))
+		return Statement{}, fmt.Errorf("sqlfence: Upsert of %d columns with %d values", len(columns), len(values))
 	case len(conflict) == 0:
-		return Statement{}, errors.New("fencesql: Upsert without conflict columns")
+		return Statement{}, errors.New("sqlfence: Upsert without conflict columns")
 	}
 	isConflict := map[string]bool{}
 	for _, c := range conflict {
@@ -283,7 +283,7 @@ func (t Table) Upsert(f fencing.Fence, conflict, columns []string, values ...any
 	for i, c := range columns {
 		switch c {
 		case "", tokCol, leaseCol:
-			return Statement{}, fmt.Errorf("fencesql: Upsert column %d is %q", i, c)
+			return Statement{}, fmt.Errorf("sqlfence: Upsert column %d is %q", i, c)
 		}
 		ph = append(ph, b.bind(values[i]))
 		if isConflict[c] {
@@ -293,7 +293,7 @@ func (t Table) Upsert(f fencing.Fence, conflict, columns []string, values ...any
 		sets = append(sets, fmt.Sprintf("%s = EXCLUDED.%s", c, c))
 	}
 	if len(isConflict) > 0 {
-		return Statement{}, fmt.Errorf("fencesql: Upsert conflict columns %q must be among the columns", conflict)
+		return Statement{}, fmt.Errorf("sqlfence: Upsert conflict columns %q must be among the columns", conflict)
 	}
 	ph = append(ph, b.bind(tok), b.bind(lease))
 	sets = append(sets, fmt.Sprintf("%s = EXCLUDED.%s", tokCol, tokCol), fmt.Sprintf("%s = EXCLUDED.%s", leaseCol, leaseCol))

@@ -1,4 +1,4 @@
-package fencesql_test
+package sqlfence_test
 
 import (
 	"context"
@@ -9,7 +9,7 @@ import (
 	"testing"
 
 	"github.com/tenure-go/tenure/fencing"
-	"github.com/tenure-go/tenure/fencing/fencesql"
+	"github.com/tenure-go/tenure/fencing/sqlfence"
 )
 
 var f7 = fencing.Fence{Lease: "jobs/report", Token: 7}
@@ -17,7 +17,7 @@ var f7 = fencing.Fence{Lease: "jobs/report", Token: 7}
 func TestUpdate(t *testing.T) {
 	tests := []struct {
 		name      string
-		table     fencesql.Table
+		table     sqlfence.Table
 		set       string
 		where     string
 		args      []any
@@ -26,7 +26,7 @@ func TestUpdate(t *testing.T) {
 	}{
 		{
 			name:      "dollar",
-			table:     fencesql.Table{Name: "reports"},
+			table:     sqlfence.Table{Name: "reports"},
 			set:       "body = $1, updated_at = now()",
 			where:     "id = $2",
 			args:      []any{"hello", "daily"},
@@ -35,7 +35,7 @@ func TestUpdate(t *testing.T) {
 		},
 		{
 			name:      "question",
-			table:     fencesql.Table{Name: "reports", Placeholders: fencesql.Question},
+			table:     sqlfence.Table{Name: "reports", Placeholders: sqlfence.Question},
 			set:       "body = ?",
 			where:     "id = ? OR id = ?",
 			args:      []any{"hello", "a", "b"},
@@ -44,7 +44,7 @@ func TestUpdate(t *testing.T) {
 		},
 		{
 			name:      "fence only, own column names",
-			table:     fencesql.Table{Name: `"Reports"`, TokenColumn: "tok", LeaseColumn: "owner"},
+			table:     sqlfence.Table{Name: `"Reports"`, TokenColumn: "tok", LeaseColumn: "owner"},
 			where:     "id = $1",
 			args:      []any{"daily"},
 			wantQuery: `UPDATE "Reports" SET tok = $2, owner = $3 WHERE (id = $1) AND (tok IS NULL OR (owner = $3 AND tok <= $2))`,
@@ -72,18 +72,18 @@ func TestUpdate(t *testing.T) {
 }
 
 func TestDelete(t *testing.T) {
-	st, err := fencesql.Table{Name: "reports"}.Delete(f7, "id = $1", "daily")
+	st, err := sqlfence.Table{Name: "reports"}.Delete(f7, "id = $1", "daily")
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := fencesql.Statement{
+	want := sqlfence.Statement{
 		Query: "DELETE FROM reports WHERE (id = $1) AND (fence_token IS NULL OR (fence_lease = $2 AND fence_token <= $3))",
 		Args:  []any{"daily", "jobs/report", int64(7)},
 	}
 	if !reflect.DeepEqual(st, want) {
 		t.Errorf("Delete = %#v\nwant %#v", st, want)
 	}
-	st, err = fencesql.Table{Name: "reports", Placeholders: fencesql.Question}.Delete(f7, "id = ?", "daily")
+	st, err = sqlfence.Table{Name: "reports", Placeholders: sqlfence.Question}.Delete(f7, "id = ?", "daily")
 	if err != nil || st.Query != "DELETE FROM reports WHERE (id = ?) AND (fence_token IS NULL OR (fence_lease = ? AND fence_token <= ?))" ||
 		!reflect.DeepEqual(st.Args, []any{"daily", "jobs/report", int64(7)}) {
 		t.Errorf("Delete (Question) = %#v, %v", st, err)
@@ -91,11 +91,11 @@ func TestDelete(t *testing.T) {
 }
 
 func TestUpsert(t *testing.T) {
-	st, err := fencesql.Table{Name: "reports"}.Upsert(f7, []string{"id"}, []string{"id", "body"}, "daily", "hello")
+	st, err := sqlfence.Table{Name: "reports"}.Upsert(f7, []string{"id"}, []string{"id", "body"}, "daily", "hello")
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := fencesql.Statement{
+	want := sqlfence.Statement{
 		Query: "INSERT INTO reports (id, body, fence_token, fence_lease) VALUES ($1, $2, $3, $4) " +
 			"ON CONFLICT (id) DO UPDATE SET body = EXCLUDED.body, fence_token = EXCLUDED.fence_token, fence_lease = EXCLUDED.fence_lease " +
 			"WHERE reports.fence_token IS NULL OR (reports.fence_lease = EXCLUDED.fence_lease AND reports.fence_token <= EXCLUDED.fence_token)",
@@ -104,7 +104,7 @@ func TestUpsert(t *testing.T) {
 	if !reflect.DeepEqual(st, want) {
 		t.Errorf("Upsert =\n%#v\nwant\n%#v", st, want)
 	}
-	st, err = fencesql.Table{Name: "r", Placeholders: fencesql.Question}.Upsert(f7, []string{"a", "b"}, []string{"a", "b", "c"}, 1, 2, 3)
+	st, err = sqlfence.Table{Name: "r", Placeholders: sqlfence.Question}.Upsert(f7, []string{"a", "b"}, []string{"a", "b", "c"}, 1, 2, 3)
 	if err != nil || st.Query != "INSERT INTO r (a, b, c, fence_token, fence_lease) VALUES (?, ?, ?, ?, ?) "+
 		"ON CONFLICT (a, b) DO UPDATE SET c = EXCLUDED.c, fence_token = EXCLUDED.fence_token, fence_lease = EXCLUDED.fence_lease "+
 		"WHERE r.fence_token IS NULL OR (r.fence_lease = EXCLUDED.fence_lease AND r.fence_token <= EXCLUDED.fence_token)" {
@@ -113,17 +113,17 @@ func TestUpsert(t *testing.T) {
 }
 
 func TestBuildersRefuse(t *testing.T) {
-	tbl := fencesql.Table{Name: "r"}
+	tbl := sqlfence.Table{Name: "r"}
 	cases := map[string]func() error{
 		"empty where":        func() error { _, err := tbl.Update(f7, "a = $1", "", 1); return err },
 		"empty delete where": func() error { _, err := tbl.Delete(f7, " "); return err },
-		"no table":           func() error { _, err := fencesql.Table{}.Update(f7, "", "TRUE"); return err },
+		"no table":           func() error { _, err := sqlfence.Table{}.Update(f7, "", "TRUE"); return err },
 		"same columns": func() error {
-			_, err := fencesql.Table{Name: "r", TokenColumn: "x", LeaseColumn: "x"}.Update(f7, "", "TRUE")
+			_, err := sqlfence.Table{Name: "r", TokenColumn: "x", LeaseColumn: "x"}.Update(f7, "", "TRUE")
 			return err
 		},
 		"bad style": func() error {
-			_, err := fencesql.Table{Name: "r", Placeholders: 5}.Update(f7, "", "TRUE")
+			_, err := sqlfence.Table{Name: "r", Placeholders: 5}.Update(f7, "", "TRUE")
 			return err
 		},
 		"zero token": func() error { _, err := tbl.Update(fencing.Fence{Lease: "a"}, "", "TRUE"); return err },
@@ -167,11 +167,11 @@ func (r result) LastInsertId() (int64, error) { return 0, errors.New("not suppor
 func (r result) RowsAffected() (int64, error) { return int64(r), nil }
 
 func TestExec(t *testing.T) {
-	st := fencesql.Statement{Query: "UPDATE ..."}
+	st := sqlfence.Statement{Query: "UPDATE ..."}
 	if n, err := st.Exec(context.Background(), rows(2)); n != 2 || err != nil {
 		t.Errorf("Exec with 2 rows = %d, %v", n, err)
 	}
-	if _, err := st.Exec(context.Background(), rows(0)); !errors.Is(err, fencesql.ErrNotApplied) {
+	if _, err := st.Exec(context.Background(), rows(0)); !errors.Is(err, sqlfence.ErrNotApplied) {
 		t.Errorf("Exec with 0 rows = %v, want ErrNotApplied", err)
 	}
 }
