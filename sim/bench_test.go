@@ -10,7 +10,7 @@ import (
 // benchScenario is five nodes at tenure's default timings (10s lease,
 // renewals and polls every 2s) on a healthy store for an hour, the leader
 // acting every second: the steady state a deployment spends its life in.
-var benchScenario = &Scenario{Name: "bench", build: func(p *Plan, r *rand.Rand) { p.Duration = time.Hour }}
+var benchScenario = &Scenario{Name: "bench", build: func(p *plan, r *rand.Rand) { p.Duration = time.Hour }}
 
 // BenchmarkFastTier reports simulated seconds per wall-clock second.
 func BenchmarkFastTier(b *testing.B) {
@@ -76,7 +76,7 @@ func BenchmarkFastTierNodes(b *testing.B) {
 		n       int
 		standby bool
 	}{{5, false}, {20, false}, {100, false}, {5, true}, {20, true}, {100, true}} {
-		sc := &Scenario{Name: "nodes", standby: c.standby, build: func(p *Plan, r *rand.Rand) {
+		sc := &Scenario{Name: "nodes", standby: c.standby, build: func(p *plan, r *rand.Rand) {
 			p.Nodes = p.Nodes[:0]
 			for i := range c.n {
 				p.Nodes = append(p.Nodes, newNodeSpec(r, "n"+strconv.Itoa(i)))

@@ -58,7 +58,7 @@ func TestClockRate(t *testing.T) {
 
 func TestLatency(t *testing.T) {
 	r := rand.New(rand.NewPCG(5, 6))
-	l := Latency{Min: time.Millisecond, Max: 10 * time.Millisecond, TailOneIn: 10, TailMax: 5 * time.Second}
+	l := latency{Min: time.Millisecond, Max: 10 * time.Millisecond, TailOneIn: 10, TailMax: 5 * time.Second}
 	var tail, long int
 	for range 100_000 {
 		d := l.draw(r)
@@ -77,7 +77,7 @@ func TestLatency(t *testing.T) {
 	if tail < 8_000 || tail > 12_000 || long < tail/10 || long > tail/3 {
 		t.Fatalf("%d tail draws, %d past 1s, of 100000", tail, long)
 	}
-	if fixed := (Latency{Min: 5 * time.Millisecond, Max: 5 * time.Millisecond}); fixed.draw(r) != 5*time.Millisecond || fixed.Bound() != 5*time.Millisecond {
+	if fixed := (latency{Min: 5 * time.Millisecond, Max: 5 * time.Millisecond}); fixed.draw(r) != 5*time.Millisecond || fixed.Bound() != 5*time.Millisecond {
 		t.Fatal("a fixed latency varies")
 	}
 }

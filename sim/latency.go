@@ -6,27 +6,27 @@ import (
 	"time"
 )
 
-// Latency is a distribution of one-way delays between a node and the store:
+// latency is a distribution of one-way delays between a node and the store:
 // most draws fall uniformly within [Min, Max], and one in TailOneIn falls in
 // a long tail up to TailMax whose density falls off like 1/x (every doubling
 // of the delay is as likely as the previous one), the shape that request
 // latencies of real services show. Draws use integers only, so they are the
 // same on every platform.
-type Latency struct {
+type latency struct {
 	Min, Max  time.Duration
 	TailOneIn int           // 0: no tail
 	TailMax   time.Duration // the tail lies within [Max, TailMax]
 }
 
 // Bound returns the longest delay the distribution can draw.
-func (l Latency) Bound() time.Duration {
+func (l latency) Bound() time.Duration {
 	if l.TailOneIn > 0 && l.TailMax > l.Max {
 		return l.TailMax
 	}
 	return l.Max
 }
 
-func (l Latency) draw(r *rand.Rand) time.Duration {
+func (l latency) draw(r *rand.Rand) time.Duration {
 	if l.TailOneIn > 0 && l.TailMax > l.Max && r.IntN(l.TailOneIn) == 0 {
 		return l.tail(r)
 	}
@@ -35,7 +35,7 @@ func (l Latency) draw(r *rand.Rand) time.Duration {
 
 // tail picks one of the doublings between Max and TailMax, then a delay
 // within it.
-func (l Latency) tail(r *rand.Rand) time.Duration {
+func (l latency) tail(r *rand.Rand) time.Duration {
 	lo := max(l.Max, time.Microsecond)
 	n := bits.Len64(uint64(l.TailMax / lo)) // doublings that fit, at least 1
 	lo <<= r.IntN(n)

@@ -37,8 +37,8 @@ import (
 //   - I6: every process's locks are over by the end of the shutdown.
 //   - I7, fair order: see FairOrder.
 
-// LockPlan is what a lock scenario's clients do.
-type LockPlan struct {
+// lockPlan is what a lock scenario's clients do.
+type lockPlan struct {
 	Names    int              // locks contended: lock/0, lock/1, ...
 	Fair     bool             // Lock calls wait in turn (Fair)
 	TryOneIn int              // one call in TryOneIn is a TryLock; 0: none
@@ -49,13 +49,13 @@ type LockPlan struct {
 
 // lockScenario makes a scenario whose nodes run lock clients, starting
 // from n nodes with defaults that build changes.
-func lockScenario(name, summary string, n int, build func(p *Plan, lp *LockPlan, r *rand.Rand)) *Scenario {
-	return &Scenario{Name: name, Summary: summary, locks: true, build: func(p *Plan, r *rand.Rand) {
+func lockScenario(name, summary string, n int, build func(p *plan, lp *lockPlan, r *rand.Rand)) *Scenario {
+	return &Scenario{Name: name, Summary: summary, locks: true, build: func(p *plan, r *rand.Rand) {
 		p.Nodes = p.Nodes[:0]
 		for i := range n {
 			p.Nodes = append(p.Nodes, newNodeSpec(r, "n"+strconv.Itoa(i)))
 		}
-		p.Locks = &LockPlan{
+		p.Locks = &lockPlan{
 			Names: 2, TryOneIn: 4,
 			Wait:  [2]time.Duration{time.Second, 40 * time.Second},
 			Hold:  [2]time.Duration{100 * time.Millisecond, 5 * time.Second},
@@ -66,7 +66,7 @@ func lockScenario(name, summary string, n int, build func(p *Plan, lp *LockPlan,
 }
 
 // lat schedules f at true time t of a lock run.
-func (p *Plan) lat(t time.Duration, f func(w *lockWorld)) {
+func (p *plan) lat(t time.Duration, f func(w *lockWorld)) {
 	p.lockActions = append(p.lockActions, lockAction{at: t, f: f})
 }
 
@@ -78,8 +78,8 @@ type lockAction struct {
 // lockWorld is one run of a lock scenario.
 type lockWorld struct {
 	sc     *Scenario
-	plan   *Plan
-	lp     *LockPlan
+	plan   *plan
+	lp     *lockPlan
 	opt    Options
 	seed   uint64
 	rng    *rand.Rand // the store's draws: latency and faults
@@ -115,7 +115,7 @@ type register struct {
 
 type lnode struct {
 	w      *lockWorld
-	spec   *NodeSpec
+	spec   *nodeSpec
 	clk    clock
 	timing election.Timing
 	rng    *rand.Rand // the client program's draws

@@ -15,7 +15,7 @@ type Scenario struct {
 	Summary string
 	locks   bool // its nodes run lock clients (LockPlan), not Candidates
 	standby bool // its Candidates run with a standby (the fast tier models it)
-	build   func(p *Plan, r *rand.Rand)
+	build   func(p *plan, r *rand.Rand)
 }
 
 // Locks reports whether the scenario runs lock clients rather than
@@ -28,23 +28,23 @@ func (s *Scenario) Locks() bool { return s.locks }
 // need UDP, which a synctest bubble cannot wait on).
 func (s *Scenario) FastOnly() bool { return s.locks || s.standby }
 
-// Plan is what a Scenario draws for one seed: the nodes, the store, the
+// plan is what a Scenario draws for one seed: the nodes, the store, the
 // actions over time, and the invariants the run must keep.
-type Plan struct {
-	Nodes    []*NodeSpec
+type plan struct {
+	Nodes    []*nodeSpec
 	Duration time.Duration // when the shutdown of every instance begins
-	Latency  Latency       // the store's latency while healthy
-	Faults   Faults        // the store's standing faults
+	Latency  latency       // the store's latency while healthy
+	Faults   faults        // the store's standing faults
 	Work     time.Duration // the leader acts this often
 	Act      time.Duration // from its check of the term to its write
-	Slow     *Slow         // slow callbacks; nil: every callback is quick
+	Slow     *slow         // slow callbacks; nil: every callback is quick
 	Requires Set           // invariants the run must keep
 	// Failover: crashes expect a new leader within the failover bound. Off
 	// where answers may be lost or writes delayed: the bound assumes
 	// latency bounded by Latency.Bound().
 	Failover bool
 	// Locks: what the lock clients of a lock scenario do.
-	Locks *LockPlan
+	Locks *lockPlan
 	// StaleReads: followers poll with reads a stale answer may serve (as
 	// with DynamoDB's eventually consistent GetItem); Faults.StalePPM
 	// says how many are.
@@ -52,16 +52,16 @@ type Plan struct {
 	// Wake: with a standby (the nodes' Timing.ColdPollInterval), a leader
 	// that releases wakes the standby, over a network with these faults;
 	// nil: no wake-ups.
-	Wake *WakeFaults
+	Wake *wakeFaults
 
 	actions     []action
 	lockActions []lockAction
 }
 
-// WakeFaults are the faults of the network that carries wake-ups, in parts
+// wakeFaults are the faults of the network that carries wake-ups, in parts
 // per million: lost, duplicated, and delayed by up to DelayMax beyond the
 // store's latency.
-type WakeFaults struct {
+type wakeFaults struct {
 	LossPPM, DupPPM, DelayPPM int
 	DelayMax                  time.Duration
 }
@@ -71,8 +71,8 @@ type action struct {
 	f  func(w *world)
 }
 
-// NodeSpec describes a host and the Candidates that run on it.
-type NodeSpec struct {
+// nodeSpec describes a host and the Candidates that run on it.
+type nodeSpec struct {
 	Name       string
 	Start      time.Duration   // when its first process starts; negative: not by itself
 	MonoOffset time.Duration   // monotonic reading at true time zero
@@ -81,8 +81,8 @@ type NodeSpec struct {
 	Timing     election.Timing // zero fields take their defaults
 }
 
-// Slow makes callbacks slow: one call in OneIn takes up to the given time.
-type Slow struct {
+// slow makes callbacks slow: one call in OneIn takes up to the given time.
+type slow struct {
 	OneIn   int
 	Cleanup time.Duration // OnElected, after its context is done
 	Demoted time.Duration // OnDemoted
@@ -124,11 +124,11 @@ func (in *instance) slow(k slowKind) time.Duration {
 	return uniform(r, time.Millisecond, most)
 }
 
-func (p *Plan) at(t time.Duration, f func(w *world)) {
+func (p *plan) at(t time.Duration, f func(w *world)) {
 	p.actions = append(p.actions, action{at: t, f: f})
 }
 
-func (s *Scenario) plan(seed uint64) *Plan {
+func (s *Scenario) plan(seed uint64) *plan {
 	h := fnv.New64a()
 	h.Write([]byte(s.Name))
 	r := rand.New(rand.NewPCG(seed, h.Sum64()))
@@ -143,12 +143,12 @@ func (s *Scenario) plan(seed uint64) *Plan {
 // within 50ms, and a healthy store whose answers take 0.5 to 10ms, with
 // one in 50 up to 200ms.
 var (
-	healthyLatency = Latency{Min: 500 * time.Microsecond, Max: 10 * time.Millisecond, TailOneIn: 50, TailMax: 200 * time.Millisecond}
+	healthyLatency = latency{Min: 500 * time.Microsecond, Max: 10 * time.Millisecond, TailOneIn: 50, TailMax: 200 * time.Millisecond}
 	rhoPPB         = ppbOf(0.001) // tenure.DefaultMaxDrift
 )
 
-func defaultPlan(r *rand.Rand, nodes int) *Plan {
-	p := &Plan{
+func defaultPlan(r *rand.Rand, nodes int) *plan {
+	p := &plan{
 		Duration: 5 * time.Minute,
 		Latency:  healthyLatency,
 		Work:     time.Second,
@@ -162,9 +162,9 @@ func defaultPlan(r *rand.Rand, nodes int) *Plan {
 	return p
 }
 
-func newNodeSpec(r *rand.Rand, name string) *NodeSpec {
+func newNodeSpec(r *rand.Rand, name string) *nodeSpec {
 	boot := uniform(r, -time.Hour, time.Hour)
-	return &NodeSpec{
+	return &nodeSpec{
 		Name:       name,
 		Start:      uniform(r, 0, 2*time.Second),
 		MonoOffset: boot,
@@ -174,7 +174,7 @@ func newNodeSpec(r *rand.Rand, name string) *NodeSpec {
 }
 
 // skew sets n's wall clock to run s ahead of true time (behind if s < 0).
-func (n *NodeSpec) skew(s time.Duration) {
+func (n *nodeSpec) skew(s time.Duration) {
 	n.WallOffset = s - n.MonoOffset
 }
 

@@ -14,19 +14,19 @@ var leaderScenarios = []*Scenario{
 	{
 		Name:    "steady-state",
 		Summary: "a healthy store for ten minutes: one term throughout",
-		build:   func(p *Plan, r *rand.Rand) { p.Duration = 10 * minute },
+		build:   func(p *plan, r *rand.Rand) { p.Duration = 10 * minute },
 	},
 	{
 		Name:    "leader-crash",
 		Summary: "the leader crashes three times; a new leader within the failover bound each time",
-		build: func(p *Plan, r *rand.Rand) {
+		build: func(p *plan, r *rand.Rand) {
 			crashLeaders(p, r, uniform(r, 30*second, 60*second))
 		},
 	},
 	{
 		Name:    "graceful-release",
 		Summary: "the leader shuts down three times; its release hands over within a poll interval",
-		build: func(p *Plan, r *rand.Rand) {
+		build: func(p *plan, r *rand.Rand) {
 			t := uniform(r, 20*second, 40*second)
 			for range 3 {
 				stopLeader(p, t, uniform(r, 5*second, 15*second))
@@ -38,7 +38,7 @@ var leaderScenarios = []*Scenario{
 	{
 		Name:    "constant-skew",
 		Summary: "wall clocks 20 to 40s apart; the most advanced node joins late; leaders crash",
-		build: func(p *Plan, r *rand.Rand) {
+		build: func(p *plan, r *rand.Rand) {
 			skews := []time.Duration{-40 * second, -20 * second, 0, 20 * second, 40 * second}
 			r.Shuffle(len(skews), func(i, j int) { skews[i], skews[j] = skews[j], skews[i] })
 			for i, n := range p.Nodes {
@@ -55,7 +55,7 @@ var leaderScenarios = []*Scenario{
 	{
 		Name:    "ntp-step",
 		Summary: "wall clocks of the leader and of followers are stepped by 30s to 2min",
-		build: func(p *Plan, r *rand.Rand) {
+		build: func(p *plan, r *rand.Rand) {
 			t := uniform(r, 30*second, 60*second)
 			back := -uniform(r, 30*second, 2*minute)
 			p.at(t, func(w *world) { stepLeader(w, back) })
@@ -84,7 +84,7 @@ var leaderScenarios = []*Scenario{
 	{
 		Name:    "gc-pause",
 		Summary: "the leader pauses between its check and its write for 20 to 60s, then writes as a zombie",
-		build: func(p *Plan, r *rand.Rand) {
+		build: func(p *plan, r *rand.Rand) {
 			t := uniform(r, 20*second, 40*second)
 			long := uniform(r, 20*second, 60*second)
 			pauseAtCheck(p, t, long)
@@ -97,7 +97,7 @@ var leaderScenarios = []*Scenario{
 	{
 		Name:    "vm-suspend",
 		Summary: "the leader's VM is suspended 1 to 4min between a check and a write: its monotonic clock stops, its wall clock is stepped on resume",
-		build: func(p *Plan, r *rand.Rand) {
+		build: func(p *plan, r *rand.Rand) {
 			t := uniform(r, 20*second, 60*second)
 			d := uniform(r, minute, 4*minute)
 			p.atLeader(t, "suspend", func(w *world, l *instance) {
@@ -115,7 +115,7 @@ var leaderScenarios = []*Scenario{
 	{
 		Name:    "leader-cut-off",
 		Summary: "the leader loses the store for 20 to 90s while it keeps running",
-		build: func(p *Plan, r *rand.Rand) {
+		build: func(p *plan, r *rand.Rand) {
 			t := uniform(r, 30*second, 60*second)
 			for range 2 {
 				d := uniform(r, 20*second, 90*second)
@@ -133,8 +133,8 @@ var leaderScenarios = []*Scenario{
 	{
 		Name:    "long-tail-latency",
 		Summary: "one request in 8 takes up to 8s (OpTimeout is 2s): abandoned calls, writes that land late",
-		build: func(p *Plan, r *rand.Rand) {
-			p.Latency = Latency{Min: time.Millisecond, Max: 50 * time.Millisecond, TailOneIn: 8, TailMax: 8 * second}
+		build: func(p *plan, r *rand.Rand) {
+			p.Latency = latency{Min: time.Millisecond, Max: 50 * time.Millisecond, TailOneIn: 8, TailMax: 8 * second}
 			p.Failover = false
 			crashLeader(p, uniform(r, 60*second, 120*second), 20*second, false)
 			healAt(p, 4*minute)
@@ -143,8 +143,8 @@ var leaderScenarios = []*Scenario{
 	{
 		Name:    "lost-renewal-response",
 		Summary: "30 to 60% of renewals apply but their answer is lost (or a reset)",
-		build: func(p *Plan, r *rand.Rand) {
-			p.Faults = Faults{LostRenewPPM: int(uniform(r, 300_000, 600_000)), LostAsErrorPPM: 500_000}
+		build: func(p *plan, r *rand.Rand) {
+			p.Faults = faults{LostRenewPPM: int(uniform(r, 300_000, 600_000)), LostAsErrorPPM: 500_000}
 			p.Failover = false
 			crashLeader(p, uniform(r, 100*second, 150*second), 20*second, false)
 			healAt(p, 4*minute)
@@ -153,8 +153,8 @@ var leaderScenarios = []*Scenario{
 	{
 		Name:    "lost-takeover-response",
 		Summary: "50 to 90% of takeovers apply but their answer is lost (or a reset); leaders crash often",
-		build: func(p *Plan, r *rand.Rand) {
-			p.Faults = Faults{LostTakeoverPPM: int(uniform(r, 500_000, 900_000)), LostAsErrorPPM: 500_000}
+		build: func(p *plan, r *rand.Rand) {
+			p.Faults = faults{LostTakeoverPPM: int(uniform(r, 500_000, 900_000)), LostAsErrorPPM: 500_000}
 			p.Failover = false
 			for t := uniform(r, 30*second, 40*second); t < 3*minute; t += uniform(r, 40*second, 60*second) {
 				crashLeader(p, t, uniform(r, 5*second, 20*second), r.IntN(2) == 0)
@@ -165,8 +165,8 @@ var leaderScenarios = []*Scenario{
 	{
 		Name:    "delayed-write",
 		Summary: "10 to 30% of writes land up to 20s after their writer gave up on them",
-		build: func(p *Plan, r *rand.Rand) {
-			p.Faults = Faults{DelayPutPPM: int(uniform(r, 100_000, 300_000)), DelayMax: 20 * second}
+		build: func(p *plan, r *rand.Rand) {
+			p.Faults = faults{DelayPutPPM: int(uniform(r, 100_000, 300_000)), DelayMax: 20 * second}
 			p.Failover = false
 			for t := uniform(r, 40*second, 60*second); t < 3*minute; t += uniform(r, 50*second, 70*second) {
 				crashLeader(p, t, uniform(r, 5*second, 20*second), false)
@@ -177,8 +177,8 @@ var leaderScenarios = []*Scenario{
 	{
 		Name:    "simultaneous-takeover",
 		Summary: "identical clocks and latencies: every node starts, and later restarts, at the same instant",
-		build: func(p *Plan, r *rand.Rand) {
-			p.Latency = Latency{Min: 5 * time.Millisecond, Max: 5 * time.Millisecond}
+		build: func(p *plan, r *rand.Rand) {
+			p.Latency = latency{Min: 5 * time.Millisecond, Max: 5 * time.Millisecond}
 			for _, n := range p.Nodes {
 				n.PPB, n.Start = 0, 0
 			}
@@ -213,7 +213,7 @@ var leaderScenarios = []*Scenario{
 	{
 		Name:    "partition-flapping",
 		Summary: "every node loses and regains the store at random, for 0.5 to 15s at a time",
-		build: func(p *Plan, r *rand.Rand) {
+		build: func(p *plan, r *rand.Rand) {
 			for i := range p.Nodes {
 				for t := uniform(r, 0, 10*second); t < 4*minute; {
 					d := uniform(r, 500*time.Millisecond, 15*second)
@@ -228,14 +228,14 @@ var leaderScenarios = []*Scenario{
 	{
 		Name:    "store-brownout",
 		Summary: "two to four spells of 10 to 40s: requests take up to 5s and 30 to 70% fail",
-		build: func(p *Plan, r *rand.Rand) {
+		build: func(p *plan, r *rand.Rand) {
 			t := uniform(r, 20*second, 40*second)
 			for i := 0; i < 2+r.IntN(3) && t < 3*minute+30*second; i++ {
 				d := uniform(r, 10*second, 40*second)
 				errs := int(uniform(r, 300_000, 700_000))
 				p.at(t, func(w *world) {
 					w.fault("", "store brownout begins")
-					w.store.lat = Latency{Min: 100 * time.Millisecond, Max: 1500 * time.Millisecond, TailOneIn: 4, TailMax: 5 * second}
+					w.store.lat = latency{Min: 100 * time.Millisecond, Max: 1500 * time.Millisecond, TailOneIn: 4, TailMax: 5 * second}
 					w.store.f.ErrorPPM = errs
 				})
 				p.at(t+d, func(w *world) { w.endBrownout() })
@@ -247,7 +247,7 @@ var leaderScenarios = []*Scenario{
 	{
 		Name:    "restart-same-identity",
 		Summary: "the leader crashes and comes back with the same ID, before its lease ran out, or at once with a renewal on the wire",
-		build: func(p *Plan, r *rand.Rand) {
+		build: func(p *plan, r *rand.Rand) {
 			t := uniform(r, 30*second, 60*second)
 			crashLeader(p, t, uniform(r, 100*time.Millisecond, 5*second), false)
 			t += uniform(r, 60*second, 90*second)
@@ -266,7 +266,7 @@ var leaderScenarios = []*Scenario{
 	{
 		Name:    "mixed-ttl",
 		Summary: "nodes ask for leases of 2s to 30s; followers wait out the holder's, not their own",
-		build: func(p *Plan, r *rand.Rand) {
+		build: func(p *plan, r *rand.Rand) {
 			ttls := []time.Duration{2 * second, 5 * second, 10 * second, 20 * second, 30 * second}
 			r.Shuffle(len(ttls), func(i, j int) { ttls[i], ttls[j] = ttls[j], ttls[i] })
 			for i, n := range p.Nodes {
@@ -281,8 +281,8 @@ var leaderScenarios = []*Scenario{
 	{
 		Name:    "slow-callbacks",
 		Summary: "half the callbacks take seconds (OnElected's cleanup up to 20s); leaders crash, are cut off and stop",
-		build: func(p *Plan, r *rand.Rand) {
-			p.Slow = &Slow{OneIn: 2, Cleanup: 20 * second, Demoted: 5 * second, Leader: 15 * second}
+		build: func(p *plan, r *rand.Rand) {
+			p.Slow = &slow{OneIn: 2, Cleanup: 20 * second, Demoted: 5 * second, Leader: 15 * second}
 			t := uniform(r, 40*second, 60*second)
 			crashLeader(p, t, 10*second, false)
 			t += uniform(r, 50*second, 70*second)
@@ -309,8 +309,8 @@ var leaderScenarios = []*Scenario{
 	{
 		Name:    "stop-during-renewal",
 		Summary: "the leader shuts down just after sending a renewal, half of whose answers are lost",
-		build: func(p *Plan, r *rand.Rand) {
-			p.Faults = Faults{LostRenewPPM: 500_000, LostAsErrorPPM: 300_000}
+		build: func(p *plan, r *rand.Rand) {
+			p.Faults = faults{LostRenewPPM: 500_000, LostAsErrorPPM: 300_000}
 			t := uniform(r, 20*second, 40*second)
 			for range 3 {
 				p.atLeader(t, "stop", func(w *world, l *instance) {
@@ -335,7 +335,7 @@ var leaderScenarios = []*Scenario{
 	{
 		Name:    "record-lost",
 		Summary: "the lease record vanishes four times under a live leader: at random, during a pause of the leader, right after a renewal",
-		build: func(p *Plan, r *rand.Rand) {
+		build: func(p *plan, r *rand.Rand) {
 			t := uniform(r, 20*second, 40*second)
 			for range 4 {
 				switch r.IntN(3) {
@@ -372,7 +372,7 @@ var leaderScenarios = []*Scenario{
 	{
 		Name:    "foreign-restore",
 		Summary: "an older record (a restored backup), released or held, is written back three times under a live leader",
-		build: func(p *Plan, r *rand.Rand) {
+		build: func(p *plan, r *rand.Rand) {
 			// A graceful handoff first, so that there is a released record
 			// to write back: one that followers would take at once.
 			p.at(uniform(r, 15*second, 25*second), func(w *world) {
@@ -394,7 +394,7 @@ var leaderScenarios = []*Scenario{
 
 // crashLeader crashes whoever leads at t and, unless restart is negative,
 // starts a new process on its node that much later.
-func crashLeader(p *Plan, t, restart time.Duration, newID bool) {
+func crashLeader(p *plan, t, restart time.Duration, newID bool) {
 	p.atLeader(t, "crash", func(w *world, l *instance) {
 		w.crash(l)
 		if w.plan.Failover {
@@ -407,7 +407,7 @@ func crashLeader(p *Plan, t, restart time.Duration, newID bool) {
 }
 
 // crashLeaders crashes the leader three times from t on, 60 to 90s apart.
-func crashLeaders(p *Plan, r *rand.Rand, t time.Duration) {
+func crashLeaders(p *plan, r *rand.Rand, t time.Duration) {
 	for range 3 {
 		crashLeader(p, t, uniform(r, 10*second, 40*second), r.IntN(2) == 0)
 		t += uniform(r, 60*second, 90*second)
@@ -417,7 +417,7 @@ func crashLeaders(p *Plan, r *rand.Rand, t time.Duration) {
 
 // atLeader runs f on the leader at true time t; with none, the trace says
 // there was no leader to act on.
-func (p *Plan) atLeader(t time.Duration, act string, f func(w *world, l *instance)) {
+func (p *plan) atLeader(t time.Duration, act string, f func(w *world, l *instance)) {
 	p.at(t, func(w *world) {
 		if l := w.leader(); l != nil {
 			f(w, l)
@@ -429,7 +429,7 @@ func (p *Plan) atLeader(t time.Duration, act string, f func(w *world, l *instanc
 
 // stopLeader shuts the leader down at t and restarts it back later; a new
 // leader is expected within the handoff bound.
-func stopLeader(p *Plan, t, back time.Duration) {
+func stopLeader(p *plan, t, back time.Duration) {
 	p.atLeader(t, "stop", func(w *world, l *instance) {
 		bound := w.handoffBound(l)
 		w.stop(l)
@@ -448,7 +448,7 @@ func restartLater(w *world, n *node, d time.Duration, newID bool) {
 
 // healAt ends every fault at t and leaves time for a leader to emerge and
 // be seen by all.
-func healAt(p *Plan, t time.Duration) {
+func healAt(p *plan, t time.Duration) {
 	var ttl time.Duration
 	for _, n := range p.Nodes {
 		ttl = max(ttl, n.Timing.LeaseDuration, 10*second)
@@ -460,7 +460,7 @@ func healAt(p *Plan, t time.Duration) {
 	p.Duration = t + 4*ttl + 90*second
 }
 
-func pauseAtCheck(p *Plan, t, d time.Duration) {
+func pauseAtCheck(p *plan, t, d time.Duration) {
 	p.atLeader(t, "pause", func(w *world, l *instance) {
 		w.arm(l, hookCheck, func() {
 			w.pause(l, d, false)
@@ -506,12 +506,12 @@ func stepFollower(w *world, k int, d time.Duration) {
 // contender whose clock also runs fast. A cut-off lasts until just past the
 // takeover, and the next one follows once the new leader renews; the run
 // ends a little after the last.
-func driftProbe(factor int64) func(p *Plan, r *rand.Rand) {
-	return func(p *Plan, r *rand.Rand) {
+func driftProbe(factor int64) func(p *plan, r *rand.Rand) {
+	return func(p *plan, r *rand.Rand) {
 		// A cut-off needs 13s, and a takeover's bound ends within 15s of it.
 		const cuts, readWithin, end = 4, 8 * time.Millisecond, 200 * second
 		rate := factor * rhoPPB
-		p.Latency = Latency{Min: 50 * time.Microsecond, Max: 500 * time.Microsecond}
+		p.Latency = latency{Min: 50 * time.Microsecond, Max: 500 * time.Microsecond}
 		p.Nodes = p.Nodes[:3]
 		for i, n := range p.Nodes {
 			n.Timing.Margin = time.Microsecond
@@ -579,7 +579,7 @@ func driftProbe(factor int64) func(p *Plan, r *rand.Rand) {
 // latency and faults, and a stream of crashes, restarts, pauses,
 // partitions, brownouts, shutdowns, clock steps and rate changes. Then
 // everything heals, and one leader must emerge and stay.
-func swarm(p *Plan, r *rand.Rand) {
+func swarm(p *plan, r *rand.Rand) {
 	leases := []time.Duration{time.Second, 2 * second, 5 * second, 10 * second, 30 * second}
 	p.Nodes = p.Nodes[:0]
 	same := leases[r.IntN(len(leases))]
@@ -595,7 +595,7 @@ func swarm(p *Plan, r *rand.Rand) {
 		p.Nodes = append(p.Nodes, n)
 	}
 	lo := uniform(r, 100*time.Microsecond, 5*time.Millisecond)
-	p.Latency = Latency{Min: lo, Max: uniform(r, lo, 100*time.Millisecond)}
+	p.Latency = latency{Min: lo, Max: uniform(r, lo, 100*time.Millisecond)}
 	if r.IntN(2) == 0 {
 		p.Latency.TailOneIn, p.Latency.TailMax = 5+r.IntN(200), uniform(r, p.Latency.Max, 5*second)
 	}
@@ -605,7 +605,7 @@ func swarm(p *Plan, r *rand.Rand) {
 		}
 		return r.IntN(most + 1)
 	}
-	p.Faults = Faults{
+	p.Faults = faults{
 		ErrorPPM:         ppm(300_000),
 		LostRenewPPM:     ppm(500_000),
 		LostTakeoverPPM:  ppm(500_000),
@@ -615,7 +615,7 @@ func swarm(p *Plan, r *rand.Rand) {
 		PlainConflictPPM: r.IntN(1_000_001),
 	}
 	if r.IntN(3) == 0 {
-		p.Slow = &Slow{OneIn: 1 + r.IntN(5), Cleanup: uniform(r, 0, 10*second), Demoted: uniform(r, 0, 5*second), Leader: uniform(r, 0, 5*second)}
+		p.Slow = &slow{OneIn: 1 + r.IntN(5), Cleanup: uniform(r, 0, 10*second), Demoted: uniform(r, 0, 5*second), Leader: uniform(r, 0, 5*second)}
 	}
 	pauses := r.IntN(3) == 0    // process pauses: zombies may overlap (I1)
 	unbounded := r.IntN(8) == 0 // VM suspends and clocks beyond ρ (I1, I2)
@@ -632,7 +632,7 @@ func swarm(p *Plan, r *rand.Rand) {
 	healAt(p, chaos)
 }
 
-func swarmAction(p *Plan, r *rand.Rand, t time.Duration, pauses, unbounded bool) {
+func swarmAction(p *plan, r *rand.Rand, t time.Duration, pauses, unbounded bool) {
 	k := r.IntN(1 << 20)
 	d := uniform(r, 100*time.Millisecond, 30*second)
 	pick := func(w *world) *instance {
@@ -693,7 +693,7 @@ func swarmAction(p *Plan, r *rand.Rand, t time.Duration, pauses, unbounded bool)
 				return
 			}
 			w.fault("", "store brownout begins")
-			w.store.lat = Latency{Min: 50 * time.Millisecond, Max: second, TailOneIn: 4, TailMax: 6 * second}
+			w.store.lat = latency{Min: 50 * time.Millisecond, Max: second, TailOneIn: 4, TailMax: 6 * second}
 			w.store.f.ErrorPPM = errs
 		})
 		p.at(t+d, func(w *world) { w.endBrownout() })

@@ -15,7 +15,7 @@ var standbyScenarios = []*Scenario{
 		Name:    "standby-leader-crash",
 		Summary: "with a standby: the leader crashes three times; the standby takes over within the failover bound",
 		standby: true,
-		build: func(p *Plan, r *rand.Rand) {
+		build: func(p *plan, r *rand.Rand) {
 			withStandby(p)
 			crashLeaders(p, r, uniform(r, 40*second, 60*second))
 		},
@@ -24,7 +24,7 @@ var standbyScenarios = []*Scenario{
 		Name:    "standby-crash",
 		Summary: "the standby crashes, and the leader 0 to 40s later: a cold follower takes over within the cold bound, and another becomes the standby",
 		standby: true,
-		build: func(p *Plan, r *rand.Rand) {
+		build: func(p *plan, r *rand.Rand) {
 			withStandby(p)
 			t := uniform(r, 40*second, 60*second)
 			for range 2 {
@@ -42,7 +42,7 @@ var standbyScenarios = []*Scenario{
 		Name:    "standby-pause",
 		Summary: "the standby pauses 30 to 90s, past its record's lease, and the leader crashes meanwhile: cold followers take over; the resumed standby steps aside",
 		standby: true,
-		build: func(p *Plan, r *rand.Rand) {
+		build: func(p *plan, r *rand.Rand) {
 			withStandby(p)
 			t := uniform(r, 40*second, 60*second)
 			for range 2 {
@@ -58,9 +58,9 @@ var standbyScenarios = []*Scenario{
 		Name:    "wake-handoff",
 		Summary: "a leader that shuts down wakes the standby, which takes over within a few round trips, five times",
 		standby: true,
-		build: func(p *Plan, r *rand.Rand) {
+		build: func(p *plan, r *rand.Rand) {
 			withStandby(p)
-			p.Wake = &WakeFaults{}
+			p.Wake = &wakeFaults{}
 			releaseLeader(p, r, 5)
 		},
 	},
@@ -68,16 +68,16 @@ var standbyScenarios = []*Scenario{
 		Name:    "wake-faults",
 		Summary: "wake-ups lost (up to half), duplicated and delayed up to 5s: every handoff still within the release bound",
 		standby: true,
-		build: func(p *Plan, r *rand.Rand) {
+		build: func(p *plan, r *rand.Rand) {
 			withStandby(p)
-			p.Wake = &WakeFaults{LossPPM: r.IntN(500_000), DupPPM: 300_000, DelayPPM: 300_000, DelayMax: 5 * second}
+			p.Wake = &wakeFaults{LossPPM: r.IntN(500_000), DupPPM: 300_000, DelayPPM: 300_000, DelayMax: 5 * second}
 			releaseLeader(p, r, 5)
 		},
 	},
 }
 
 // withStandby turns the standby on for every node: cold polls of 20s.
-func withStandby(p *Plan) {
+func withStandby(p *plan) {
 	for _, n := range p.Nodes {
 		n.Timing.ColdPollInterval = 20 * second
 	}
@@ -87,7 +87,7 @@ func withStandby(p *Plan) {
 // restarts it 5 to 15s later. A handoff is expected within the wake-up
 // bound where a standby reads and wake-ups cross a clean network, and
 // within the release bound otherwise (world.handoffBound).
-func releaseLeader(p *Plan, r *rand.Rand, n int) {
+func releaseLeader(p *plan, r *rand.Rand, n int) {
 	t := uniform(r, 40*second, 60*second)
 	for range n {
 		stopLeader(p, t, uniform(r, 5*second, 15*second))
@@ -97,7 +97,7 @@ func releaseLeader(p *Plan, r *rand.Rand, n int) {
 }
 
 // atStandby does f to the standby at t, if there is one.
-func atStandby(p *Plan, t time.Duration, what string, f func(w *world, s *instance)) {
+func atStandby(p *plan, t time.Duration, what string, f func(w *world, s *instance)) {
 	p.at(t, func(w *world) {
 		if s := w.standby(); s != nil {
 			f(w, s)
@@ -112,7 +112,7 @@ var staleScenarios = []*Scenario{
 	{
 		Name:    "stale-reads",
 		Summary: "30 to 70% of followers' polls return the record as it was up to 0.5 to 3s before; leaders crash and shut down",
-		build: func(p *Plan, r *rand.Rand) {
+		build: func(p *plan, r *rand.Rand) {
 			p.StaleReads = true
 			p.Faults.StalePPM = 300_000 + r.IntN(400_000)
 			p.Faults.StaleMax = uniform(r, 500*time.Millisecond, 3*second)

@@ -19,9 +19,9 @@ var (
 	ErrReset = errors.New("sim: connection reset after the request was sent")
 )
 
-// Faults are the store's standing faults; probabilities are in parts per
+// faults are the store's standing faults; probabilities are in parts per
 // million of requests.
-type Faults struct {
+type faults struct {
 	ErrorPPM         int           // requests refused before they are applied
 	LostRenewPPM     int           // renewals applied whose answer is lost
 	LostTakeoverPPM  int           // takeovers applied whose answer is lost
@@ -82,8 +82,8 @@ type reply struct {
 // instant it arrives.
 type store struct {
 	w           *world
-	lat         Latency
-	f           Faults
+	lat         latency
+	f           faults
 	exists      bool
 	rec         lease.Record
 	ver         lease.Version
@@ -138,7 +138,7 @@ func (s *store) staleState(lag time.Duration) (bool, lease.Record, lease.Version
 	return s.exists, s.rec, s.ver
 }
 
-func newStore(w *world, lat Latency, f Faults) *store {
+func newStore(w *world, lat latency, f faults) *store {
 	return &store{w: w, lat: lat, f: f, lostAt: -1, readAt: -1}
 }
 

@@ -27,7 +27,7 @@ const endCap = 10 * time.Minute
 // in how the scheduler lets it settle after each event.
 type world struct {
 	sc   *Scenario
-	plan *Plan
+	plan *plan
 	opt  Options
 	seed uint64
 	rng  *rand.Rand // the scheduler's draws (latency, faults), in event order
@@ -70,7 +70,7 @@ type world struct {
 // processes (instances) that run on it.
 type node struct {
 	Name   string
-	spec   *NodeSpec
+	spec   *nodeSpec
 	clk    clock
 	epoch  uint32    // bumped at every change of rate: older timer events are stale
 	timers []*timer  // scheduled, not yet fired; timer.slot indexes it
@@ -821,7 +821,7 @@ func (w *world) heal() {
 	w.fault("", "heal: faults end")
 	w.healed = true
 	w.triggers = nil // a pause armed for the next check would come after
-	w.store.lat, w.store.f = healthyLatency, Faults{}
+	w.store.lat, w.store.f = healthyLatency, faults{}
 	for _, n := range w.nodes {
 		w.cutOff(n, false)
 		if cur := n.cur; cur != nil && cur.paused {
@@ -1023,7 +1023,7 @@ func (w *world) wakeBound() time.Duration {
 // handoffBound is releaseBound, or wakeBound where a standby reads and
 // wake-ups cross a clean network.
 func (w *world) handoffBound(in *instance) time.Duration {
-	if wf := w.plan.Wake; wf != nil && *wf == (WakeFaults{}) && w.hotStandbyBesides(in) {
+	if wf := w.plan.Wake; wf != nil && *wf == (wakeFaults{}) && w.hotStandbyBesides(in) {
 		return w.wakeBound()
 	}
 	return w.releaseBound(in)
@@ -1106,7 +1106,7 @@ func (n *node) clockString(now time.Duration) string {
 
 // timing returns the timings of a process on the node, every default
 // filled in and checked.
-func (s *NodeSpec) timing() election.Timing {
+func (s *nodeSpec) timing() election.Timing {
 	t := s.Timing.WithDefaults()
 	if err := t.Validate(); err != nil {
 		panic(fmt.Sprintf("sim: node %s: %v", s.Name, err)) // scenarios are fixed code
@@ -1114,7 +1114,7 @@ func (s *NodeSpec) timing() election.Timing {
 	return t
 }
 
-func (s *NodeSpec) maxDrift() float64 { return s.Timing.WithDefaults().MaxDrift }
+func (s *nodeSpec) maxDrift() float64 { return s.Timing.WithDefaults().MaxDrift }
 
 // machineRand seeds an instance's Candidate: distinct per instance, the
 // same in both tiers.
