@@ -109,7 +109,8 @@
 // Anything else is a *lease.RecordError (matching lease.ErrInvalidRecord) that
 // names the lease and the field, and no version, so a caller cannot overwrite
 // the object by CAS either: a bad object stops the lease until a person
-// replaces it (with a valid record, or by deleting it), and is never taken
+// replaces it (with a valid record, or by deleting it: tenure release --force
+// NAME does), and is never taken
 // over silently. The rules, with the RecordError Field each break gives:
 //
 //   - "body": the object is over MaxObjectSize (8 KiB). A Content-Length over

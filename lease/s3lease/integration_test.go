@@ -232,19 +232,19 @@ func goodBody(t *testing.T, old, new string) []byte {
 }
 
 func TestIntegrationBadRecordNotJSON(t *testing.T) {
-	badRecordCase(t, []byte("holder=h token=7\n"), "json", "not JSON")
+	badRecordCase(t, []byte("holder=h token=7\n"), "json", "not a JSON object")
 }
 
 func TestIntegrationBadRecordNotAnObject(t *testing.T) {
-	badRecordCase(t, []byte(`["h",7]`), "json", "want a JSON object")
+	badRecordCase(t, []byte(`["h",7]`), "json", "not a JSON object")
 }
 
 func TestIntegrationBadRecordTokenAsString(t *testing.T) {
-	badRecordCase(t, goodBody(t, `"token":7`, `"token":"7"`), "token", `the string "7"`)
+	badRecordCase(t, goodBody(t, `"token":7`, `"token":"7"`), "token", `is "7", want an integer`)
 }
 
 func TestIntegrationBadRecordDurationAsString(t *testing.T) {
-	badRecordCase(t, goodBody(t, `"duration_ns":10000000000`, `"duration_ns":"10s"`), "duration", `the string "10s"`)
+	badRecordCase(t, goodBody(t, `"duration_ns":10000000000`, `"duration_ns":"10s"`), "duration", `is "10s", want an integer`)
 }
 
 func TestIntegrationBadRecordNegativeDuration(t *testing.T) {

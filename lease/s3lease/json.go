@@ -91,113 +91,65 @@ func encodeRecord(rec lease.Record, writeID string) []byte {
 	return b.Bytes()
 }
 
-// composite stands for an object or array value, which no field may hold.
-type composite string
-
-// decodeRecord parses a lease object strictly: it must be one JSON object with
-// "v" equal to SchemaVersion, every required field present once with the right
-// type, no other keys (matched exactly, case included), and the record it
-// describes must pass lease.Record.Validate. Anything else is a
-// *lease.RecordError naming the lease and the field ("json" when the body is not
-// a JSON object at all or holds a key the schema does not know).
+// decodeRecord parses a lease object strictly: one JSON object, "v" equal
+// to SchemaVersion, every required key present once with a value of its
+// type, no other key (matched exactly, case included), and a record that
+// passes lease.Record.Validate. Anything else is a *lease.RecordError
+// naming the lease and the field ("json" when the body is not such an
+// object, or holds a key the schema does not know).
 //
-// Numbers are parsed from their decimal text, never through float64, so a token
-// up to 2^64-1 and a duration up to 2^63-1 ns read back exactly.
+// Numbers decode into integers, never through float64, so a token and a
+// duration read back exactly.
 func decodeRecord(name string, data []byte) (lease.Record, error) {
 	bad := func(field, format string, args ...any) (lease.Record, error) {
 		return lease.Record{}, &lease.RecordError{Name: name, Field: field, Reason: fmt.Sprintf(format, args...)}
 	}
-	if len(bytes.TrimSpace(data)) == 0 {
+	var raw map[string]json.RawMessage // the keys as written, for what a struct cannot tell
+	switch err := json.Unmarshal(data, &raw); {
+	case len(bytes.TrimSpace(data)) == 0:
 		return bad("json", "object is empty, want a JSON lease record")
+	case err != nil || raw == nil:
+		return bad("json", "not a JSON object, want a lease record: %s", short(fmt.Sprint(err)))
 	}
-	if !json.Valid(data) {
-		var v any
-		err := json.Unmarshal(data, &v) // for the offset of the syntax error
-		return bad("json", "not JSON: %v", err)
-	}
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.UseNumber()
-	tok, err := dec.Token()
-	if err != nil {
-		return bad("json", "%v", err)
-	}
-	if tok != json.Delim('{') {
-		return bad("json", "want a JSON object, got %s", describe(tok))
-	}
-
-	var vals [numFields]any
-	var seen [numFields]bool
-	var keyErr *lease.RecordError // first unknown or repeated key
-	for dec.More() {
-		kt, err := dec.Token()
-		if err != nil {
-			return bad("json", "%v", err)
-		}
-		key, _ := kt.(string) // json.Valid: object keys are strings
-		val, err := dec.Token()
-		if err != nil {
-			return bad("json", "%v", err)
-		}
-		if d, ok := val.(json.Delim); ok {
-			if val, err = skipComposite(dec, d); err != nil {
-				return bad("json", "%v", err)
-			}
-		}
-		f := fieldOf(key)
-		switch {
-		case keyErr != nil:
-		case f < 0:
-			keyErr = &lease.RecordError{Name: name, Field: "json", Reason: fmt.Sprintf("unknown key %s (schema version %d has %s; keys match exactly, case included)",
-				quoteShort(key), SchemaVersion, strings.Join(jsonKeys[:], ", "))}
-		case seen[f]:
-			keyErr = &lease.RecordError{Name: name, Field: errorFields[f], Reason: fmt.Sprintf("key %q appears more than once", key)}
-		}
-		if f >= 0 && !seen[f] {
-			seen[f] = true
-			vals[f] = val
-		}
-	}
-
-	// The schema version comes first: a record from a newer schema may hold
-	// keys this one does not know, and should be reported as such.
-	if !seen[fieldV] {
+	// The schema version first: a newer schema may hold keys this one does
+	// not know, and should be reported as such.
+	switch v := string(raw["v"]); {
+	case v == "":
 		return bad("v", `key "v" (schema version) is missing; this build reads version %d`, SchemaVersion)
+	case v != strconv.Itoa(SchemaVersion):
+		return bad("v", "schema version %s is not supported: this build reads version %d only (was the object written by a newer tenure?)", short(v), SchemaVersion)
 	}
-	vnum, ok := vals[fieldV].(json.Number)
-	if !ok {
-		return bad("v", `key "v" is %s, want the number %d`, describe(vals[fieldV]), SchemaVersion)
-	}
-	if vnum.String() != strconv.Itoa(SchemaVersion) {
-		return bad("v", "schema version %s is not supported: this build reads version %d only (was the object written by a newer tenure?)", vnum, SchemaVersion)
-	}
-	if keyErr != nil {
-		return lease.Record{}, keyErr
-	}
-	for f := range numFields {
-		if required[f] && !seen[f] {
-			return bad(errorFields[f], "key %q is missing", jsonKeys[f])
+	for key := range raw { // exactly, case included: a struct would take "Token" for "token"
+		if fieldOf(key) < 0 {
+			return bad("json", "unknown key %s (schema version %d has %s; keys match exactly, case included)", quoteShort(key), SchemaVersion, strings.Join(jsonKeys[:], ", "))
 		}
 	}
-
-	for f := range numFields {
-		if seen[f] && vals[f] == nil {
-			return bad(errorFields[f], "key %q is null, want %s", jsonKeys[f], wants[f])
+	if f := repeatedKey(data); f != "" {
+		return bad(errorField(f), "key %s appears more than once", quoteShort(f))
+	}
+	for f, key := range jsonKeys {
+		switch v, ok := raw[key]; {
+		case !ok && required[f]:
+			return bad(errorFields[f], "key %q is missing", key)
+		case string(v) == "null":
+			return bad(errorFields[f], "key %q is null, want %s", key, wants[f])
 		}
 	}
 	var w wire
-	if err := json.Unmarshal(data, &w); err != nil {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&w); err != nil {
 		var te *json.UnmarshalTypeError
-		if f := -1; errors.As(err, &te) {
-			if f = fieldOf(te.Field); f >= 0 {
-				return bad(errorFields[f], "key %q is %s, want %s", jsonKeys[f], describe(vals[f]), wants[f])
-			}
+		if errors.As(err, &te) {
+			return bad(errorField(te.Field), "key %q is %s, want %s", te.Field, short(string(raw[te.Field])), wants[fieldOf(te.Field)])
 		}
-		return bad("json", "%v", err)
+		return bad("json", "%s", short(err.Error()))
 	}
 	if w.Duration < 0 {
 		return bad("duration", `key "duration_ns" is negative: %d`, w.Duration)
 	}
 	rec := lease.Record{Holder: w.Holder, Token: w.Token, Duration: time.Duration(w.Duration), Released: w.Released, Nonce: w.Nonce}
+	var err error
 	if rec.WrittenAt, err = time.Parse(time.RFC3339Nano, w.WrittenAt); err != nil {
 		return bad("written_at", `key "written_at" is %s, want an RFC 3339 time: %v`, quoteShort(w.WrittenAt), err)
 	}
@@ -214,6 +166,33 @@ func decodeRecord(name string, data []byte) (lease.Record, error) {
 	return rec, nil
 }
 
+// repeatedKey returns a top-level key that data, a JSON object, holds more
+// than once, or "": a map or a struct keeps only one of them, and two
+// readers might keep different ones.
+func repeatedKey(data []byte) string {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	if _, err := dec.Token(); err != nil { // {
+		return ""
+	}
+	seen := map[string]bool{}
+	for dec.More() {
+		t, err := dec.Token()
+		if err != nil {
+			return ""
+		}
+		key, _ := t.(string)
+		if seen[key] {
+			return key
+		}
+		seen[key] = true
+		var skip json.RawMessage
+		if err := dec.Decode(&skip); err != nil {
+			return ""
+		}
+	}
+	return ""
+}
+
 // fieldOf returns the field a key names, or -1.
 func fieldOf(key string) int {
 	for f, k := range jsonKeys {
@@ -224,48 +203,13 @@ func fieldOf(key string) int {
 	return -1
 }
 
-// skipComposite consumes the rest of the object or array that d opened and
-// returns a composite standing for it.
-func skipComposite(dec *json.Decoder, d json.Delim) (any, error) {
-	kind := composite("an object")
-	if d == '[' {
-		kind = "an array"
+// errorField names the field of key for a *lease.RecordError: the name
+// lease.Record.Validate uses, or "json" for a key the schema lacks.
+func errorField(key string) string {
+	if f := fieldOf(key); f >= 0 {
+		return errorFields[f]
 	}
-	for depth := 1; depth > 0; {
-		tok, err := dec.Token()
-		if err != nil {
-			return nil, err
-		}
-		switch tok {
-		case json.Delim('{'), json.Delim('['):
-			depth++
-		case json.Delim('}'), json.Delim(']'):
-			depth--
-		}
-	}
-	return kind, nil
-}
-
-// describe names a JSON value for an error message.
-func describe(v any) string {
-	switch v := v.(type) {
-	case nil:
-		return "null"
-	case bool:
-		return strconv.FormatBool(v)
-	case json.Number:
-		return "the number " + short(v.String())
-	case string:
-		return "the string " + quoteShort(v)
-	case composite:
-		return string(v)
-	case json.Delim:
-		if v == '[' {
-			return "an array"
-		}
-		return "an object"
-	}
-	return fmt.Sprintf("%v", v)
+	return "json"
 }
 
 // short cuts s to 40 bytes for an error message, so that a huge hand-written

@@ -145,17 +145,17 @@ func TestDecodeRejects(t *testing.T) {
 	}{
 		{"empty", ``, "json", "empty"},
 		{"blank", " \n", "json", "empty"},
-		{"not JSON", `holder=h token=7`, "json", "not JSON"},
-		{"truncated", valid[:40], "json", "not JSON"},
-		{"trailing data", valid + `{}`, "json", "not JSON"},
-		{"array", `[1,2]`, "json", "want a JSON object, got an array"},
-		{"string", `"h"`, "json", `want a JSON object, got the string "h"`},
-		{"null", `null`, "json", "want a JSON object, got null"},
+		{"not JSON", `holder=h token=7`, "json", "not a JSON object"},
+		{"truncated", valid[:40], "json", "not a JSON object"},
+		{"trailing data", valid + `{}`, "json", "not a JSON object"},
+		{"array", `[1,2]`, "json", "not a JSON object"},
+		{"string", `"h"`, "json", "not a JSON object"},
+		{"null", `null`, "json", "not a JSON object"},
 
 		{"no version", edit(`"v":1,`, ``), "v", "missing"},
 		{"version 2", edit(`"v":1`, `"v":2`), "v", "schema version 2 is not supported"},
 		{"version 2 with new keys", edit(`"v":1`, `"v":2,"fence":{"a":1}`), "v", "schema version 2 is not supported"},
-		{"version as string", edit(`"v":1`, `"v":"1"`), "v", `the string "1"`},
+		{"version as string", edit(`"v":1`, `"v":"1"`), "v", `version "1" is not supported`},
 		{"version 1.0", edit(`"v":1`, `"v":1.0`), "v", "1.0 is not supported"},
 
 		{"unknown key", edit(`"v":1`, `"v":1,"expires":"soon"`), "json", `unknown key "expires"`},
@@ -163,24 +163,24 @@ func TestDecodeRejects(t *testing.T) {
 		{"repeated key", edit(`"token":7`, `"token":7,"token":8`), "token", "more than once"},
 
 		{"holder missing", edit(`"holder":"h",`, ``), "holder", `"holder" is missing`},
-		{"holder number", edit(`"holder":"h"`, `"holder":5`), "holder", "the number 5"},
+		{"holder number", edit(`"holder":"h"`, `"holder":5`), "holder", "is 5, want a string"},
 		{"holder null", edit(`"holder":"h"`, `"holder":null`), "holder", "null"},
 		{"holder empty", edit(`"holder":"h"`, `"holder":""`), "holder", "empty"},
 		{"holder control", edit(`"holder":"h"`, `"holder":"a\nb"`), "holder", "not printable"},
 
 		{"token missing", edit(`"token":7,`, ``), "token", `"token" is missing`},
-		{"token string", edit(`"token":7`, `"token":"7"`), "token", `the string "7"`},
+		{"token string", edit(`"token":7`, `"token":"7"`), "token", `is "7", want an integer`},
 		{"token negative", edit(`"token":7`, `"token":-7`), "token", "-7"},
 		{"token fraction", edit(`"token":7`, `"token":7.5`), "token", "7.5"},
 		{"token exponent", edit(`"token":7`, `"token":7e3`), "token", "7e3"},
 		{"token over 2^64", edit(`"token":7`, `"token":18446744073709551616`), "token", "18446744073709551616"},
 		{"token 2^63", edit(`"token":7`, `"token":9223372036854775808`), "token", "exceeds 2^63-1"},
 		{"token zero", edit(`"token":7`, `"token":0`), "token", "missing"},
-		{"token object", edit(`"token":7`, `"token":{"n":7}`), "token", "an object"},
-		{"token array", edit(`"token":7`, `"token":[7]`), "token", "an array"},
+		{"token object", edit(`"token":7`, `"token":{"n":7}`), "token", `is {"n":7}`},
+		{"token array", edit(`"token":7`, `"token":[7]`), "token", "is [7]"},
 
 		{"duration missing", edit(`"duration_ns":10000000000,`, ``), "duration", `"duration_ns" is missing`},
-		{"duration string", edit(`"duration_ns":10000000000`, `"duration_ns":"10s"`), "duration", `the string "10s"`},
+		{"duration string", edit(`"duration_ns":10000000000`, `"duration_ns":"10s"`), "duration", `is "10s", want an integer`},
 		{"duration negative", edit(`"duration_ns":10000000000`, `"duration_ns":-1`), "duration", "negative"},
 		{"duration fraction", edit(`"duration_ns":10000000000`, `"duration_ns":1.5e9`), "duration", "1.5e9"},
 		{"duration zero", edit(`"duration_ns":10000000000`, `"duration_ns":0`), "duration", "below the minimum"},
@@ -188,24 +188,24 @@ func TestDecodeRejects(t *testing.T) {
 		{"duration overflow", edit(`"duration_ns":10000000000`, `"duration_ns":9223372036854775808`), "duration", "9223372036854775808"},
 
 		{"released missing", edit(`"released":false,`, ``), "released", "missing"},
-		{"released string", edit(`"released":false`, `"released":"false"`), "released", `the string "false"`},
-		{"released number", edit(`"released":false`, `"released":0`), "released", "the number 0"},
+		{"released string", edit(`"released":false`, `"released":"false"`), "released", `is "false", want true or false`},
+		{"released number", edit(`"released":false`, `"released":0`), "released", "is 0, want true or false"},
 
 		{"nonce missing", edit(`"nonce":"n-1",`, ``), "nonce", "missing"},
-		{"nonce number", edit(`"nonce":"n-1"`, `"nonce":1`), "nonce", "the number 1"},
+		{"nonce number", edit(`"nonce":"n-1"`, `"nonce":1`), "nonce", "is 1, want a string"},
 		{"nonce empty", edit(`"nonce":"n-1"`, `"nonce":""`), "nonce", "empty"},
 
 		{"written_at missing", edit(`,"written_at":"2025-03-14T15:09:26.535897932Z"`, ``), "written_at", "missing"},
 		{"written_at not a time", edit(`"2025-03-14T15:09:26.535897932Z"`, `"yesterday"`), "written_at", "RFC 3339"},
-		{"written_at unix", edit(`"2025-03-14T15:09:26.535897932Z"`, `1741964966`), "written_at", "the number 1741964966"},
+		{"written_at unix", edit(`"2025-03-14T15:09:26.535897932Z"`, `1741964966`), "written_at", "is 1741964966, want an RFC 3339"},
 
 		{"payload not base64", edit(`"YWRkcg=="`, `"not base64!"`), "payload", "base64"},
 		{"payload unpadded", edit(`"YWRkcg=="`, `"YWRkcg"`), "payload", "base64"},
-		{"payload number", edit(`"YWRkcg=="`, `5`), "payload", "the number 5"},
+		{"payload number", edit(`"YWRkcg=="`, `5`), "payload", "is 5, want a base64 string"},
 		{"payload null", edit(`"YWRkcg=="`, `null`), "payload", "null"},
 		{"payload oversized", edit(`"YWRkcg=="`, `"`+strings.Repeat("AAAA", 342)+`"`), "payload", "1026 bytes, limit 1024"},
 
-		{"write_id number", edit(`"write_id":"00"`, `"write_id":0`), "write_id", "the number 0"},
+		{"write_id number", edit(`"write_id":"00"`, `"write_id":0`), "write_id", "is 0, want a string"},
 	}
 	for _, tt := range tests {
 		rec, err := decodeRecord("app/cron", []byte(tt.body))
