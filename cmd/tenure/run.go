@@ -264,7 +264,7 @@ func runCommand(args []string, stdout, stderr io.Writer) int {
 		return exitUsage
 	}
 	defer tel.close()
-	r := &runner{store: c.store, argv: argv, grace: c.grace, onExit: *onExit, onLost: *onLost, maxRestarts: *maxRestarts,
+	r := &runner{store: c.store, holdOff: 2 * (c.lease / 5), argv: argv, grace: c.grace, onExit: *onExit, onLost: *onLost, maxRestarts: *maxRestarts,
 		log: log, stdout: stdout, stderr: stderr, cancel: cancel, child: tel.child}
 	cand, err := tenure.New(tenure.Config{
 		Lease: name, Store: store, ID: c.id, LeaseDuration: c.lease, Payload: []byte(c.payload), Logger: log,
@@ -333,7 +333,8 @@ func (r *runner) watchStartup(ctx context.Context, d time.Duration) {
 
 // runner carries out `tenure run`'s rules in OnElected.
 type runner struct {
-	store          string // its URL
+	store          string        // its URL
+	holdOff        time.Duration // the Candidate's ResignHoldOff: 2 × its poll interval
 	argv           []string
 	grace, early   time.Duration
 	onExit, onLost string
@@ -373,12 +374,17 @@ func (r *runner) exitStatus() int {
 
 // resign gives the lease back once OnElected returned (Resign waits for
 // that, so it runs on a goroutine of its own), and stays a follower for
-// holdOff.
-func (r *runner) resign(holdOff time.Duration) {
+// pause, or for the Candidate's ResignHoldOff if that is longer, so that
+// another candidate's poll finds the lease free first.
+func (r *runner) resign(pause time.Duration) {
+	var opts []tenure.ResignOption
+	if pause > r.holdOff {
+		opts = append(opts, tenure.HoldOff(pause))
+	}
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
-		_ = r.cand.Resign(ctx, tenure.HoldOff(holdOff))
+		_ = r.cand.Resign(ctx, opts...)
 	}()
 }
 
