@@ -254,7 +254,7 @@ func (s *Store) read(op, name string) (current, error) {
 		case errors.Is(err, fs.ErrNotExist):
 			return current{}, nil
 		case errors.Is(err, errNotDir):
-			return current{}, &lease.RecordError{Name: name, Field: "file", Reason: dir + " is a file, not a directory of versions: written by tenure before v0.9 (stop its processes), or garbage; replace it with tenure release --force"}
+			return current{}, &lease.RecordError{Name: name, Field: "file", Reason: dir + " is a file, not a directory of versions: written by an older tenure, before the lock-free layout (stop its processes first), or garbage; replace it with tenure release --force NAME"}
 		case err != nil:
 			return current{}, classify(fmt.Errorf("%s lease %q: %w", op, name, err))
 		case top == 0:
