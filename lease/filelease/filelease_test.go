@@ -14,7 +14,6 @@ import (
 	"strconv"
 	"strings"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -216,6 +215,10 @@ func TestStoppedWriterBlocksNoOne(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	resume, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -229,7 +232,7 @@ func TestStoppedWriterBlocksNoOne(t *testing.T) {
 	if _, err := s.Put(ctx, "a", record(3), v1); err != nil {
 		t.Fatalf("Put while another writer is stopped mid-write: %v", err)
 	}
-	if err := cmd.Process.Signal(syscall.SIGCONT); err != nil {
+	if _, err := resume.Write([]byte("\n")); err != nil {
 		t.Fatal(err)
 	}
 	if line, err := out.ReadString('\n'); err != nil || line != "conflict\n" {
@@ -238,8 +241,8 @@ func TestStoppedWriterBlocksNoOne(t *testing.T) {
 }
 
 // TestHelperStopMidWrite is run by TestStoppedWriterBlocksNoOne in a child
-// process: it stops itself in the middle of a write, then says how the
-// write ended.
+// process: it pauses in the middle of a write (blocked on its stdin, where a
+// stopped process would be held), then says how the write ended.
 func TestHelperStopMidWrite(t *testing.T) {
 	dir := os.Getenv("FILELEASE_STOP")
 	if dir == "" {
@@ -251,7 +254,7 @@ func TestHelperStopMidWrite(t *testing.T) {
 	}
 	filelease.SetBeforeLink(func() {
 		fmt.Println("stopping")
-		_ = syscall.Kill(os.Getpid(), syscall.SIGSTOP)
+		_, _ = os.Stdin.Read(make([]byte, 1))
 	})
 	_, err = s.Put(context.Background(), "a", record(2), lease.Version(os.Getenv("FILELEASE_VERSION")))
 	if errors.Is(err, lease.ErrConflict) {
