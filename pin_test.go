@@ -22,17 +22,24 @@ import (
 	"github.com/tenure-go/tenure/lease/memlease"
 )
 
+// heldThenCutOff takes lock "x" with a Locker whose store then fails every
+// call.
+func heldThenCutOff(t *testing.T) (*leasetest.Faults, *tenure.Lock) {
+	t.Helper()
+	f := leasetest.NewFaults(memlease.New())
+	h, err := newLocker(t, f, "a").TryLock(context.Background(), "x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.FailAll()
+	return f, h
+}
+
 // A held lock's context is cancelled at its deadline when renewals fail,
 // also while its release keeps failing (the release waits ReleaseTimeout).
 func TestLockContextEndsAtDeadlineWhileReleaseFails(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		f := leasetest.NewFaults(memlease.New())
-		l := newLocker(t, f, "a")
-		h, err := l.TryLock(context.Background(), "x")
-		if err != nil {
-			t.Fatal(err)
-		}
-		f.FailAll()
+		_, h := heldThenCutOff(t)
 		deadline := h.Deadline()
 		<-h.Context().Done()
 		if late := time.Since(deadline); late > 0 {
@@ -71,13 +78,7 @@ func TestWithLeaseDurationAlone(t *testing.T) {
 // itself once the store heals: its caller must ask again.
 func TestLostLockDoesNotCampaign(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		f := leasetest.NewFaults(memlease.New())
-		l := newLocker(t, f, "a")
-		h, err := l.TryLock(context.Background(), "x")
-		if err != nil {
-			t.Fatal(err)
-		}
-		f.FailAll()
+		f, h := heldThenCutOff(t)
 		<-h.Context().Done()
 		wait(10 * time.Second) // the release gives up
 		f.Heal()

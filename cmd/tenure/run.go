@@ -149,18 +149,11 @@ func nameAndCommand(fs *flag.FlagSet, command []string, stderr io.Writer) (strin
 		fmt.Fprintf(stderr, "%s: no NAME: want [flags] NAME -- COMMAND [ARGS...] (the processes that share NAME contend for it)\n", fs.Name())
 		return "", false
 	}
-	if err := checkName(rest[0]); err != nil {
+	if err := tenure.ValidateName(rest[0]); err != nil { // also refuses "::", tenure's own records
 		fmt.Fprintf(stderr, "%s: %v\n", fs.Name(), err)
 		return "", false
 	}
 	return rest[0], true
-}
-
-// checkName refuses what may not name a lease or a lock: what
-// lease.ValidateName refuses, and "::", which names tenure's own records
-// (a lock's queue, a lease's standby).
-func checkName(name string) error {
-	return tenure.ValidateName(name)
 }
 
 const runUsage = `usage: tenure run [flags] NAME -- COMMAND [ARGS...]
