@@ -182,7 +182,7 @@ func (l *Locker) Handler() http.Handler {
 		answered := l.LastAnswer()
 		running := true
 		select {
-		case <-l.quit:
+		case <-l.h.Quit():
 			running = false
 		default:
 		}

@@ -1,7 +1,6 @@
 package tenure
 
 import (
-	"container/heap"
 	"context"
 	"errors"
 	"fmt"
@@ -10,6 +9,7 @@ import (
 
 	"github.com/tenure-go/tenure/election"
 	"github.com/tenure-go/tenure/fencing"
+	"github.com/tenure-go/tenure/internal/host"
 	"github.com/tenure-go/tenure/internal/lockcore"
 )
 
@@ -18,15 +18,13 @@ import (
 // loop's.
 type lockEntry struct {
 	lockcore.Lock
+	host.Slot
 	l      *Locker
 	cfg    *election.Config // until the lock starts
 	result chan takeResult  // size 1: what TryLock or Lock returns; nil once sent
 	held   *Lock
-	idx    int        // in the Locker's heap, or -1
-	next   *lockEntry // the next call of this Locker waiting for the name
-
-	opID     uint64             // the lock call asked for; 0 once answered or cancelled
-	cancelOp context.CancelFunc // cancels it once started
+	next   *lockEntry   // the next call of this Locker waiting for the name
+	flight *host.Flight // the call in flight on the lock's record
 
 	try     bool
 	fair    bool
@@ -100,53 +98,45 @@ var errUnlocked = errors.New("tenure: unlocked")
 func (e *lockEntry) Now() time.Time { return e.l.cfg.Clock.Now() }
 
 func (e *lockEntry) Call(op election.Op, queue bool) {
-	op.Record.WrittenAt = e.l.cfg.Clock.Now().Round(0).UTC()
-	if !queue {
-		e.opID = op.ID
+	if queue {
+		e.l.h.Call(e, tagQueue, e.Name()+lockcore.QueueSuffix, op, e.Config().OpTimeout)
+		return
 	}
-	e.l.call(storeCall{e: e, op: op, queue: queue})
+	e.flight = e.l.h.Call(e, tagLock, e.Name(), op, 0) // the Machine times it out
 }
 
-// start runs a store call on a goroutine of its own, which hands the
-// answer to the loop.
-func (e *lockEntry) start(op election.Op, queue bool) {
-	l := e.l
-	var ctx context.Context
-	var cancel context.CancelFunc
-	name := e.Name()
-	if queue {
-		name += lockcore.QueueSuffix
-		ctx, cancel = context.WithTimeout(l.base, e.Config().OpTimeout)
-	} else {
-		ctx, cancel = context.WithCancel(l.base) // the Machine times it out
-		e.cancelOp = cancel
-	}
-	l.wg.Go(func() {
-		defer cancel()
-		res := election.Result{ID: op.ID, Record: op.Record}
-		start := l.cfg.Clock.Now()
-		switch op.Kind {
-		case election.OpGet:
-			res.Record, res.Version, res.Err = l.cfg.Store.Get(ctx, name)
-		case election.OpPut:
-			res.Version, res.Err = l.cfg.Store.Put(ctx, name, op.Record, op.Expect)
-		}
-		l.ms.storeCall(opName(op.Kind), res.Err, l.cfg.Clock.Now().Sub(start))
-		l.answered.note(l.cfg.Clock, res.Err)
-		select {
-		case l.res <- lockResult{e: e, res: res, queue: queue, put: op.Kind == election.OpPut}:
-		case <-l.quit:
-		}
-	})
-}
+// Which record of the lock a call is on.
+const (
+	tagLock uint8 = iota
+	tagQueue
+)
 
 // Cancel abandons the lock call in flight, or drops it unstarted.
 func (e *lockEntry) Cancel() {
-	e.opID = 0
-	if e.cancelOp != nil {
-		e.cancelOp()
-		e.cancelOp = nil
+	e.l.h.Cancel(e.flight)
+	e.flight = nil
+}
+
+// CallDone takes the outcome of one of the lock's calls.
+func (e *lockEntry) CallDone(f *host.Flight, res election.Result) {
+	if f == e.flight {
+		e.flight = nil // its context is done: let it go
 	}
+	switch {
+	case !e.live:
+	case f.Tag() == tagQueue:
+		e.QueueResult(res, f.Op().Kind == election.OpPut)
+	default:
+		e.Result(res)
+	}
+}
+
+// Due is the lock's next wake-up, none once it is retired.
+func (e *lockEntry) Due() time.Time {
+	if !e.live {
+		return time.Time{}
+	}
+	return e.Lock.Due()
 }
 
 func (e *lockEntry) Log(level slog.Level, msg string, args ...any) {
@@ -201,19 +191,7 @@ func (e *lockEntry) Ended(t election.Term, r election.Reason) {
 	}
 }
 
-func (e *lockEntry) Reschedule() {
-	h := &e.l.wakes
-	due := e.Due()
-	switch {
-	case due.IsZero() && e.idx >= 0:
-		heap.Remove(h, e.idx)
-	case due.IsZero():
-	case e.idx >= 0:
-		heap.Fix(h, e.idx)
-	default:
-		heap.Push(h, e)
-	}
-}
+func (e *lockEntry) Reschedule() { e.l.h.Fix(e) }
 
 // uncount takes the lock out of tenure.locks.held.
 func (e *lockEntry) uncount() {
@@ -242,27 +220,4 @@ func (e *lockEntry) Retired() {
 	}
 	e.fail(ErrClosed) // a call still waiting: the Locker is closing
 	e.l.remove(e)
-}
-
-// wakeHeap orders locks by their next wake-up.
-type wakeHeap []*lockEntry
-
-func (h wakeHeap) Len() int           { return len(h) }
-func (h wakeHeap) Less(i, j int) bool { return h[i].Due().Before(h[j].Due()) }
-func (h wakeHeap) Swap(i, j int) {
-	h[i], h[j] = h[j], h[i]
-	h[i].idx, h[j].idx = i, j
-}
-func (h *wakeHeap) Push(x any) {
-	e := x.(*lockEntry)
-	e.idx = len(*h)
-	*h = append(*h, e)
-}
-func (h *wakeHeap) Pop() any {
-	old := *h
-	e := old[len(old)-1]
-	old[len(old)-1] = nil
-	*h = old[:len(old)-1]
-	e.idx = -1
-	return e
 }

@@ -1,7 +1,6 @@
 package tenure
 
 import (
-	"container/heap"
 	"context"
 	"errors"
 	"fmt"
@@ -16,6 +15,7 @@ import (
 
 	"github.com/tenure-go/tenure/election"
 	"github.com/tenure-go/tenure/fencing"
+	"github.com/tenure-go/tenure/internal/host"
 	"github.com/tenure-go/tenure/internal/lockcore"
 	"github.com/tenure-go/tenure/lease"
 )
@@ -132,12 +132,7 @@ type Locker struct {
 	cfg    LockerConfig
 	given  election.Timing  // the timings the caller set, zero where left to their default
 	shared *election.Config // the Machines' configuration, for locks without options
-	reqs   chan func()      // run on the loop goroutine
-	res    chan lockResult
-	quit   chan struct{} // closed when the loop ends
-	wg     sync.WaitGroup
-	base   context.Context // parent of store calls: cancelled at the end
-	stop   context.CancelFunc
+	h      *host.Host
 
 	closeOnce sync.Once
 
@@ -149,21 +144,9 @@ type Locker struct {
 	// Owned by the loop goroutine.
 	live    int                   // entries started and not yet retired
 	names   map[string]*lockEntry // per name: the active entry, then (next) those waiting in this process
-	wakes   wakeHeap
-	calls   []storeCall // waiting for one of maxCalls slots, in order
-	running int         // store calls in flight
-	timer   <-chan time.Time
-	timerAt time.Time
 	closing bool
 	drained chan struct{}               // closed when closing and no entry is left
 	unlocks map[*lockEntry][]chan error // Unlock calls waiting for a release
-}
-
-type lockResult struct {
-	e     *lockEntry
-	res   election.Result
-	queue bool // a call on the lock's queue (Fair), not on the lock
-	put   bool
 }
 
 // NewLocker returns a Locker for cfg and starts its loop; Close stops it.
@@ -182,20 +165,14 @@ func NewLocker(cfg LockerConfig) (*Locker, error) {
 	t := r.timing()
 	cfg.LeaseDuration, cfg.RenewInterval, cfg.PollInterval, cfg.OpTimeout = t.LeaseDuration, t.RenewInterval, t.PollInterval, t.OpTimeout
 	cfg.RetryMin, cfg.RetryMax, cfg.MaxDrift, cfg.Margin, cfg.ReleaseTimeout = t.RetryMin, t.RetryMax, t.MaxDrift, t.Margin, t.ReleaseTimeout
-	base, stop := context.WithCancel(context.Background())
-	l := &Locker{
-		cfg: cfg, given: given, reqs: make(chan func()), res: make(chan lockResult), quit: make(chan struct{}),
-		base: base, stop: stop, names: map[string]*lockEntry{}, unlocks: map[*lockEntry][]chan error{},
-	}
+	l := &Locker{cfg: cfg, given: given, names: map[string]*lockEntry{}, unlocks: map[*lockEntry][]chan error{}}
 	shared, err := l.machineConfig(lockOptions{})
 	if err != nil {
-		stop()
 		return nil, err
 	}
 	l.shared = &shared
 	var meter metric.Meter
 	if l.ms, meter, err = newMetrics(cfg.MeterProvider, attribute.String("lease", "locker")); err != nil {
-		stop()
 		return nil, fmt.Errorf("tenure: metrics: %w", err)
 	}
 	held, err := meter.Int64ObservableGauge("tenure.locks.held", metric.WithDescription("Locks a Locker holds."), metric.WithUnit("{lock}"))
@@ -206,10 +183,21 @@ func NewLocker(cfg LockerConfig) (*Locker, error) {
 		}, held)
 	}
 	if err != nil {
-		stop()
 		return nil, fmt.Errorf("tenure: metrics: %w", err)
 	}
-	l.wg.Go(l.loop)
+	l.h = host.New(host.Config{
+		Clock: cfg.Clock, Store: cfg.Store, MaxCalls: maxCalls,
+		Observe: func(kind election.OpKind, err error, took time.Duration) {
+			l.ms.storeCall(opName(kind), err, took)
+			l.answered.note(cfg.Clock, err)
+		},
+		After: func() {
+			if l.closing && l.live == 0 {
+				l.h.Exit()
+			}
+		},
+	})
+	l.h.Go(func() { l.h.Run(nil, nil) })
 	return l, nil
 }
 
@@ -307,10 +295,9 @@ func (l *Locker) Close() error {
 			l.checkDrained()
 		})
 		if ok {
-			<-l.quit
+			<-l.h.Quit()
 		}
-		l.stop()
-		l.wg.Wait()
+		l.h.Wait()
 		_ = l.reg.Unregister()
 	})
 	return nil
@@ -321,14 +308,7 @@ func (l *Locker) Close() error {
 func (l *Locker) LastAnswer() time.Time { return l.answered.get() }
 
 // do runs f on the loop goroutine; false if the Locker is closed.
-func (l *Locker) do(f func()) bool {
-	select {
-	case l.reqs <- f:
-		return true
-	case <-l.quit:
-		return false
-	}
-}
+func (l *Locker) do(f func()) bool { return l.h.Do(f) }
 
 func (l *Locker) take(ctx context.Context, name string, try bool, opts []LockOption) (*Lock, error) {
 	if err := ValidateName(name); err != nil {
@@ -362,7 +342,7 @@ func (l *Locker) take(ctx context.Context, name string, try bool, opts []LockOpt
 		ec = &c
 	}
 	result := make(chan takeResult, 1)
-	e := &lockEntry{l: l, try: try, cfg: ec, fair: o.fair, keep: o.every != 0, result: result, idx: -1}
+	e := &lockEntry{l: l, try: try, cfg: ec, fair: o.fair, keep: o.every != 0, result: result}
 	e.SetName(name)
 	if !l.do(func() { l.add(e) }) {
 		return nil, ErrClosed
@@ -410,89 +390,10 @@ func (l *Locker) machineConfig(o lockOptions) (election.Config, error) {
 	return ec, nil
 }
 
-// loop is the Locker's one goroutine: it runs every lock's driver.
-func (l *Locker) loop() {
-	defer close(l.quit)
-	for {
-		select {
-		case f := <-l.reqs:
-			f()
-		case r := <-l.res:
-			l.callDone()
-			if r.e.live {
-				if r.queue {
-					r.e.QueueResult(r.res, r.put)
-				} else {
-					if r.res.ID == r.e.opID {
-						r.e.opID, r.e.cancelOp = 0, nil // its context is done: let it go
-					}
-					r.e.Result(r.res)
-				}
-			}
-		case <-l.timer:
-			l.timer = nil
-			now := l.cfg.Clock.Now()
-			for len(l.wakes) > 0 && !l.wakes[0].Due().After(now) {
-				l.wakes[0].Fire(now)
-			}
-		}
-		if l.closing && l.live == 0 {
-			return
-		}
-		l.arm()
-	}
-}
-
 // maxCalls bounds a Locker's store calls in flight. Beyond it calls wait
 // in order: a slow store then slows the Locker down instead of piling up
 // goroutines, and the goroutines the runtime keeps for reuse stay few.
 const maxCalls = 256
-
-// storeCall is a call of a lock on the store (queue: on its fair queue).
-type storeCall struct {
-	e     *lockEntry
-	op    election.Op
-	queue bool
-}
-
-// call starts c now, or once a slot is free.
-func (l *Locker) call(c storeCall) {
-	if l.running < maxCalls {
-		l.running++
-		c.e.start(c.op, c.queue)
-		return
-	}
-	l.calls = append(l.calls, c)
-}
-
-// callDone: a call has answered; start the next waiting one.
-func (l *Locker) callDone() {
-	l.running--
-	for len(l.calls) > 0 && l.running < maxCalls {
-		c := l.calls[0]
-		l.calls[0] = storeCall{}
-		l.calls = l.calls[1:]
-		if !c.queue && c.e.opID != c.op.ID {
-			continue // cancelled: nobody waits for its answer
-		}
-		l.running++
-		c.e.start(c.op, c.queue)
-	}
-}
-
-// arm sets the loop's timer for the earliest wake-up of any lock.
-func (l *Locker) arm() {
-	if len(l.wakes) == 0 {
-		l.timer = nil
-		return
-	}
-	at := l.wakes[0].Due()
-	if l.timer != nil && at.Equal(l.timerAt) {
-		return
-	}
-	l.timerAt = at
-	l.timer = l.cfg.Clock.After(at.Sub(l.cfg.Clock.Now()))
-}
 
 // add takes e's name in this process: a name another call of this Locker
 // holds or waits for is refused (TryLock) or queued behind it (Lock), so
@@ -550,9 +451,7 @@ func (l *Locker) remove(e *lockEntry) {
 		e.live = false
 		l.live--
 	}
-	if e.idx >= 0 {
-		heap.Remove(&l.wakes, e.idx)
-	}
+	l.h.Remove(e)
 	l.dequeue(e)
 	l.checkDrained()
 }

@@ -1,0 +1,269 @@
+// Package host runs entries — a lease's driver, a standby campaign, the
+// locks of a Locker — on one goroutine, with one timer for all of them and
+// one path for their store calls. A tenure.Candidate is a host with a lease
+// entry (and a standby entry); a tenure.Locker is a host with an entry per
+// lock. Entries are single-threaded code (internal/driver,
+// internal/lockcore, internal/standby): the host calls them one event at a
+// time, and they call it back only from within those calls.
+//
+// A store call runs on a goroutine of its own, so that the loop keeps time
+// (and ends a term at its deadline) while the store is slow; its answer
+// comes back to the loop. Calls beyond Config.MaxCalls wait their turn in
+// order: a slow store then slows the host down instead of piling up
+// goroutines.
+package host
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/tenure-go/tenure/election"
+	"github.com/tenure-go/tenure/lease"
+)
+
+// Entry is what a host runs. Embed a Slot to implement it.
+type Entry interface {
+	// Due returns the instant of the entry's next timer; zero if none.
+	Due() time.Time
+	// Fire runs whatever of the entry is due at now.
+	Fire(now time.Time)
+	// CallDone takes the outcome of a call the entry made: also that of a
+	// call it cancelled once the call had started.
+	CallDone(f *Flight, res election.Result)
+	slot() *Slot
+}
+
+// Slot is an Entry's place in its host's timer heap. The zero Slot is
+// outside the heap.
+type Slot struct{ idx int } // index+1; 0: not in the heap
+
+func (s *Slot) slot() *Slot { return s }
+
+// Clock is the time a host keeps: tenure.Clock, or a part of it.
+type Clock interface {
+	Now() time.Time
+	After(d time.Duration) <-chan time.Time
+}
+
+// Config configures a Host.
+type Config struct {
+	Clock Clock
+	Store lease.Store
+	// MaxCalls bounds the store calls in flight; 0: no bound.
+	MaxCalls int
+	// Observe, if set, sees every call's outcome and duration, on the
+	// call's goroutine (metrics, the time of the store's last answer).
+	Observe func(kind election.OpKind, err error, took time.Duration)
+	// After, if set, runs on the loop after each event.
+	After func()
+}
+
+// Host is one loop. Its methods but Do, Go, Quit and Wait belong to the
+// loop: call them from Run's goroutine, within an event.
+type Host struct {
+	cfg  Config
+	reqs chan func()
+	res  chan answer
+	quit chan struct{} // closed when the loop ends
+	base context.Context
+	stop context.CancelFunc
+	wg   sync.WaitGroup
+
+	// The loop's.
+	timers  timers
+	waiting []*Flight // calls beyond MaxCalls, in order
+	running int
+	timer   <-chan time.Time
+	timerAt time.Time
+	exit    bool
+}
+
+type answer struct {
+	f   *Flight
+	res election.Result
+}
+
+// New returns a Host; Run runs its loop.
+func New(cfg Config) *Host {
+	base, stop := context.WithCancel(context.Background())
+	return &Host{cfg: cfg, reqs: make(chan func()), res: make(chan answer), quit: make(chan struct{}), base: base, stop: stop}
+}
+
+// Run runs the loop on the calling goroutine until Exit: entries' timers,
+// call answers, and functions passed to Do. Once stop is closed it calls
+// onStop (on the loop) and goes on. When it returns, calls still in flight
+// are cancelled and Do returns false.
+func (h *Host) Run(stop <-chan struct{}, onStop func()) {
+	defer h.stop()
+	defer close(h.quit)
+	for !h.exit {
+		h.arm()
+		select {
+		case <-stop:
+			stop = nil
+			onStop()
+		case f := <-h.reqs:
+			f()
+		case a := <-h.res:
+			h.done()
+			a.f.e.CallDone(a.f, a.res)
+			h.Fix(a.f.e)
+		case <-h.timer:
+			h.timer = nil
+			now := h.cfg.Clock.Now()
+			for e := h.timers.next(); e != nil && !e.Due().After(now); e = h.timers.next() {
+				e.Fire(now)
+				h.Fix(e)
+			}
+		}
+		if h.cfg.After != nil {
+			h.cfg.After()
+		}
+	}
+}
+
+// Exit makes Run return after the current event.
+func (h *Host) Exit() { h.exit = true }
+
+// Do runs f on the loop, and reports whether it did: false once Run has
+// returned. It may be called from any goroutine but the loop's.
+func (h *Host) Do(f func()) bool {
+	select {
+	case h.reqs <- f:
+		return true
+	case <-h.quit:
+		return false
+	}
+}
+
+// Go runs f on a goroutine that Wait waits for.
+func (h *Host) Go(f func()) { h.wg.Go(f) }
+
+// Quit is closed once Run has returned.
+func (h *Host) Quit() <-chan struct{} { return h.quit }
+
+// Wait waits for every goroutine the host started: calls and Go's.
+func (h *Host) Wait() { h.wg.Wait() }
+
+// Fix puts e in the timer heap at its Due, or takes it out if it has
+// none; call it when an entry's Due may have changed outside Fire and
+// Answer.
+func (h *Host) Fix(e Entry) { h.timers.fix(e) }
+
+// Remove takes e out of the timer heap.
+func (h *Host) Remove(e Entry) { h.timers.remove(e) }
+
+// arm sets the loop's timer for the earliest Due.
+func (h *Host) arm() {
+	e := h.timers.next()
+	if e == nil {
+		h.timer = nil
+		return
+	}
+	at := e.Due()
+	if h.timer != nil && at.Equal(h.timerAt) {
+		return
+	}
+	h.timerAt = at
+	h.timer = h.cfg.Clock.After(at.Sub(h.cfg.Clock.Now()))
+}
+
+// Flight is a store call of an entry, from Call to its answer.
+type Flight struct {
+	e       Entry
+	name    string
+	op      election.Op
+	timeout time.Duration
+	tag     uint8
+	cancel  context.CancelFunc // once started
+	dropped bool               // cancelled before it started
+}
+
+// Op returns the call's operation.
+func (f *Flight) Op() *election.Op { return &f.op }
+
+// Tag returns the tag the call was made with.
+func (f *Flight) Tag() uint8 { return f.tag }
+
+// Call starts a store call of e on the record name: now, or once fewer
+// than MaxCalls are in flight. A write's record is stamped with the time
+// of the call (WrittenAt), and its answer carries the record written. A
+// call with a timeout is cancelled after it; one without runs until
+// Cancel. The answer comes to e.Answer with this Flight, the tag to tell
+// e's records apart.
+func (h *Host) Call(e Entry, tag uint8, name string, op election.Op, timeout time.Duration) *Flight {
+	op.Record.WrittenAt = h.cfg.Clock.Now().Round(0).UTC()
+	f := &Flight{e: e, name: name, op: op, timeout: timeout, tag: tag}
+	if h.cfg.MaxCalls > 0 && h.running >= h.cfg.MaxCalls {
+		h.waiting = append(h.waiting, f)
+		return f
+	}
+	h.start(f)
+	return f
+}
+
+// Cancel abandons f: a started call's context is cancelled (its answer
+// still comes), a waiting one is dropped unanswered.
+func (h *Host) Cancel(f *Flight) {
+	switch {
+	case f == nil:
+	case f.cancel != nil:
+		f.cancel()
+	default:
+		f.dropped = true
+	}
+}
+
+func (h *Host) start(f *Flight) {
+	h.running++
+	var ctx context.Context
+	var cancel context.CancelFunc
+	if f.timeout > 0 {
+		ctx, cancel = context.WithTimeout(h.base, f.timeout)
+	} else {
+		ctx, cancel = context.WithCancel(h.base)
+	}
+	f.cancel = cancel
+	clk, st := h.cfg.Clock, h.cfg.Store
+	h.wg.Go(func() {
+		defer cancel()
+		res := election.Result{ID: f.op.ID, Record: f.op.Record}
+		start := clk.Now()
+		switch f.op.Kind {
+		case election.OpGet:
+			res.Record, res.Version, res.Err = Get(ctx, st, f.name, f.op.Stale)
+		case election.OpPut:
+			res.Version, res.Err = st.Put(ctx, f.name, f.op.Record, f.op.Expect)
+		}
+		if h.cfg.Observe != nil {
+			h.cfg.Observe(f.op.Kind, res.Err, clk.Now().Sub(start))
+		}
+		select {
+		case h.res <- answer{f, res}:
+		case <-h.quit:
+		}
+	})
+}
+
+// done: a call has answered; start the next waiting one.
+func (h *Host) done() {
+	h.running--
+	for len(h.waiting) > 0 && (h.cfg.MaxCalls <= 0 || h.running < h.cfg.MaxCalls) {
+		f := h.waiting[0]
+		h.waiting[0] = nil
+		h.waiting = h.waiting[1:]
+		if !f.dropped {
+			h.start(f)
+		}
+	}
+}
+
+// Get reads name from store: with GetStale where a stale answer may serve
+// (Op.Stale, set only for a store that offers it).
+func Get(ctx context.Context, store lease.Store, name string, stale bool) (lease.Record, lease.Version, error) {
+	if sg, ok := store.(lease.StaleGetter); ok && stale {
+		return sg.GetStale(ctx, name)
+	}
+	return store.Get(ctx, name)
+}
