@@ -139,8 +139,8 @@ type dispatcher struct {
 	since   time.Time     // when it began
 	wake    chan struct{} // size 1: a push never blocks
 
-	clk    Clock
-	panics chan<- *CallbackPanic // size 1: the first panic
+	clk      Clock
+	panicked func(*CallbackPanic)
 }
 
 type job struct {
@@ -148,8 +148,8 @@ type job struct {
 	f    func()
 }
 
-func newDispatcher(clk Clock, panics chan<- *CallbackPanic) *dispatcher {
-	return &dispatcher{wake: make(chan struct{}, 1), clk: clk, panics: panics}
+func newDispatcher(clk Clock, panicked func(*CallbackPanic)) *dispatcher {
+	return &dispatcher{wake: make(chan struct{}, 1), clk: clk, panicked: panicked}
 }
 
 func (d *dispatcher) push(name string, f func()) {
@@ -204,7 +204,7 @@ func (d *dispatcher) run() {
 			d.running, d.since = j.name, d.clk.Now()
 		}
 		d.mu.Unlock()
-		ok := call(j.name, j.f, d.panics)
+		ok := call(j.name, j.f, d.panicked)
 		d.mu.Lock()
 		d.running = ""
 		d.broken = d.broken || !ok
@@ -212,20 +212,16 @@ func (d *dispatcher) run() {
 	}
 }
 
-// call runs f and reports whether it returned; a panic is sent to panics
-// (the first one; later ones are dropped) and reported as false.
-func call(name string, f func(), panics chan<- *CallbackPanic) (ok bool) {
+// call runs f and reports whether it returned; a panic is passed to
+// panicked and reported as false.
+func call(name string, f func(), panicked func(*CallbackPanic)) (ok bool) {
 	if name == "" {
 		f()
 		return true
 	}
 	defer func() {
 		if !ok {
-			p := &CallbackPanic{Callback: name, Value: recover(), Stack: debug.Stack()}
-			select {
-			case panics <- p:
-			default:
-			}
+			panicked(&CallbackPanic{Callback: name, Value: recover(), Stack: debug.Stack()})
 		}
 	}()
 	f()
@@ -244,8 +240,8 @@ type notifier struct {
 	broken  bool
 	wake    chan struct{}
 
-	f      func(Leader)
-	panics chan<- *CallbackPanic
+	f        func(Leader)
+	panicked func(*CallbackPanic)
 }
 
 func (n *notifier) push(l Leader) {
@@ -277,7 +273,7 @@ func (n *notifier) run() {
 		l := n.latest
 		n.pending = false
 		n.mu.Unlock()
-		if !call("OnLeaderChange", func() { n.f(l) }, n.panics) {
+		if !call("OnLeaderChange", func() { n.f(l) }, n.panicked) {
 			n.mu.Lock()
 			n.broken = true
 			n.mu.Unlock()

@@ -17,6 +17,7 @@ import (
 	"github.com/tenure-go/tenure/fencing"
 	"github.com/tenure-go/tenure/internal/driver"
 	"github.com/tenure-go/tenure/internal/fencekey"
+	"github.com/tenure-go/tenure/internal/host"
 	"github.com/tenure-go/tenure/internal/seam"
 	"github.com/tenure-go/tenure/lease"
 )
@@ -40,8 +41,9 @@ type Candidate struct {
 	mu     sync.Mutex // guards status
 	status Status
 
-	obs    seam.Observer  // the simulator's, or nil
-	resign chan resignReq // Resign's requests to the running loop
+	obs   seam.Observer // the simulator's, or nil
+	ready chan struct{} // closed once Run has made rn
+	rn    *runner
 
 	ms       *metrics
 	meter    metric.Meter
@@ -89,7 +91,7 @@ func New(cfg Config) (*Candidate, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &Candidate{cfg: cfg, resign: make(chan resignReq)}
+	c := &Candidate{cfg: cfg, ready: make(chan struct{})}
 	if c.ms, c.meter, err = newMetrics(cfg.MeterProvider, attribute.String("lease", cfg.Lease)); err != nil {
 		return nil, fmt.Errorf("tenure: metrics: %w", err)
 	}
@@ -109,14 +111,16 @@ func (c *Candidate) Resign(ctx context.Context, opts ...ResignOption) error {
 	for _, o := range opts {
 		o(&req)
 	}
-	done := req.done
 	select {
-	case c.resign <- req:
+	case <-c.ready:
 	case <-ctx.Done():
 		return ctx.Err()
 	}
+	if !c.rn.h.Do(func() { c.rn.resign(req) }) {
+		return nil // Run has returned: the lease is given back
+	}
 	select {
-	case <-done:
+	case <-req.done:
 		return nil
 	case <-ctx.Done():
 		return ctx.Err()
@@ -180,21 +184,29 @@ func (c *Candidate) Run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("tenure: %w", err) // Validate already passed: not reached
 	}
-	panics := make(chan *CallbackPanic, 1)
-	r := &runner{
-		c: c, results: make(chan election.Result), quit: make(chan struct{}),
-		disp: newDispatcher(c.cfg.Clock, panics), panics: panics, runCtx: ctx,
-		held: make(chan struct{}, 1), drained: make(chan struct{}, 1),
-	}
-	if f := c.cfg.Callbacks.OnLeaderChange; f != nil {
-		r.notify = &notifier{wake: make(chan struct{}, 1), f: f, panics: panics}
-	}
-	r.d = driver.New(m, r, c.cfg.ReleaseTimeout)
 	reg, err := c.observeGauges()
 	if err != nil {
 		return fmt.Errorf("tenure: metrics: %w", err)
 	}
 	defer func() { _ = reg.Unregister() }()
+	r := &runner{c: c, runCtx: ctx}
+	r.le.r = r
+	r.h = host.New(host.Config{
+		Clock: c.cfg.Clock, Store: c.cfg.Store,
+		Observe: func(kind election.OpKind, err error, took time.Duration) {
+			c.ms.storeCall(opName(kind), err, took)
+			c.answered.note(c.cfg.Clock, err)
+		},
+		After: r.after,
+	})
+	panicked := func(p *CallbackPanic) { r.h.Do(func() { r.crash(p) }) }
+	r.disp = newDispatcher(c.cfg.Clock, panicked)
+	if f := c.cfg.Callbacks.OnLeaderChange; f != nil {
+		r.notify = &notifier{wake: make(chan struct{}, 1), f: f, panicked: panicked}
+	}
+	r.d = driver.New(m, r, c.cfg.ReleaseTimeout)
+	c.rn = r
+	close(c.ready)
 	c.loopAt.Store(c.cfg.Clock.Now().UnixNano())
 	c.running.Store(true)
 	defer c.running.Store(false)
@@ -223,30 +235,23 @@ func (c *Candidate) observeGauges() (metric.Registration, error) {
 	}, leader, token, term)
 }
 
-// runner carries out one Run: it runs the shared driver on the goroutine
-// that called Run, with store calls on goroutines of their own and callbacks
-// on the dispatcher's. It implements driver.Effects.
+// runner carries out one Run: a host (internal/host) with the lease's
+// entry, and the standby's with Config.Standby, on the goroutine that
+// called Run; callbacks run on the dispatcher's goroutine. It implements
+// driver.Effects.
 type runner struct {
 	c       *Candidate
+	h       *host.Host
 	d       *driver.Driver
+	le      leaseEntry
 	disp    *dispatcher
-	notify  *notifier            // nil without OnLeaderChange
-	results chan election.Result // store call results; senders give up on quit
-	quit    chan struct{}        // closed when the loop stops listening
-	panics  chan *CallbackPanic
-	held    chan struct{}  // size 1: the Held barrier was reached
-	drained chan struct{}  // size 1: the Drained barrier was reached
-	wg      sync.WaitGroup // every goroutine Run started
+	notify  *notifier // nil without OnLeaderChange
+	runCtx  context.Context
+	err     error          // ends the run: the store refused at the start
+	crashed *CallbackPanic // the first callback that panicked
 
-	runCtx   context.Context
-	opBase   context.Context    // parent of store call contexts: outlives runCtx for the release
-	opID     uint64             // the call in flight
-	cancelOp context.CancelFunc // cancels it
-
-	term  Term
-	tctx  *termContext // nil outside a term
-	wakeC <-chan time.Time
-	quitC <-chan time.Time // the release timer
+	term Term
+	tctx *termContext // nil outside a term
 
 	resigns []chan struct{} // Resign calls waiting for the lease to be given back
 	sb      *sbRun          // nil without Config.Standby
@@ -259,17 +264,49 @@ type runner struct {
 	lastAnomaly string
 }
 
-func (r *runner) run(ctx context.Context) (err error) {
+// leaseEntry is the host's entry for the lease: its driver, and the
+// release timer.
+type leaseEntry struct {
+	host.Slot
+	r      *runner
+	flight *host.Flight // the call in flight
+	giveUp time.Time    // the release timer; zero if none
+}
+
+func (e *leaseEntry) Due() time.Time {
+	d := e.r.d.Wake()
+	if !e.giveUp.IsZero() && (d.IsZero() || e.giveUp.Before(d)) {
+		d = e.giveUp
+	}
+	return d
+}
+
+func (e *leaseEntry) Fire(now time.Time) {
+	switch d := e.r.d; {
+	case !e.giveUp.IsZero() && !now.Before(e.giveUp):
+		e.giveUp = time.Time{}
+		d.GiveUp()
+	case !d.Wake().IsZero() && !now.Before(d.Wake()):
+		d.Tick()
+	}
+}
+
+func (e *leaseEntry) CallDone(f *host.Flight, res election.Result) {
+	if f == e.flight {
+		e.flight = nil
+	}
+	if err := e.r.d.Result(res); err != nil {
+		e.r.err = fmt.Errorf("tenure: lease %q: %w", e.r.c.cfg.Lease, err)
+	}
+}
+
+func (r *runner) run(ctx context.Context) error {
 	cfg := &r.c.cfg
-	opBase, cancelAll := context.WithCancel(context.WithoutCancel(ctx))
-	r.opBase = opBase
-	r.wg.Go(r.disp.run)
+	r.h.Go(r.disp.run)
 	if r.notify != nil {
-		r.wg.Go(r.notify.run)
+		r.h.Go(r.notify.run)
 	}
 	defer func() {
-		cancelAll()
-		close(r.quit)
 		if r.tctx != nil { // not reached: Stop ends the term
 			r.tctx.cancel(errStopped)
 		}
@@ -280,85 +317,27 @@ func (r *runner) run(ctx context.Context) (err error) {
 		if r.sb != nil {
 			r.sb.close()
 		}
-		r.wg.Wait()
+		r.h.Wait()
 	}()
 	if cfg.Standby {
 		if err := r.startStandby(); err != nil {
 			return err
 		}
 	}
-
+	// The standby campaign begins once another candidate is seen to lead
+	// (LeaderChanged): a candidate about to take a free lease would take
+	// the standby record too, then give it back.
 	r.d.Start()
-	var sbRes <-chan election.Result
-	var sbWakes <-chan struct{}
-	if r.sb != nil {
-		// The standby campaign begins once another candidate is seen to
-		// lead (LeaderChanged): a candidate about to take a free lease
-		// would take the standby record too, then give it back.
-		sbRes, sbWakes = r.sb.results, r.sb.wakes
-	}
-	stop := ctx.Done()
-	var crashed *CallbackPanic
-	for !r.d.Done() || r.sb != nil && !r.sb.s.Done() {
-		r.c.loopAt.Store(r.Now().UnixNano())
-		var sbTimer <-chan time.Time
-		if r.sb != nil {
-			sbTimer = r.sb.timer
-		}
-		select {
-		case <-stop:
-			stop = nil
-			r.stop()
-		case p := <-r.panics:
-			crashed = p
-			r.log(slog.LevelError, "callback panicked; ending the term and releasing the lease", "callback", p.Callback, "panic", fmt.Sprint(p.Value))
-			r.stop()
-		case <-r.drained:
-			r.d.Reached(driver.Drained)
-		case <-r.held:
-			r.d.Reached(driver.Held)
-		case <-r.quitC:
-			r.d.GiveUp()
-		case <-r.wakeC:
-			r.wakeC = nil
-			r.d.Tick()
-		case res := <-r.results:
-			if perr := r.d.Result(res); perr != nil {
-				return fmt.Errorf("tenure: lease %q: %w", cfg.Lease, perr)
-			}
-		case req := <-r.c.resign:
-			r.resigns = append(r.resigns, req.done)
-			r.wakeAfterRelease()
-			r.d.Resign(req.holdOff)
-		case res := <-sbRes:
-			if res.ID == r.sb.opID {
-				r.sb.opID, r.sb.cancel = 0, nil // its context is done: let it go
-			}
-			r.sb.s.Result(res)
-		case <-sbTimer:
-			r.sb.timer = nil
-			r.sb.s.Fire(r.Now())
-		case <-sbWakes:
-			r.sb.wake()
-		}
-		if len(r.resigns) > 0 && !r.d.Resigning() {
-			for _, done := range r.resigns {
-				close(done)
-			}
-			r.resigns = nil
-			r.wakeNow()
-		}
-		if r.sb != nil {
-			r.sb.apply()
-			r.sb.arm()
-		}
-		r.checkWedged()
+	r.after()
+	r.h.Run(ctx.Done(), r.stop)
+	if r.err != nil {
+		return r.err
 	}
 	if !r.d.GaveUp() {
 		r.wakeNow()
 	}
-	if crashed != nil {
-		panic(crashed)
+	if r.crashed != nil {
+		panic(r.crashed)
 	}
 	if r.d.GaveUp() {
 		cause := r.d.Machine().Err()
@@ -371,16 +350,46 @@ func (r *runner) run(ctx context.Context) (err error) {
 	return nil
 }
 
-var errStopped = errors.New("tenure: Run ended")
-
-// get reads name from store: with GetStale where a stale answer may serve
-// (Op.Stale, set only for a store that offers it).
-func get(ctx context.Context, store lease.Store, name string, stale bool) (lease.Record, lease.Version, error) {
-	if sg, ok := store.(lease.StaleGetter); ok && stale {
-		return sg.GetStale(ctx, name)
+// after runs on the loop after each event.
+func (r *runner) after() {
+	r.c.loopAt.Store(r.Now().UnixNano())
+	if len(r.resigns) > 0 && !r.d.Resigning() {
+		for _, done := range r.resigns {
+			close(done)
+		}
+		r.resigns = nil
+		r.wakeNow()
 	}
-	return store.Get(ctx, name)
+	if r.sb != nil {
+		r.sb.apply()
+		r.h.Fix(r.sb)
+	}
+	r.h.Fix(&r.le)
+	r.checkWedged()
+	if r.err != nil || r.d.Done() && (r.sb == nil || r.sb.s.Done()) {
+		r.h.Exit()
+	}
 }
+
+// crash ends the run after a callback panicked: the first panic is
+// Run's.
+func (r *runner) crash(p *CallbackPanic) {
+	if r.crashed != nil {
+		return
+	}
+	r.crashed = p
+	r.log(slog.LevelError, "callback panicked; ending the term and releasing the lease", "callback", p.Callback, "panic", fmt.Sprint(p.Value))
+	r.stop()
+}
+
+// resign takes a call of Resign.
+func (r *runner) resign(req resignReq) {
+	r.resigns = append(r.resigns, req.done)
+	r.wakeAfterRelease()
+	r.d.Resign(req.holdOff)
+}
+
+var errStopped = errors.New("tenure: Run ended")
 
 // stop ends the run: the term, then the release; and the standby campaign.
 func (r *runner) stop() {
@@ -412,57 +421,22 @@ func (r *runner) wakeNow() {
 
 func (r *runner) Now() time.Time { return r.c.cfg.Clock.Now() }
 
-func (r *runner) Cancel(uint64) { r.cancelOp() }
+func (r *runner) Cancel(uint64) { r.h.Cancel(r.le.flight) }
 
-func (r *runner) Wake(at time.Time) {
-	r.wakeC = nil
-	if !at.IsZero() {
-		r.wakeC = r.c.cfg.Clock.After(at.Sub(r.Now()))
-	}
-}
+// Wake: the host reads the wake-up off the driver (leaseEntry.Due).
+func (r *runner) Wake(time.Time) {}
 
-func (r *runner) ReleaseTimer(d time.Duration) { r.quitC = r.c.cfg.Clock.After(d) }
+func (r *runner) ReleaseTimer(d time.Duration) { r.le.giveUp = r.Now().Add(d) }
 
-// Barrier queues a barrier on the dispatcher; the loop learns of it through
-// a channel of its own, so that reaching it never blocks the dispatcher.
+// Barrier queues a barrier on the dispatcher, which passes it to the loop.
 func (r *runner) Barrier(b driver.Barrier) {
-	ch := r.held
-	if b == driver.Drained {
-		ch = r.drained
-	}
-	r.disp.push("", func() {
-		select {
-		case ch <- struct{}{}: // at most one of each kind is pending
-		default:
-		}
-	})
+	r.disp.push("", func() { r.h.Do(func() { r.d.Reached(b) }) })
 }
 
 // Send runs a store call on a goroutine of its own, so that the loop keeps
 // time (and ends a term at its deadline) while the store is slow.
 func (r *runner) Send(op election.Op) {
-	cfg := &r.c.cfg
-	ctx, cancel := context.WithCancel(r.opBase)
-	r.opID, r.cancelOp = op.ID, cancel
-	rec := op.Record
-	rec.WrittenAt = cfg.Clock.Now().Round(0).UTC()
-	r.wg.Go(func() {
-		defer cancel()
-		res := election.Result{ID: op.ID}
-		start := cfg.Clock.Now()
-		switch op.Kind {
-		case election.OpGet:
-			res.Record, res.Version, res.Err = get(ctx, cfg.Store, cfg.Lease, op.Stale)
-		case election.OpPut:
-			res.Version, res.Err = cfg.Store.Put(ctx, cfg.Lease, rec, op.Expect)
-		}
-		r.c.ms.storeCall(opName(op.Kind), res.Err, cfg.Clock.Now().Sub(start))
-		r.c.answered.note(cfg.Clock, res.Err)
-		select {
-		case r.results <- res:
-		case <-r.quit:
-		}
-	})
+	r.le.flight = r.h.Call(&r.le, 0, r.c.cfg.Lease, op, 0)
 }
 
 func (r *runner) Elected(t election.Term) {

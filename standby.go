@@ -8,25 +8,22 @@ import (
 	"time"
 
 	"github.com/tenure-go/tenure/election"
+	"github.com/tenure-go/tenure/internal/host"
 	"github.com/tenure-go/tenure/internal/standby"
 )
 
-// sbRun is the standby side of one Run (Config.Standby): the standby
-// campaign (internal/standby), its store calls and timer, and the wake-up
-// listener. The runner's loop owns it.
+// sbRun is the standby side of one Run (Config.Standby): the host's entry
+// for the standby campaign (internal/standby), and the wake-up listener.
+// The runner's loop owns it.
 type sbRun struct {
-	r       *runner
-	s       *standby.Standby
-	results chan election.Result
-	timer   <-chan time.Time
-	timerAt time.Time
-	opID    uint64
-	cancel  context.CancelFunc
-	cold    bool // what the lease's Machine was last told
-	hot     bool // what the campaign says now
+	host.Slot
+	r      *runner
+	s      *standby.Standby
+	flight *host.Flight // the call in flight
+	cold   bool         // what the lease's Machine was last told
+	hot    bool         // what the campaign says now
 
-	conn  net.PacketConn // the wake-up listener; nil without WakeAddr
-	wakes chan struct{}  // size 1: a wake-up arrived
+	conn net.PacketConn // the wake-up listener; nil without WakeAddr
 }
 
 // wakeMsg is a wake-up for the lease: the message names it, so that a
@@ -37,7 +34,7 @@ func wakeMsg(lease string) string { return "tenure wake " + lease }
 // campaign; the lease's Machine starts cold.
 func (r *runner) startStandby() error {
 	cfg := &r.c.cfg
-	sb := &sbRun{r: r, results: make(chan election.Result), wakes: make(chan struct{}, 1)}
+	sb := &sbRun{r: r}
 	addr := ""
 	if cfg.WakeAddr != "" {
 		conn, err := net.ListenPacket("udp", cfg.WakeAddr)
@@ -51,7 +48,7 @@ func (r *runner) startStandby() error {
 			_, port, _ := net.SplitHostPort(conn.LocalAddr().String())
 			addr = net.JoinHostPort(host, port)
 		}
-		r.wg.Go(sb.listen)
+		r.h.Go(sb.listen)
 		r.log(slog.LevelInfo, "listening for wake-ups", "addr", conn.LocalAddr().String(), "advertised", addr)
 	}
 	scfg := cfg.standbyConfig(addr)
@@ -72,11 +69,8 @@ func (sb *sbRun) listen() {
 		if err != nil {
 			return // closed
 		}
-		if string(buf[:n]) == want {
-			select {
-			case sb.wakes <- struct{}{}:
-			default: // one is pending already
-			}
+		if string(buf[:n]) == want && !sb.r.h.Do(sb.wake) {
+			return // the run is over
 		}
 	}
 }
@@ -103,16 +97,14 @@ func (sb *sbRun) apply() {
 	}
 }
 
-// arm sets the standby's timer for its next wake-up.
-func (sb *sbRun) arm() {
-	at := sb.s.Due()
-	switch {
-	case at.IsZero():
-		sb.timer, sb.timerAt = nil, time.Time{}
-	case sb.timer == nil || !at.Equal(sb.timerAt):
-		sb.timerAt = at
-		sb.timer = sb.r.c.cfg.Clock.After(at.Sub(sb.Now()))
+// Due, Fire and CallDone make the campaign the host's entry.
+func (sb *sbRun) Due() time.Time     { return sb.s.Due() }
+func (sb *sbRun) Fire(now time.Time) { sb.s.Fire(now) }
+func (sb *sbRun) CallDone(f *host.Flight, res election.Result) {
+	if f == sb.flight {
+		sb.flight = nil
 	}
+	sb.s.Result(res)
 }
 
 // close stops the listener.
@@ -127,37 +119,12 @@ func (sb *sbRun) close() {
 func (sb *sbRun) Now() time.Time { return sb.r.c.cfg.Clock.Now() }
 
 func (sb *sbRun) Call(op election.Op) {
-	r := sb.r
-	cfg := &r.c.cfg
-	ctx, cancel := context.WithCancel(r.opBase)
-	sb.opID, sb.cancel = op.ID, cancel
-	rec := op.Record
-	rec.WrittenAt = cfg.Clock.Now().Round(0).UTC()
-	name := cfg.Lease + election.StandbySuffix
-	r.wg.Go(func() {
-		defer cancel()
-		res := election.Result{ID: op.ID, Record: rec}
-		start := cfg.Clock.Now()
-		switch op.Kind {
-		case election.OpGet:
-			res.Record, res.Version, res.Err = get(ctx, cfg.Store, name, op.Stale)
-		case election.OpPut:
-			res.Version, res.Err = cfg.Store.Put(ctx, name, rec, op.Expect)
-		}
-		r.c.ms.storeCall(opName(op.Kind), res.Err, cfg.Clock.Now().Sub(start))
-		r.c.answered.note(cfg.Clock, res.Err)
-		select {
-		case sb.results <- res:
-		case <-r.quit:
-		}
-	})
+	sb.flight = sb.r.h.Call(sb, 0, sb.r.c.cfg.Lease+election.StandbySuffix, op, 0)
 }
 
 func (sb *sbRun) Cancel() {
-	if sb.cancel != nil {
-		sb.cancel()
-		sb.cancel = nil
-	}
+	sb.r.h.Cancel(sb.flight)
+	sb.flight = nil
 }
 
 func (sb *sbRun) Log(level slog.Level, msg string, args ...any) { sb.r.log(level, msg, args...) }
@@ -171,17 +138,17 @@ func (sb *sbRun) Hot(hot bool) {
 	}
 }
 
-func (sb *sbRun) Reschedule() {} // the loop arms the timer after every event
+func (sb *sbRun) Reschedule() {} // the runner fixes its entries after every event
 
 // wakeStandby reads the standby's record now, and sends its holder a
 // wake-up once released is closed: once the lease given back is
 // confirmed. It gives up if the run ends first without that.
 func (r *runner) wakeStandby(released <-chan struct{}) {
 	cfg := &r.c.cfg
-	r.wg.Go(func() {
+	r.h.Go(func() {
 		// Not cancelled with the run: the release may well be confirmed
 		// before this read is answered, and Run waits for it (OpTimeout).
-		ctx, cancel := context.WithTimeout(context.WithoutCancel(r.opBase), cfg.OpTimeout)
+		ctx, cancel := context.WithTimeout(context.Background(), cfg.OpTimeout)
 		rec, _, err := cfg.Store.Get(ctx, cfg.Lease+election.StandbySuffix)
 		cancel()
 		if err != nil || rec.Released || rec.Holder == cfg.ID || len(rec.Payload) == 0 {
@@ -190,7 +157,7 @@ func (r *runner) wakeStandby(released <-chan struct{}) {
 		}
 		select {
 		case <-released:
-		case <-r.quit:
+		case <-r.h.Quit():
 			select {
 			case <-released:
 			default:
