@@ -9,6 +9,7 @@ import (
 
 	"github.com/tenure-go/tenure/election"
 	"github.com/tenure-go/tenure/fencing"
+	"github.com/tenure-go/tenure/internal/driver"
 	"github.com/tenure-go/tenure/internal/host"
 	"github.com/tenure-go/tenure/internal/lockcore"
 )
@@ -174,9 +175,9 @@ func (e *lockEntry) answer(r takeResult) {
 	e.result = nil
 }
 
-func (e *lockEntry) Extended(deadline time.Time) {
-	if e.held != nil {
-		e.held.ctx.setDeadline(deadline)
+func (e *lockEntry) Publish(s driver.Snapshot) {
+	if s.Leading && e.held != nil {
+		e.held.ctx.setDeadline(s.Term.Deadline)
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/tenure-go/tenure/election"
+	"github.com/tenure-go/tenure/internal/driver"
 	"github.com/tenure-go/tenure/internal/lockcore"
 	"github.com/tenure-go/tenure/lease"
 )
@@ -615,9 +616,9 @@ func (p *lproc) Busy(l election.Leader) {
 
 func (p *lproc) Refused(err error) { p.answered("refused: " + err.Error()) }
 
-func (p *lproc) Extended(deadline time.Time) {
-	if p.believes() && p.n.w.opt.Strategy != Naive {
-		p.deadline = deadline
+func (p *lproc) Publish(s driver.Snapshot) {
+	if s.Leading && p.believes() && p.n.w.opt.Strategy != Naive {
+		p.deadline = s.Term.Deadline
 	}
 }
 

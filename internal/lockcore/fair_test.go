@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/tenure-go/tenure/election"
+	"github.com/tenure-go/tenure/internal/driver"
 	"github.com/tenure-go/tenure/lease"
 	"github.com/tenure-go/tenure/lease/memlease"
 )
@@ -35,7 +36,7 @@ func (h *host) Log(slog.Level, string, ...any)       {}
 func (h *host) Granted(election.Term)                {}
 func (h *host) Busy(election.Leader)                 {}
 func (h *host) Refused(err error)                    { h.t.Errorf("refused: %v", err) }
-func (h *host) Extended(time.Time)                   {}
+func (h *host) Publish(driver.Snapshot)              {}
 func (h *host) Ended(election.Term, election.Reason) {}
 func (h *host) Reschedule()                          {}
 func (h *host) Retired()                             {}

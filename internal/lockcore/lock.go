@@ -36,8 +36,9 @@ type Host interface {
 	Busy(l election.Leader)
 	// Refused answers the caller with err.
 	Refused(err error)
-	// Extended moves the held term's local deadline.
-	Extended(deadline time.Time)
+	// Publish reports what the Machine knows after a step
+	// (driver.Effects.Publish): a held term's deadline moves with it.
+	Publish(s driver.Snapshot)
 	// Ended ends the held term: the lock is lost, or given back.
 	Ended(t election.Term, r election.Reason)
 	// Reschedule says that Due may have changed.
@@ -262,9 +263,7 @@ func (e *effects) Wake(time.Time) {}
 func (e *effects) ReleaseTimer(d time.Duration) { e.giveUp = e.h.Now().Add(d) }
 
 func (e *effects) Publish(s driver.Snapshot) {
-	if s.Leading && e.held {
-		e.h.Extended(s.Term.Deadline)
-	}
+	e.h.Publish(s)
 	if e.try && !e.answered && s.Err != nil && !s.Leading {
 		(*Lock)(e).refuse(fmt.Errorf("tenure: lock %q: %w", e.name, s.Err)) // TryLock does not wait out a failing store
 	}

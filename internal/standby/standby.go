@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/tenure-go/tenure/election"
+	"github.com/tenure-go/tenure/internal/driver"
 	"github.com/tenure-go/tenure/internal/lockcore"
 )
 
@@ -165,7 +166,7 @@ func (l *lockHost) Log(lv slog.Level, msg string, args ...any) {
 }
 func (l *lockHost) Granted(election.Term)                { (*Standby)(l).setHot(true) }
 func (l *lockHost) Busy(election.Leader)                 {} // not a TryLock: never called
-func (l *lockHost) Extended(time.Time)                   {}
+func (l *lockHost) Publish(driver.Snapshot)              {}
 func (l *lockHost) Ended(election.Term, election.Reason) { (*Standby)(l).setHot(false) }
 func (l *lockHost) Reschedule()                          { l.h.Reschedule() }
 
