@@ -28,8 +28,9 @@ const (
 
 // Config configures a Candidate. Lease and Store are required; every other
 // field has a default, which New fills in on its own copy. The timing fields
-// are those of election.Timing, which defines their defaults and rules; they
-// stand here flat so that a Config literal can set them.
+// are those of election.Timing, which defines their meaning, defaults and
+// rules; they stand here flat so that a Config literal can set them. Values
+// in brackets are those of the default lease.
 type Config struct {
 	// Lease names the lease to campaign for (see lease.ValidateName).
 	Lease string
@@ -46,35 +47,26 @@ type Config struct {
 	// others to read (e.g. its address). At most lease.MaxPayloadLen bytes.
 	Payload []byte
 
-	// LeaseDuration is the lease this candidate asks for: how long followers
-	// wait, stretched by MaxDrift, before taking over from a leader that went
-	// silent. Default: 10s.
+	// LeaseDuration is the lease asked for. Default: 10s.
 	LeaseDuration time.Duration
-	// RenewInterval is the time from sending one confirmed renewal to sending
-	// the next. Default: LeaseDuration/5 [2s].
+	// RenewInterval: from one confirmed renewal to the next. Default:
+	// LeaseDuration/5 [2s].
 	RenewInterval time.Duration
-	// PollInterval is how often a follower reads the lease on average: each
-	// wait is drawn in [0.9, 1.1] × PollInterval. The longest wait bounds
-	// failover after a graceful release.
-	// Default: LeaseDuration/5 [2s].
+	// PollInterval: a follower's mean wait between reads. Default:
+	// LeaseDuration/5 [2s].
 	PollInterval time.Duration
-	// OpTimeout bounds one store call; a call not answered by then counts as
-	// failed, with an unknown outcome. Default: LeaseDuration/5 [2s].
+	// OpTimeout bounds one store call. Default: LeaseDuration/5 [2s].
 	OpTimeout time.Duration
-	// RetryMin and RetryMax bound the jittered exponential backoff between
-	// failed calls. Defaults: LeaseDuration/100 [100ms] and LeaseDuration/10
-	// [1s].
+	// RetryMin and RetryMax bound the backoff between failed calls.
+	// Defaults: LeaseDuration/100 [100ms] and LeaseDuration/10 [1s].
 	RetryMin, RetryMax time.Duration
-	// MaxDrift (ρ) bounds how far any participant's clock rate may stray
-	// from true time, as a fraction. Zero selects the default, 1e-3 (1 ms per
-	// second, far beyond what NTP-disciplined or even free-running quartz
-	// clocks show); it must not exceed 0.1.
+	// MaxDrift (ρ) bounds any clock's rate error. Default: 1e-3.
 	MaxDrift float64
-	// Margin ends a term this much before the lease could expire for others,
-	// leaving the leader time to stop acting. Default: LeaseDuration/10 [1s].
+	// Margin ends a term this much before the lease could expire for
+	// others. Default: LeaseDuration/10 [1s].
 	Margin time.Duration
-	// ReleaseTimeout bounds how long Run spends giving the lease back after
-	// its context is done. Default: LeaseDuration/2 [5s].
+	// ReleaseTimeout bounds the release when Run's context is done.
+	// Default: LeaseDuration/2 [5s].
 	ReleaseTimeout time.Duration
 	// ResignHoldOff is how long a candidate stays a follower after Resign.
 	// Default: 2×PollInterval [4s], so that another candidate's poll finds
@@ -102,8 +94,8 @@ type Config struct {
 	// PollInterval. Off by default; every candidate of a lease should
 	// agree. See docs/protocol.md, "Standby and wake-ups".
 	Standby bool
-	// ColdPollInterval is how often, with Standby, a follower other than
-	// the standby reads. Default: 10×PollInterval [20s].
+	// ColdPollInterval: with Standby, a follower's mean wait between reads
+	// unless it is the standby. Default: 10×PollInterval [20s].
 	ColdPollInterval time.Duration
 	// WakeAddr, with Standby, is a UDP address ("host:port"; port 0 picks
 	// a free one) on which this candidate listens for wake-ups. The
@@ -211,46 +203,38 @@ func (c *Config) checkStandby() error {
 // set to it: the timings (election.Timing.WithDefaults), ID, Clock and Rand.
 // It checks nothing.
 func (c Config) WithDefaults() Config {
-	c.setTiming(c.timing().WithDefaults())
+	t := timingOf(&c).WithDefaults()
+	if c.Standby {
+		t = t.WithStandby()
+	}
+	setTiming(&c, t)
 	if c.ResignHoldOff == 0 {
 		c.ResignHoldOff = 2 * c.PollInterval
 	}
-	if c.Standby && c.ColdPollInterval == 0 {
-		c.ColdPollInterval = 10 * c.PollInterval
+	withDefaults(&c.ID, &c.Clock, &c.Rand)
+	return c
+}
+
+// withDefaults fills in the identity, clock and randomness that Config
+// and LockerConfig share, where they are left zero.
+func withDefaults(id *string, clk *Clock, rnd **rand.Rand) {
+	if *id == "" {
+		*id = defaultID()
 	}
-	if c.ID == "" {
-		c.ID = defaultID()
+	if *clk == nil {
+		*clk = clock.New()
 	}
-	if c.Clock == nil {
-		c.Clock = clock.New()
-	}
-	if c.Rand == nil {
+	if *rnd == nil {
 		var seed [16]byte
 		_, _ = crand.Read(seed[:]) // never fails on supported platforms
-		c.Rand = rand.New(rand.NewPCG(binary.LittleEndian.Uint64(seed[:8]), binary.LittleEndian.Uint64(seed[8:])))
+		*rnd = rand.New(rand.NewPCG(binary.LittleEndian.Uint64(seed[:8]), binary.LittleEndian.Uint64(seed[8:])))
 	}
-	return c
 }
 
 func fieldError(err error) error { return fmt.Errorf("tenure: config: %w", err) }
 
-func (c *Config) timing() election.Timing {
-	return election.Timing{
-		LeaseDuration: c.LeaseDuration, RenewInterval: c.RenewInterval, PollInterval: c.PollInterval,
-		OpTimeout: c.OpTimeout, RetryMin: c.RetryMin, RetryMax: c.RetryMax,
-		MaxDrift: c.MaxDrift, Margin: c.Margin, ReleaseTimeout: c.ReleaseTimeout, ColdPollInterval: c.ColdPollInterval,
-	}
-}
-
-func (c *Config) setTiming(t election.Timing) {
-	c.LeaseDuration, c.RenewInterval, c.PollInterval = t.LeaseDuration, t.RenewInterval, t.PollInterval
-	c.OpTimeout, c.RetryMin, c.RetryMax = t.OpTimeout, t.RetryMin, t.RetryMax
-	c.MaxDrift, c.Margin, c.ReleaseTimeout = t.MaxDrift, t.Margin, t.ReleaseTimeout
-	c.ColdPollInterval = t.ColdPollInterval
-}
-
 func (c *Config) machineConfig() election.Config {
-	return election.Config{ID: c.ID, Timing: c.timing(), Payload: c.Payload, Rand: c.Rand, Wall: wallOf(c.Clock), StaleReads: c.staleReads()}
+	return election.Config{ID: c.ID, Timing: timingOf(c), Payload: c.Payload, Rand: c.Rand, Wall: wallOf(c.Clock), StaleReads: c.staleReads()}
 }
 
 // staleReads reports whether followers poll with the store's stale reads.
@@ -262,7 +246,7 @@ func (c *Config) staleReads() bool {
 // standbyConfig is the configuration of the standby record's Machine: its
 // own timing, and the wake-up address as its payload.
 func (c *Config) standbyConfig(wake string) election.Config {
-	return election.Config{ID: c.ID, Timing: election.StandbyTiming(c.timing()), Payload: []byte(wake), Rand: c.Rand, Wall: wallOf(c.Clock), StaleReads: c.staleReads()}
+	return election.Config{ID: c.ID, Timing: election.StandbyTiming(timingOf(c)), Payload: []byte(wake), Rand: c.Rand, Wall: wallOf(c.Clock), StaleReads: c.staleReads()}
 }
 
 // wallOf returns the wall clock of clk: its Wall method if it has one (a

@@ -78,8 +78,7 @@ type LockerConfig struct {
 	OpTimeout time.Duration
 	// RetryMin and RetryMax bound the backoff between failed calls.
 	// Defaults: LeaseDuration/100 [100ms] and LeaseDuration/10 [1s].
-	RetryMin time.Duration
-	RetryMax time.Duration
+	RetryMin, RetryMax time.Duration
 	// MaxDrift (ρ) bounds how far any clock's rate may stray from true
 	// time. Default: 1e-3; at most 0.1.
 	MaxDrift float64
@@ -151,20 +150,12 @@ type Locker struct {
 
 // NewLocker returns a Locker for cfg and starts its loop; Close stops it.
 func NewLocker(cfg LockerConfig) (*Locker, error) {
-	c := Config{
-		Lease: "locker", Store: cfg.Store, ID: cfg.ID, LeaseDuration: cfg.LeaseDuration, RenewInterval: cfg.RenewInterval,
-		PollInterval: cfg.PollInterval, OpTimeout: cfg.OpTimeout, RetryMin: cfg.RetryMin, RetryMax: cfg.RetryMax,
-		MaxDrift: cfg.MaxDrift, Margin: cfg.Margin, ReleaseTimeout: cfg.ReleaseTimeout, Clock: cfg.Clock, Logger: cfg.Logger, Rand: cfg.Rand,
+	if cfg.Store == nil {
+		return nil, fieldError(&election.FieldError{Field: "Store", Reason: "is nil"})
 	}
-	given := c.timing()
-	r, err := c.resolved()
-	if err != nil {
-		return nil, err
-	}
-	cfg.ID, cfg.Clock, cfg.Rand = r.ID, r.Clock, r.Rand
-	t := r.timing()
-	cfg.LeaseDuration, cfg.RenewInterval, cfg.PollInterval, cfg.OpTimeout = t.LeaseDuration, t.RenewInterval, t.PollInterval, t.OpTimeout
-	cfg.RetryMin, cfg.RetryMax, cfg.MaxDrift, cfg.Margin, cfg.ReleaseTimeout = t.RetryMin, t.RetryMax, t.MaxDrift, t.Margin, t.ReleaseTimeout
+	given := timingOf(&cfg)
+	setTiming(&cfg, given.WithDefaults())
+	withDefaults(&cfg.ID, &cfg.Clock, &cfg.Rand)
 	l := &Locker{cfg: cfg, given: given, names: map[string]*lockEntry{}, unlocks: map[*lockEntry][]chan error{}}
 	shared, err := l.machineConfig(lockOptions{})
 	if err != nil {
@@ -368,10 +359,7 @@ func (l *Locker) take(ctx context.Context, name string, try bool, opts []LockOpt
 
 func (l *Locker) machineConfig(o lockOptions) (election.Config, error) {
 	c := l.cfg
-	t := election.Timing{
-		LeaseDuration: c.LeaseDuration, RenewInterval: c.RenewInterval, PollInterval: c.PollInterval, OpTimeout: c.OpTimeout,
-		RetryMin: c.RetryMin, RetryMax: c.RetryMax, MaxDrift: c.MaxDrift, Margin: c.Margin, ReleaseTimeout: c.ReleaseTimeout,
-	}
+	t := timingOf(&c)
 	switch {
 	case o.every != 0:
 		t = l.slotTiming(o.every)

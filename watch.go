@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/benbjohnson/clock"
+
 	"github.com/tenure-go/tenure/election"
 	"github.com/tenure-go/tenure/fencing"
 	"github.com/tenure-go/tenure/lease"
@@ -13,11 +15,14 @@ import (
 
 // WatchConfig configures Watch. Lease and Store are required.
 type WatchConfig struct {
+	// Lease names the lease to watch.
 	Lease string
+	// Store keeps the lease.
 	Store lease.Store
-	// PollInterval is how often the lease is read. Default 2s.
+	// PollInterval is how often the lease is read. Default: 2s, as
+	// Config's.
 	PollInterval time.Duration
-	// OpTimeout bounds one read. Default PollInterval.
+	// OpTimeout bounds one read. Default: 2s, as Config's.
 	OpTimeout time.Duration
 	// MaxDrift (ρ) stretches a holder's lease before Observation.Expired
 	// says it is silent, as a follower would wait. Default 1e-3.
@@ -68,17 +73,9 @@ func Watch(ctx context.Context, cfg WatchConfig, fn func(Observation)) error {
 	if cfg.Store == nil {
 		return fieldError(&election.FieldError{Field: "Store", Reason: "is nil"})
 	}
-	if cfg.PollInterval == 0 {
-		cfg.PollInterval = election.DefaultLeaseDuration / 5
-	}
-	if cfg.OpTimeout == 0 {
-		cfg.OpTimeout = cfg.PollInterval
-	}
-	if cfg.MaxDrift == 0 {
-		cfg.MaxDrift = election.DefaultMaxDrift
-	}
+	setTiming(&cfg, timingOf(&cfg).WithDefaults())
 	if cfg.Clock == nil {
-		cfg.Clock = Config{}.WithDefaults().Clock
+		cfg.Clock = clock.New()
 	}
 	for _, f := range []struct {
 		name string

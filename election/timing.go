@@ -13,8 +13,10 @@ const (
 	DefaultMaxDrift      = 1e-3
 )
 
-// Timing holds every duration of the protocol, in one place: tenure.Config
-// exposes the same fields and converts, and the simulator uses Timing
+// Timing holds every duration of the protocol, in one place: their
+// meaning, defaults and rules are defined here, once. tenure.Config,
+// tenure.LockerConfig and tenure.WatchConfig repeat the fields they use,
+// flat, and convert by name; the simulator and tenure plan use Timing
 // directly. WithDefaults fills in the zero fields; Validate checks the
 // result. The derived defaults keep their proportion to LeaseDuration, so
 // that a shorter or longer lease behaves alike; the values in brackets are
@@ -25,11 +27,12 @@ type Timing struct {
 	// holder gone silent. Default DefaultLeaseDuration (10s); within
 	// [lease.MinDuration, lease.MaxDuration].
 	LeaseDuration time.Duration
-	// RenewInterval runs from the send of a confirmed write to the next
-	// renewal. Default LeaseDuration/5 [2s].
+	// RenewInterval runs from the send of one confirmed renewal to the
+	// send of the next. Default LeaseDuration/5 [2s].
 	RenewInterval time.Duration
-	// PollInterval is how often a follower reads the lease on average:
-	// each wait is drawn in [0.9, 1.1] × PollInterval. Default
+	// PollInterval is how often a follower (or a waiting lock) reads the
+	// lease on average: each wait is drawn in [0.9, 1.1] × PollInterval.
+	// The longest wait bounds failover after a graceful release. Default
 	// LeaseDuration/5 [2s].
 	PollInterval time.Duration
 	// OpTimeout bounds one store call; one not answered by then has failed
@@ -40,19 +43,23 @@ type Timing struct {
 	// [1s].
 	RetryMin, RetryMax time.Duration
 	// MaxDrift (ρ) bounds how far any participant's clock rate strays from
-	// true time. Default DefaultMaxDrift (1e-3); at most MaxMaxDrift.
+	// true time, as a fraction: 1e-3 is 1 ms per second, far beyond what
+	// NTP-disciplined or even free-running quartz clocks show. Default
+	// DefaultMaxDrift (1e-3); at most MaxMaxDrift (0.1).
 	MaxDrift float64
 	// Margin ends a term this much before the lease could expire for
-	// others. Default LeaseDuration/10 [1s].
+	// others, leaving the holder time to stop acting. Default
+	// LeaseDuration/10 [1s].
 	Margin time.Duration
-	// ReleaseTimeout bounds the release after a stop. Default
-	// LeaseDuration/2 [5s].
+	// ReleaseTimeout bounds the release after a stop (a Candidate's Run
+	// ending, a lock's Unlock). Default LeaseDuration/2 [5s].
 	ReleaseTimeout time.Duration
 	// ColdPollInterval, when not zero, turns on the standby: a follower
 	// other than the standby (a cold one) reads the lease, and the
 	// standby's record, this often on average; the standby reads the lease
 	// every PollInterval. Zero: no standby, and every follower polls every
-	// PollInterval. No default; at least PollInterval.
+	// PollInterval. Default, with a standby (WithStandby): 10×PollInterval
+	// [20s]; at least PollInterval.
 	ColdPollInterval time.Duration
 }
 
@@ -90,6 +97,16 @@ func (t Timing) WithDefaults() Timing {
 	}
 	if t.MaxDrift == 0 {
 		t.MaxDrift = DefaultMaxDrift
+	}
+	return t
+}
+
+// WithStandby returns t with its defaults (WithDefaults) and a standby's:
+// ColdPollInterval, if zero, 10×PollInterval.
+func (t Timing) WithStandby() Timing {
+	t = t.WithDefaults()
+	if t.ColdPollInterval == 0 {
+		t.ColdPollInterval = 10 * t.PollInterval
 	}
 	return t
 }

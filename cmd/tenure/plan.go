@@ -65,8 +65,8 @@ func planCommand(args []string, stdout, stderr io.Writer) int {
 		return exitUsage
 	}
 	switch {
-	case *standby && t.ColdPollInterval == 0:
-		t.ColdPollInterval = 10 * t.WithDefaults().PollInterval // as tenure.Config's default
+	case *standby:
+		t = t.WithStandby()
 	case !*standby && t.ColdPollInterval != 0:
 		fmt.Fprintln(stderr, "tenure plan: --cold-poll needs --standby")
 		return exitUsage
