@@ -101,8 +101,7 @@ type flight struct {
 	do   purpose
 	sent time.Time
 	// op is what the store is asked: its ID, and for a write the record and
-	// the expected version. Output.Op points here; a flight handled is
-	// reused for a later call (recycle).
+	// the expected version. Output.Op points here.
 	op Op
 }
 
@@ -145,7 +144,6 @@ type Machine struct {
 
 	op         *flight // in flight
 	unresolved *flight // write awaiting its read-back
-	spare      *flight // one done with, for the next call (recycle)
 	next       instant
 	lastErr    error
 	dupErr     *DuplicateIDError // sticky: another process writes with our ID
@@ -208,14 +206,6 @@ func (m *Machine) at(now time.Time) instant {
 	if m.epoch.IsZero() {
 		m.epoch = now
 	}
-	if m.epoch == m.epoch.Round(0) { // Round(0) strips a monotonic reading
-		// An epoch without a monotonic reading (a simulated or injected
-		// clock): time.Sub would take the wall difference too, checking
-		// for an overflow no instant of a run comes near.
-		if ds := now.Unix() - m.epoch.Unix(); ds > -1<<32 && ds < 1<<32 {
-			return instant(time.Duration(ds)*time.Second + time.Duration(now.Nanosecond()-m.epoch.Nanosecond()))
-		}
-	}
 	return instant(now.Sub(m.epoch))
 }
 
@@ -254,7 +244,6 @@ func (m *Machine) Done(now time.Time, res Result) Output {
 		op := m.op
 		m.op = nil
 		m.handle(now, op, res)
-		m.recycle(op)
 	}
 	return m.flush(now)
 }
@@ -431,7 +420,6 @@ func (m *Machine) flush(now time.Time) Output {
 				last = te.Last
 			}
 			m.handle(now, op, Result{ID: op.op.ID, Err: &TimeoutError{Op: op.do.String(), After: m.cfg.OpTimeout, Last: last}})
-			m.recycle(op)
 			continue
 		}
 		if m.phase == releasing && m.op == nil && m.nextDo == 0 {
@@ -676,11 +664,7 @@ func (m *Machine) write(now time.Time, do purpose, rec lease.Record, expect leas
 }
 
 func (m *Machine) send(now time.Time, fl flight) {
-	f := m.spare // reused: one allocation fewer per call
-	if f == nil {
-		f = new(flight)
-	}
-	m.spare, *f = nil, fl
+	f := &fl
 	if m.lastID++; m.lastID == 0 {
 		m.lastID = 1 // 0 means no op
 	}
@@ -704,17 +688,6 @@ func (m *Machine) mint(now time.Time) uint64 {
 		t = max(t, uint64(max(wall.UnixMilli(), 1)))
 	}
 	return t
-}
-
-// recycle keeps op, handled, for a follower's next call, unless it awaits
-// its read-back. Nothing else points to it: the Output that carried it was
-// consumed before the call could be answered. A leader keeps none: a held
-// lock's Machine stays as small as it can (a renewal every RenewInterval
-// gains little from it).
-func (m *Machine) recycle(op *flight) {
-	if op != m.unresolved && op != m.op && m.state != leading {
-		m.spare = op
-	}
 }
 
 func (m *Machine) handle(now time.Time, op *flight, res Result) {

@@ -7,7 +7,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-	"unsafe"
 
 	"github.com/tenure-go/tenure/lease"
 )
@@ -278,41 +277,5 @@ func TestConfigRoomToRetry(t *testing.T) {
 	var fe *FieldError
 	if err := cfg.Validate(); !errors.As(err, &fe) || fe.Field != "RenewInterval" || !strings.Contains(err.Error(), "2×OpTimeout") {
 		t.Fatalf("one past the bound: %v", err)
-	}
-}
-
-// TestAtIsSub: a Machine's instants are time.Sub from its epoch, whether
-// the epoch has a monotonic reading (time.Now) or not (an injected clock,
-// where at takes a shorter path), across second boundaries, before the
-// epoch, and for times whose wall clock was set apart from the monotonic
-// one.
-func TestAtIsSub(t *testing.T) {
-	r := rand.New(rand.NewPCG(3, 4))
-	cfg := testConfig("a")
-	for _, epoch := range []time.Time{time.Now(), time.Now().Round(0), time.Date(2026, 1, 1, 0, 0, 0, 999_999_999, time.UTC)} {
-		m := newMachine(&cfg)
-		m.at(epoch)
-		for range 10_000 {
-			d := time.Duration(r.Int64N(int64(200*time.Hour))) - 100*time.Hour
-			now := epoch.Add(d)
-			if r.IntN(4) == 0 {
-				now = now.Round(0) // the wall reading only
-			}
-			if got, want := m.at(now), instant(now.Sub(epoch)); got != want {
-				t.Fatalf("epoch %v, now %v: at = %v, Sub = %v", epoch, now, time.Duration(got), time.Duration(want))
-			}
-		}
-		far := epoch.AddDate(300, 0, 0) // beyond the short path: Sub's saturation
-		if got, want := m.at(far), instant(far.Sub(epoch)); got != want {
-			t.Fatalf("300 years on: at = %v, Sub = %v", time.Duration(got), time.Duration(want))
-		}
-	}
-}
-
-// TestMachineSize: a Locker keeps a Machine per held lock, and the
-// allocator rounds 417 bytes up to 448: a new field must make room.
-func TestMachineSize(t *testing.T) {
-	if got := unsafe.Sizeof(Machine{}); got > 416 {
-		t.Errorf("Machine is %d bytes, over the 416-byte size class", got)
 	}
 }

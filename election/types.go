@@ -187,8 +187,7 @@ type Event struct {
 
 // Output is what the driver must do after handing the Machine an input.
 type Output struct {
-	// Op, when not nil, is a store call to start now. It is the Machine's:
-	// copy it before the next call on the Machine, which may reuse it.
+	// Op, when not nil, is a store call to start now.
 	Op *Op
 	// Abandon, when not zero, is the ID of an Op the Machine gave up on
 	// (timed out): the driver should cancel it. Its result is ignored.

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/tenure-go/tenure/election"
@@ -48,51 +49,16 @@ func parseQueue(b []byte) ([]qentry, error) {
 
 // appendQueue parses b, "TICKET.BEAT TICKET.BEAT ...", onto q.
 func appendQueue(q []qentry, b []byte) ([]qentry, error) {
-	for i := 0; i < len(b); {
-		if b[i] == ' ' {
-			i++
-			continue
-		}
-		j := i
-		for j < len(b) && b[j] != ' ' {
-			j++
-		}
-		f := b[i:j]
-		dot := -1
-		for k, c := range f {
-			if c == '.' {
-				dot = k
-				break
-			}
-		}
-		t, ok1 := parseUint(f[:max(dot, 0)])
-		beat, ok2 := parseUint(f[dot+1:])
-		if dot < 0 || !ok1 || !ok2 {
+	for _, f := range strings.Fields(string(b)) {
+		t, beat, ok := strings.Cut(f, ".")
+		tn, err1 := strconv.ParseUint(t, 10, 64)
+		bn, err2 := strconv.ParseUint(beat, 10, 64)
+		if !ok || err1 != nil || err2 != nil {
 			return nil, fmt.Errorf("queue entry %q is not TICKET.BEAT", f)
 		}
-		q = append(q, qentry{t, beat})
-		i = j
+		q = append(q, qentry{tn, bn})
 	}
 	return q, nil
-}
-
-// parseUint parses decimal digits, refusing what does not fit a uint64.
-func parseUint(b []byte) (uint64, bool) {
-	if len(b) == 0 || len(b) > 20 {
-		return 0, false
-	}
-	var n uint64
-	for _, c := range b {
-		if c < '0' || c > '9' {
-			return 0, false
-		}
-		d := uint64(c - '0')
-		if n > (1<<64-1-d)/10 {
-			return 0, false
-		}
-		n = n*10 + d
-	}
-	return n, true
 }
 
 func formatQueue(q []qentry) []byte {
