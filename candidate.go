@@ -274,6 +274,9 @@ type leaseEntry struct {
 }
 
 func (e *leaseEntry) Due() time.Time {
+	if e.r.d.Done() {
+		return time.Time{}
+	}
 	d := e.r.d.Wake()
 	if !e.giveUp.IsZero() && (d.IsZero() || e.giveUp.Before(d)) {
 		d = e.giveUp

@@ -22,24 +22,25 @@ type fastRun struct {
 	d  *driver.Driver
 	m  driver.Machine
 
-	req    *request // the store call in flight, to abandon
-	wtm    *timer   // the wake-up; nil when there is none
-	owed   bool     // a wake-up at owedAt (monotonic) is put off: see checkOwed
+	req *request // the store call in flight, to abandon
+	// The host's one timer (internal/host), for the earliest of the
+	// lease's wake-up, its release timer and the standby's wake-up.
+	tm     *timer    // nil when there is none
+	tmAt   time.Time // its instant
+	owed   bool      // the timer, at owedAt (monotonic), is put off: see checkOwed
 	owedAt time.Duration
-	giveUp *timer // the release timer
-	exited bool   // the loop returned; the deferred cleanup runs
+	giveUp time.Time // the release timer; zero if none
+	exited bool      // the loop returned; the deferred cleanup runs
 	term   *fastTerm
 	disp   dispatcher
 	notif  notifier
 	dead   bool // crashed
 
 	// With a standby (Timing.ColdPollInterval), as the Candidate's sbRun.
-	sb      *standby.Standby
-	sbReq   *request // its call in flight
-	sbTimer *timer
-	sbAt    time.Time
-	hot     bool // what the campaign says
-	cold    bool // what the Machine was last told
+	sb    *standby.Standby
+	sbReq *request // its call in flight
+	hot   bool     // what the campaign says
+	cold  bool     // what the Machine was last told
 	// The wake-up of the standby after a release (Plan.Wake): wakeTo is the
 	// standby's ID as its record named it, once read; released, once the
 	// release is confirmed.
@@ -117,16 +118,54 @@ func (f *fastRun) fire(tm *timer) {
 	}
 }
 
-// wakeUp is the loop's wake-up timer firing. It is a method, not a
-// closure on the timer: one allocation fewer per wake-up, the fast
-// tier's most frequent.
+// wakeUp is the host's timer firing: as internal/host, it runs every
+// entry due by now, in the heap's order (the lease, then the standby, for
+// one instant), and then the loop's end. It is a method, not a closure on
+// the timer: one allocation fewer per wake-up, the fast tier's most
+// frequent.
 func (f *fastRun) wakeUp(tm *timer) {
-	if f.exited || tm != f.wtm {
+	if f.exited || tm != f.tm {
 		return
 	}
-	f.wtm = nil
-	f.d.Tick()
+	f.tm = nil
+	now := f.now()
+	for {
+		if at := f.leaseDue(); !at.IsZero() && !now.Before(at) {
+			f.fireLease(now)
+			continue
+		}
+		if f.sb != nil {
+			if at := f.sb.Due(); !at.IsZero() && !now.Before(at) {
+				f.sb.Fire(now)
+				continue
+			}
+		}
+		break
+	}
 	f.loop()
+}
+
+// leaseDue and fireLease are the Candidate's leaseEntry: the driver's
+// wake-up and the release timer.
+func (f *fastRun) leaseDue() time.Time {
+	if f.d.Done() {
+		return time.Time{}
+	}
+	d := f.d.Wake()
+	if !f.giveUp.IsZero() && (d.IsZero() || f.giveUp.Before(d)) {
+		d = f.giveUp
+	}
+	return d
+}
+
+func (f *fastRun) fireLease(now time.Time) {
+	switch {
+	case !f.giveUp.IsZero() && !now.Before(f.giveUp):
+		f.giveUp = time.Time{}
+		f.d.GiveUp()
+	case !f.d.Wake().IsZero() && !now.Before(f.d.Wake()):
+		f.d.Tick()
+	}
 }
 
 func (f *fastRun) deliver(req *request) {
@@ -169,9 +208,9 @@ func (f *fastRun) stop() {
 	f.loop()
 }
 
-// loop models the end of an iteration of the Candidate's loop: the
-// standby's hot or cold applied and its timer armed, and then
-// `for !r.d.Done() || !sb.Done()`.
+// loop models the end of an iteration of the Candidate's loop (runner.after
+// and the host's): the standby's hot or cold applied, the run's end, or the
+// host's timer armed for the next iteration.
 func (f *fastRun) loop() {
 	if f.exited {
 		return
@@ -181,7 +220,6 @@ func (f *fastRun) loop() {
 			f.cold = cold
 			f.d.SetCold(cold)
 		}
-		f.armStandby()
 	}
 	if f.d.Done() && (f.sb == nil || f.sb.Done()) {
 		f.exit()
@@ -199,33 +237,37 @@ func (f *fastRun) loop() {
 				f.sendWake()
 			}
 		}
-	}
-}
-
-// armStandby sets the standby campaign's timer to its next wake-up.
-func (f *fastRun) armStandby() {
-	at := f.sb.Due()
-	if at.Equal(f.sbAt) && (f.sbTimer != nil || at.IsZero()) {
 		return
 	}
-	if f.sbTimer != nil {
-		f.sbTimer.dead = true
-		f.sbTimer = nil
+	f.arm()
+}
+
+// arm models the host's: its timer at the earliest Due of its entries,
+// set anew when that instant changes.
+func (f *fastRun) arm() {
+	at := f.leaseDue()
+	if f.sb != nil {
+		if t := f.sb.Due(); !t.IsZero() && (at.IsZero() || t.Before(at)) {
+			at = t
+		}
 	}
-	f.sbAt = at
+	if (f.tm != nil || f.owed) && at.Equal(f.tmAt) {
+		return
+	}
+	if f.tm != nil {
+		f.tm.dead = true
+		f.tm = nil
+	}
+	f.owed, f.tmAt = false, at
 	if at.IsZero() {
 		return
 	}
-	var tm *timer
-	tm = f.after(srcRunner, at.Sub(f.now()), func() {
-		if f.exited || tm != f.sbTimer {
-			return
-		}
-		f.sbTimer, f.sbAt = nil, time.Time{}
-		f.sb.Fire(f.now())
-		f.loop()
-	})
-	f.sbTimer = tm
+	if f.req != nil { // see checkOwed
+		f.owed, f.owedAt = true, max(sinceEpoch(at), f.in.node.clk.mono(f.w.now))
+		f.checkOwed()
+		return
+	}
+	f.tm = f.w.newTimer(f.in, srcRunner, sinceEpoch(at)-f.in.node.clk.mono(f.w.now))
 }
 
 // wakeRead takes the answer of the read of the standby record; the
@@ -276,11 +318,8 @@ func (f *fastRun) exit() {
 	f.exited = true
 	f.abandon()
 	f.owed = false
-	if f.wtm != nil {
-		f.wtm.dead = true
-	}
-	if f.giveUp != nil {
-		f.giveUp.dead = true
+	if f.tm != nil {
+		f.tm.dead = true
 	}
 	f.disp.close()
 	f.notif.close()
@@ -311,8 +350,8 @@ func (f *fastRun) checkOwed() {
 		return
 	}
 	f.owed = false
-	f.wtm = &timer{in: f.in, target: f.owedAt}
-	w.schedule(f.wtm)
+	f.tm = &timer{in: f.in, target: f.owedAt}
+	w.schedule(f.tm)
 }
 
 // The driver.Effects of the fast tier.
@@ -321,31 +360,10 @@ func (f *fastRun) Now() time.Time { return f.now() }
 
 func (f *fastRun) Cancel(uint64) { f.abandon() }
 
-func (f *fastRun) Wake(at time.Time) {
-	if f.wtm != nil {
-		f.wtm.dead = true
-		f.wtm = nil
-	}
-	f.owed = false
-	if at.IsZero() {
-		return
-	}
-	if f.req != nil { // see checkOwed
-		f.owed, f.owedAt = true, max(sinceEpoch(at), f.in.node.clk.mono(f.w.now))
-		f.checkOwed()
-		return
-	}
-	f.wtm = f.w.newTimer(f.in, srcRunner, sinceEpoch(at)-f.in.node.clk.mono(f.w.now))
-}
+// Wake: the host reads the wake-up off the driver (leaseDue).
+func (f *fastRun) Wake(time.Time) {}
 
-func (f *fastRun) ReleaseTimer(d time.Duration) {
-	f.giveUp = f.after(srcRunner, d, func() {
-		if !f.exited {
-			f.d.GiveUp()
-			f.loop()
-		}
-	})
-}
+func (f *fastRun) ReleaseTimer(d time.Duration) { f.giveUp = f.now().Add(d) }
 
 func (f *fastRun) Send(op election.Op) {
 	rec := op.Record

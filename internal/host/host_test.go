@@ -58,7 +58,8 @@ func TestTimersFireInOrder(t *testing.T) {
 		a := &entry{name: "a", due: now.Add(2 * time.Second), log: &log}
 		b := &entry{name: "b", due: now.Add(time.Second), log: &log}
 		c := &entry{name: "c", due: now.Add(3 * time.Second), log: &log}
-		for _, e := range []*entry{a, b, c} {
+		d := &entry{name: "d", due: now.Add(2 * time.Second), log: &log} // due with a: after it, which came first
+		for _, e := range []*entry{a, b, c, d} {
 			h.Fix(e)
 		}
 		stop := run(h)
@@ -66,7 +67,7 @@ func TestTimersFireInOrder(t *testing.T) {
 		h.Do(func() { c.due = time.Time{}; h.Fix(c) })
 		time.Sleep(time.Second)
 		stop()
-		if want := []string{"b fired", "a fired"}; !slices.Equal(log, want) {
+		if want := []string{"b fired", "a fired", "d fired"}; !slices.Equal(log, want) {
 			t.Fatalf("fired %q, want %q (c was taken out before its time)", log, want)
 		}
 	})

@@ -2,38 +2,51 @@ package host
 
 import "container/heap"
 
-// timers orders entries by their Due: a heap, so that a host of many
-// locks finds the next wake-up in O(log n).
-type timers []Entry
+// timers orders entries by their Due, and entries due at the same instant
+// by when they first had a Due: a heap, so that a host of many locks finds
+// the next wake-up in O(log n), in an order that a model can follow (the
+// simulator's of the Candidate: its lease, then its standby).
+type timers struct {
+	h     []Entry
+	ranks uint64
+}
 
-func (t timers) Len() int           { return len(t) }
-func (t timers) Less(i, j int) bool { return t[i].Due().Before(t[j].Due()) }
-func (t timers) Swap(i, j int) {
-	t[i], t[j] = t[j], t[i]
-	t[i].slot().idx, t[j].slot().idx = i+1, j+1
+func (t *timers) Len() int { return len(t.h) }
+func (t *timers) Less(i, j int) bool {
+	a, b := t.h[i].Due(), t.h[j].Due()
+	return a.Before(b) || a.Equal(b) && t.h[i].slot().rank < t.h[j].slot().rank
+}
+func (t *timers) Swap(i, j int) {
+	t.h[i], t.h[j] = t.h[j], t.h[i]
+	t.h[i].slot().idx, t.h[j].slot().idx = i+1, j+1
 }
 
 func (t *timers) Push(x any) {
 	e := x.(Entry)
-	*t = append(*t, e)
-	e.slot().idx = len(*t)
+	t.h = append(t.h, e)
+	s := e.slot()
+	s.idx = len(t.h)
+	if s.rank == 0 {
+		t.ranks++
+		s.rank = t.ranks
+	}
 }
 
 func (t *timers) Pop() any {
-	old := *t
+	old := t.h
 	e := old[len(old)-1]
 	old[len(old)-1] = nil
-	*t = old[:len(old)-1]
+	t.h = old[:len(old)-1]
 	e.slot().idx = 0
 	return e
 }
 
 // next returns the entry due first; nil if none is.
-func (t timers) next() Entry {
-	if len(t) == 0 {
+func (t *timers) next() Entry {
+	if len(t.h) == 0 {
 		return nil
 	}
-	return t[0]
+	return t.h[0]
 }
 
 func (t *timers) fix(e Entry) {
