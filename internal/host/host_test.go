@@ -91,16 +91,21 @@ func (s blockingStore) Get(ctx context.Context, name string) (lease.Record, leas
 	}
 }
 
+// blocked returns a running host of at most maxCalls calls (0: no bound)
+// on a blockingStore, the store, an entry, and run's stop.
+func blocked(maxCalls int) (*Host, blockingStore, *entry, func()) {
+	st := blockingStore{Store: memlease.New(), started: make(chan string, 4), release: make(chan struct{})}
+	h := New(Config{Clock: realClock{}, Store: st, MaxCalls: maxCalls})
+	e := &entry{name: "e", log: new([]string)}
+	return h, st, e, run(h)
+}
+
 // Beyond MaxCalls calls wait in order; one cancelled while it waits is
 // dropped unanswered; one cancelled once started is answered with its
 // context's error.
 func TestCallsBoundedInOrder(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		var log []string
-		st := blockingStore{Store: memlease.New(), started: make(chan string, 4), release: make(chan struct{})}
-		h := New(Config{Clock: realClock{}, Store: st, MaxCalls: 1})
-		e := &entry{name: "e", log: &log}
-		stop := run(h)
+		h, st, e, stop := blocked(1)
 		var first, second *Flight
 		h.Do(func() {
 			first = h.Call(e, 0, "one", election.Op{ID: 1, Kind: election.OpGet}, 0)
@@ -124,8 +129,8 @@ func TestCallsBoundedInOrder(t *testing.T) {
 		if want := []string{"one", "three"}; !slices.Equal(started, want) {
 			t.Errorf("started %q, want %q", started, want)
 		}
-		if want := []string{"e answered one", "e answered three"}; !slices.Equal(log, want) {
-			t.Errorf("answers %q, want %q", log, want)
+		if want := []string{"e answered one", "e answered three"}; !slices.Equal(*e.log, want) {
+			t.Errorf("answers %q, want %q", *e.log, want)
 		}
 		if len(e.res) > 0 && !errors.Is(e.res[0].Err, context.Canceled) {
 			t.Errorf("the cancelled call answered %v, want context.Canceled", e.res[0].Err)
@@ -137,11 +142,7 @@ func TestCallsBoundedInOrder(t *testing.T) {
 // carries the record written.
 func TestCallTimeoutAndWrite(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		var log []string
-		st := blockingStore{Store: memlease.New(), started: make(chan string, 4), release: make(chan struct{})}
-		h := New(Config{Clock: realClock{}, Store: st})
-		e := &entry{name: "e", log: &log}
-		stop := run(h)
+		h, _, e, stop := blocked(0)
 		start := time.Now()
 		h.Do(func() {
 			h.Call(e, 7, "slow", election.Op{ID: 1, Kind: election.OpGet}, time.Second)
@@ -150,7 +151,7 @@ func TestCallTimeoutAndWrite(t *testing.T) {
 		time.Sleep(2 * time.Second)
 		stop()
 		if len(e.res) != 2 {
-			t.Fatalf("%d answers, want 2: %q", len(e.res), log)
+			t.Fatalf("%d answers, want 2: %q", len(e.res), *e.log)
 		}
 		w, slow := e.res[0], e.res[1]
 		if !errors.Is(slow.Err, context.DeadlineExceeded) {
@@ -165,19 +166,15 @@ func TestCallTimeoutAndWrite(t *testing.T) {
 // Once Run has returned, Do refuses and calls in flight are cancelled.
 func TestRunEnds(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		var log []string
-		st := blockingStore{Store: memlease.New(), started: make(chan string, 4), release: make(chan struct{})}
-		h := New(Config{Clock: realClock{}, Store: st})
-		e := &entry{name: "e", log: &log}
-		stop := run(h)
+		h, st, e, stop := blocked(0)
 		h.Do(func() { h.Call(e, 0, "x", election.Op{ID: 1, Kind: election.OpGet}, 0) })
 		<-st.started
 		stop() // returns only once the call's goroutine has: cancelled
 		if h.Do(func() {}) {
 			t.Error("Do ran after Run returned")
 		}
-		if len(log) != 0 {
-			t.Errorf("an answer reached the entry after Run returned: %q", log)
+		if len(*e.log) != 0 {
+			t.Errorf("an answer reached the entry after Run returned: %q", *e.log)
 		}
 	})
 }
