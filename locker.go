@@ -65,29 +65,17 @@ type LockerConfig struct {
 	// ID identifies this Locker in the records of the locks it holds; it
 	// must differ between processes. Default: hostname-pid-random.
 	ID string
-	// LeaseDuration is each lock's lease: how long others wait, stretched by
-	// MaxDrift, before taking a lock whose holder went silent. Default: 10s.
-	LeaseDuration time.Duration
-	// RenewInterval is the time from sending one confirmed renewal of a
-	// lock to sending the next. Default: LeaseDuration/5 [2s].
-	RenewInterval time.Duration
-	// PollInterval is how often a waiting Lock reads the lock, on average.
-	// Default: LeaseDuration/5 [2s].
-	PollInterval time.Duration
-	// OpTimeout bounds one store call. Default: LeaseDuration/5 [2s].
-	OpTimeout time.Duration
-	// RetryMin and RetryMax bound the backoff between failed calls.
-	// Defaults: LeaseDuration/100 [100ms] and LeaseDuration/10 [1s].
-	RetryMin, RetryMax time.Duration
-	// MaxDrift (ρ) bounds how far any clock's rate may stray from true
-	// time. Default: 1e-3; at most 0.1.
-	MaxDrift float64
-	// Margin ends a lock's term this much before it could expire for
-	// others. Default: LeaseDuration/10 [1s].
-	Margin time.Duration
-	// ReleaseTimeout bounds each release, on Unlock and Close. Default:
-	// LeaseDuration/2 [5s].
-	ReleaseTimeout time.Duration
+	// The timings of every lock (election.Timing defines them), as
+	// Config's, with a waiting Lock for a follower:
+	LeaseDuration  time.Duration // each lock's lease; default 10s
+	RenewInterval  time.Duration // default LeaseDuration/5 [2s]
+	PollInterval   time.Duration // a waiting Lock's reads; default LeaseDuration/5 [2s]
+	OpTimeout      time.Duration // default LeaseDuration/5 [2s]
+	RetryMin       time.Duration // default LeaseDuration/100 [100ms]
+	RetryMax       time.Duration // default LeaseDuration/10 [1s]
+	MaxDrift       float64       // default 1e-3
+	Margin         time.Duration // default LeaseDuration/10 [1s]
+	ReleaseTimeout time.Duration // on Unlock and Close; default LeaseDuration/2 [5s]
 	// Clock supplies time. Default: the system clock.
 	Clock Clock
 	// Logger receives lock events and store errors. Default: none.
