@@ -18,23 +18,41 @@ type realClock struct{}
 func (realClock) Now() time.Time                         { return time.Now() }
 func (realClock) After(d time.Duration) <-chan time.Time { return time.After(d) }
 
-// entry records what the host did with it.
+// entry records what the host did with it, in log and, for a test to
+// wait on, in seen.
 type entry struct {
 	Slot
 	name string
 	due  time.Time
 	log  *[]string
+	seen chan string
 	res  []election.Result
+}
+
+func (e *entry) note(s string) {
+	*e.log = append(*e.log, s)
+	if e.seen != nil {
+		e.seen <- s
+	}
 }
 
 func (e *entry) Due() time.Time { return e.due }
 func (e *entry) Fire(now time.Time) {
-	*e.log = append(*e.log, e.name+" fired")
 	e.due = time.Time{}
+	e.note(e.name + " fired")
 }
 func (e *entry) CallDone(f *Flight, res election.Result) {
-	*e.log = append(*e.log, e.name+" answered "+f.name)
 	e.res = append(e.res, res)
+	e.note(e.name + " answered " + f.name)
+}
+
+// await waits until seen has carried want.
+func await(seen <-chan string, want string) {
+	for s := range seen {
+		if s == want {
+			return
+		}
+	}
 }
 
 // run starts h's loop and returns a function that ends it and waits for
@@ -53,21 +71,24 @@ func run(h *Host) (stop func()) {
 func TestTimersFireInOrder(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var log []string
+		seen := make(chan string, 8)
 		h := New(Config{Clock: realClock{}, Store: memlease.New()})
 		now := time.Now()
-		a := &entry{name: "a", due: now.Add(2 * time.Second), log: &log}
-		b := &entry{name: "b", due: now.Add(time.Second), log: &log}
-		c := &entry{name: "c", due: now.Add(3 * time.Second), log: &log}
-		d := &entry{name: "d", due: now.Add(2 * time.Second), log: &log} // due with a: after it, which came first
+		mk := func(name string, after time.Duration) *entry {
+			return &entry{name: name, due: now.Add(after), log: &log, seen: seen}
+		}
+		a, b, c := mk("a", 2*time.Second), mk("b", time.Second), mk("c", 3*time.Second)
+		d := mk("d", 2*time.Second) // due with a: after it, which came first
 		for _, e := range []*entry{a, b, c, d} {
 			h.Fix(e)
 		}
 		stop := run(h)
-		time.Sleep(2500 * time.Millisecond) // fake time: the bubble's clock
-		h.Do(func() { c.due = time.Time{}; h.Fix(c) })
-		time.Sleep(time.Second)
+		await(seen, "d fired")
+		e := mk("e", 4*time.Second) // after c's time: c fires first unless taken out
+		h.Do(func() { c.due = time.Time{}; h.Fix(c); h.Fix(e) })
+		await(seen, "e fired")
 		stop()
-		if want := []string{"b fired", "a fired", "d fired"}; !slices.Equal(log, want) {
+		if want := []string{"b fired", "a fired", "d fired", "e fired"}; !slices.Equal(log, want) {
 			t.Fatalf("fired %q, want %q (c was taken out before its time)", log, want)
 		}
 	})
@@ -96,7 +117,7 @@ func (s blockingStore) Get(ctx context.Context, name string) (lease.Record, leas
 func blocked(maxCalls int) (*Host, blockingStore, *entry, func()) {
 	st := blockingStore{Store: memlease.New(), started: make(chan string, 4), release: make(chan struct{})}
 	h := New(Config{Clock: realClock{}, Store: st, MaxCalls: maxCalls})
-	e := &entry{name: "e", log: new([]string)}
+	e := &entry{name: "e", log: new([]string), seen: make(chan string, 8)}
 	return h, st, e, run(h)
 }
 
@@ -148,7 +169,7 @@ func TestCallTimeoutAndWrite(t *testing.T) {
 			h.Call(e, 7, "slow", election.Op{ID: 1, Kind: election.OpGet}, time.Second)
 			h.Call(e, 0, "w", election.Op{ID: 2, Kind: election.OpPut, Record: lease.Record{Holder: "me", Token: 1, Duration: time.Second, Nonce: "n"}, Expect: lease.NoVersion}, 0)
 		})
-		time.Sleep(2 * time.Second)
+		await(e.seen, "e answered slow") // after the write's: it waits for its timeout
 		stop()
 		if len(e.res) != 2 {
 			t.Fatalf("%d answers, want 2: %q", len(e.res), *e.log)
