@@ -203,9 +203,11 @@ func (c *Config) checkStandby() error {
 // set to it: the timings (election.Timing.WithDefaults), ID, Clock and Rand.
 // It checks nothing.
 func (c Config) WithDefaults() Config {
-	t := timingOf(&c).WithDefaults()
+	t := timingOf(&c)
 	if c.Standby {
 		t = t.WithStandby()
+	} else {
+		t = t.WithDefaults()
 	}
 	setTiming(&c, t)
 	if c.ResignHoldOff == 0 {
