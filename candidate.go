@@ -193,6 +193,7 @@ func (c *Candidate) Run(ctx context.Context) error {
 	r.le.r = r
 	r.h = host.New(host.Config{
 		Clock: c.cfg.Clock, Store: c.cfg.Store,
+		Context: context.WithoutCancel(ctx), // ctx's values reach the store; the release outlives ctx
 		Observe: func(kind election.OpKind, err error, took time.Duration) {
 			c.ms.storeCall(opName(kind), err, took)
 			c.answered.note(c.cfg.Clock, err)

@@ -618,3 +618,56 @@ func TestRandomFaults(t *testing.T) {
 		})
 	}
 }
+
+// valueStore records, per call, the value of storeCtxKey on the call's context.
+type valueStore struct {
+	lease.Store
+	mu   sync.Mutex
+	seen []any
+}
+
+type storeCtxKey struct{}
+
+func (s *valueStore) note(ctx context.Context) {
+	s.mu.Lock()
+	s.seen = append(s.seen, ctx.Value(storeCtxKey{}))
+	s.mu.Unlock()
+}
+
+func (s *valueStore) Get(ctx context.Context, name string) (lease.Record, lease.Version, error) {
+	s.note(ctx)
+	return s.Store.Get(ctx, name)
+}
+
+func (s *valueStore) Put(ctx context.Context, name string, rec lease.Record, expect lease.Version) (lease.Version, error) {
+	s.note(ctx)
+	return s.Store.Put(ctx, name, rec, expect)
+}
+
+// The values of Run's context (a trace, a request's credentials) reach
+// every store call, the release after the context is done included.
+func TestRunContextValuesReachTheStore(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		st := &valueStore{Store: memlease.New()}
+		c, err := tenure.New(tenure.Config{Lease: leaseName, Store: st, ID: "a"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.WithValue(context.Background(), storeCtxKey{}, "v"))
+		done := make(chan error)
+		go func() { done <- c.Run(ctx) }()
+		synctest.Wait()
+		cancel()
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+		if len(st.seen) < 3 { // a read, the takeover, the release
+			t.Fatalf("%d store calls", len(st.seen))
+		}
+		for i, v := range st.seen {
+			if v != "v" {
+				t.Fatalf("call %d of %d saw %v, not Run's context value", i+1, len(st.seen), v)
+			}
+		}
+	})
+}

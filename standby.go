@@ -148,7 +148,7 @@ func (r *runner) wakeStandby(released <-chan struct{}) {
 	r.h.Go(func() {
 		// Not cancelled with the run: the release may well be confirmed
 		// before this read is answered, and Run waits for it (OpTimeout).
-		ctx, cancel := context.WithTimeout(context.Background(), cfg.OpTimeout)
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(r.runCtx), cfg.OpTimeout)
 		rec, _, err := cfg.Store.Get(ctx, cfg.Lease+election.StandbySuffix)
 		cancel()
 		if err != nil || rec.Released || rec.Holder == cfg.ID || len(rec.Payload) == 0 {

@@ -53,6 +53,10 @@ type Clock interface {
 type Config struct {
 	Clock Clock
 	Store lease.Store
+	// Context is the parent of the calls' contexts, for its values (it is
+	// never cancelled by the host's end: Run cancels the calls itself);
+	// nil: context.Background.
+	Context context.Context
 	// MaxCalls bounds the store calls in flight; 0: no bound.
 	MaxCalls int
 	// Observe, if set, sees every call's outcome and duration, on the
@@ -89,7 +93,11 @@ type answer struct {
 
 // New returns a Host; Run runs its loop.
 func New(cfg Config) *Host {
-	base, stop := context.WithCancel(context.Background())
+	parent := cfg.Context
+	if parent == nil {
+		parent = context.Background()
+	}
+	base, stop := context.WithCancel(parent)
 	return &Host{cfg: cfg, reqs: make(chan func()), res: make(chan answer), quit: make(chan struct{}), base: base, stop: stop}
 }
 
@@ -235,7 +243,7 @@ func (h *Host) start(f *Flight) {
 		start := clk.Now()
 		switch f.op.Kind {
 		case election.OpGet:
-			res.Record, res.Version, res.Err = Get(ctx, st, f.name, f.op.Stale)
+			res.Record, res.Version, res.Err = get(ctx, st, f.name, f.op.Stale)
 		case election.OpPut:
 			res.Version, res.Err = st.Put(ctx, f.name, f.op.Record, f.op.Expect)
 		}
@@ -262,9 +270,9 @@ func (h *Host) done() {
 	}
 }
 
-// Get reads name from store: with GetStale where a stale answer may serve
+// get reads name from store: with GetStale where a stale answer may serve
 // (Op.Stale, set only for a store that offers it).
-func Get(ctx context.Context, store lease.Store, name string, stale bool) (lease.Record, lease.Version, error) {
+func get(ctx context.Context, store lease.Store, name string, stale bool) (lease.Record, lease.Version, error) {
 	if sg, ok := store.(lease.StaleGetter); ok && stale {
 		return sg.GetStale(ctx, name)
 	}
