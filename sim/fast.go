@@ -23,12 +23,9 @@ type fastRun struct {
 	m  driver.Machine
 
 	req *request // the store call in flight, to abandon
-	// The host's one timer (internal/host), for the earliest of the
-	// lease's wake-up, its release timer and the standby's wake-up.
-	tm     *timer    // nil when there is none
-	tmAt   time.Time // its instant
-	owed   bool      // the timer, at owedAt (monotonic), is put off: see checkOwed
-	owedAt time.Duration
+	// The host's one timer, for the earliest of the lease's wake-up, its
+	// release timer and the standby's wake-up.
+	ht     hostTimer
 	giveUp time.Time // the release timer; zero if none
 	exited bool      // the loop returned; the deferred cleanup runs
 	term   *fastTerm
@@ -64,7 +61,7 @@ func (f *fastRun) over(t *fastTerm) bool {
 }
 
 func newFastRun(in *instance) instRuntime {
-	f := &fastRun{in: in, w: in.w}
+	f := &fastRun{in: in, w: in.w, ht: hostTimer{in: in}}
 	ec := election.Config{ID: in.ID, Timing: in.timing, Rand: in.w.machineRand(in), Wall: in.wallNow, StaleReads: in.w.plan.StaleReads}
 	if in.w.opt.Strategy == Naive {
 		f.m = newNaive(ec, in.wallNow)
@@ -124,10 +121,9 @@ func (f *fastRun) fire(tm *timer) {
 // the timer: one allocation fewer per wake-up, the fast tier's most
 // frequent.
 func (f *fastRun) wakeUp(tm *timer) {
-	if f.exited || tm != f.tm {
+	if f.exited || !f.ht.fired(tm) {
 		return
 	}
-	f.tm = nil
 	now := f.now()
 	for {
 		if at := f.leaseDue(); !at.IsZero() && !now.Before(at) {
@@ -176,7 +172,7 @@ func (f *fastRun) deliver(req *request) {
 	if f.dead || f.exited {
 		return // the call's goroutine gives up on quit
 	}
-	if req.standby {
+	if req.reg != nil {
 		if req == f.sbReq {
 			f.sbReq = nil
 		}
@@ -198,7 +194,7 @@ func (f *fastRun) stop() {
 	if f.sb != nil && f.term != nil && f.w.plan.Wake != nil && !f.waking {
 		// wakeAfterRelease: read the standby record now.
 		f.waking = true
-		req := &request{in: f.in, kind: election.OpGet, standby: true, wake: true}
+		req := &request{in: f.in, kind: election.OpGet, reg: f.w.store.sb, wake: true}
 		f.w.stage(item{in: f.in, src: srcStore, kind: itRequest, req: req})
 	}
 	f.d.Stop()
@@ -251,23 +247,7 @@ func (f *fastRun) arm() {
 			at = t
 		}
 	}
-	if (f.tm != nil || f.owed) && at.Equal(f.tmAt) {
-		return
-	}
-	if f.tm != nil {
-		f.tm.dead = true
-		f.tm = nil
-	}
-	f.owed, f.tmAt = false, at
-	if at.IsZero() {
-		return
-	}
-	if f.req != nil { // see checkOwed
-		f.owed, f.owedAt = true, max(sinceEpoch(at), f.in.node.clk.mono(f.w.now))
-		f.checkOwed()
-		return
-	}
-	f.tm = f.w.newTimer(f.in, srcRunner, sinceEpoch(at)-f.in.node.clk.mono(f.w.now))
+	f.ht.set(at, f.req)
 }
 
 // wakeRead takes the answer of the read of the standby record; the
@@ -317,10 +297,7 @@ func (f *fastRun) woken() {
 func (f *fastRun) exit() {
 	f.exited = true
 	f.abandon()
-	f.owed = false
-	if f.tm != nil {
-		f.tm.dead = true
-	}
+	f.ht.stop()
 	f.disp.close()
 	f.notif.close()
 }
@@ -329,29 +306,17 @@ func (f *fastRun) abandon() {
 	if f.req != nil {
 		f.req.abandoned = true
 		f.req = nil
-		if f.owed {
-			f.checkOwed()
-		}
+		f.settleOwed()
 	}
 }
 
-// checkOwed sets the timer of the wake-up put off while the call in flight
-// has an event before it, once it no longer has. Most wake-ups set while a
-// call is in flight are its timeout, replaced once it is answered a
-// millisecond later: they never become timers. The call's events (its
-// send, arrival and answer) call it again.
-func (f *fastRun) checkOwed() {
-	if f.dead || f.exited {
-		f.owed = false
-		return
+func (f *fastRun) settleOwed() {
+	switch {
+	case f.dead || f.exited:
+		f.ht.owed = false
+	case f.ht.owed:
+		f.ht.check(f.req)
 	}
-	w := f.w
-	if r := f.req; r != nil && (!r.sent || r.next != never && r.next < f.in.node.clk.trueAt(w.now, f.owedAt)) {
-		return
-	}
-	f.owed = false
-	f.tm = &timer{in: f.in, target: f.owedAt}
-	w.schedule(f.tm)
 }
 
 // The driver.Effects of the fast tier.
@@ -452,7 +417,7 @@ func (s *fastSB) Call(op election.Op) {
 	rec := op.Record
 	rec.WrittenAt = f.now().Round(0).UTC()
 	req := f.newRequest()
-	*req = request{in: f.in, kind: op.Kind, opID: op.ID, rec: rec, expect: op.Expect, standby: true, stale: op.Stale, reused: true}
+	*req = request{in: f.in, kind: op.Kind, opID: op.ID, rec: rec, expect: op.Expect, reg: f.w.store.sb, stale: op.Stale, reused: true}
 	f.sbReq = req
 	f.w.stage(item{in: f.in, src: srcStore, kind: itRequest, req: req})
 }

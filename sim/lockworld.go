@@ -94,7 +94,7 @@ type lockWorld struct {
 	ending                bool
 
 	nodes []*lnode
-	regs  []*register // each lock's, then its queue's: 2i and 2i+1; nil until written
+	regs  []*lregister // each lock's, then its queue's: 2i and 2i+1; nil until written
 	verN  int
 
 	// The checker's state.
@@ -109,7 +109,7 @@ type lockWorld struct {
 	buf     []byte
 }
 
-type register struct {
+type lregister struct {
 	rec lease.Record
 	ver lease.Version
 }
@@ -216,7 +216,7 @@ func runLocks(sc *Scenario, seed uint64, opt Options) *Result {
 	p := sc.plan(seed)
 	w := &lockWorld{sc: sc, plan: p, lp: p.Locks, opt: opt, seed: seed,
 		rng:  rand.New(rand.NewPCG(seed, 0x6c6f636b)),
-		regs: make([]*register, 2*p.Locks.Names), holders: map[string][]*lproc{}, maxTok: map[string]uint64{}}
+		regs: make([]*lregister, 2*p.Locks.Names), holders: map[string][]*lproc{}, maxTok: map[string]uint64{}}
 	for i := range p.Locks.Names {
 		w.lockNames = append(w.lockNames, "lock/"+strconv.Itoa(i))
 		w.queueNames = append(w.queueNames, "lock/"+strconv.Itoa(i)+lockcore.QueueSuffix)
@@ -733,7 +733,7 @@ func (w *lockWorld) put(r *lreq) election.Result {
 		return res
 	}
 	if g == nil {
-		g = &register{}
+		g = &lregister{}
 		w.regs[r.reg] = g
 	}
 	w.verN++

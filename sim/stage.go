@@ -179,11 +179,11 @@ func (w *world) newTimer(in *instance, src source, d time.Duration) *timer {
 	return tm
 }
 
-// owed lets a fast-tier instance schedule the wake-up it put off, once
-// one of its call's events has run (fastRun.checkOwed).
+// owed lets a fast-tier process set the timer it put off, once one of its
+// call's events has run (hostTimer).
 func (w *world) owed(in *instance) {
-	if f, ok := in.rt.(*fastRun); ok && f.owed {
-		f.checkOwed()
+	if o, ok := in.rt.(owing); ok {
+		o.settleOwed()
 	}
 }
 

@@ -51,9 +51,10 @@ type request struct {
 	renewal bool
 	// early: sent while a term's callbacks were pending (world.stage).
 	early bool
-	// standby: a call on the standby record (NAME::standby), not the
-	// lease; wake: the read a leader makes to find the standby to wake.
-	standby, wake bool
+	// reg: a call on a plain record (the standby's, a lock's), not the
+	// lease's; wake: the read a leader makes to find the standby to wake.
+	reg  *register
+	wake bool
 	// stale: a read that a stale answer may serve.
 	stale bool
 	// abandoned: the caller stopped waiting (its context is done). Guarded
@@ -77,9 +78,10 @@ type reply struct {
 	err error
 }
 
-// store is a linearizable compare-and-swap register, reached over links
-// with latency and faults: every request takes effect at the one true
-// instant it arrives.
+// store is a linearizable map of compare-and-swap records, reached over
+// links with latency and faults: every request takes effect at the one true
+// instant it arrives. The lease has every fault of the scenario; the plain
+// records beside it (registers) only refusals.
 type store struct {
 	w           *world
 	lat         latency
@@ -95,15 +97,32 @@ type store struct {
 	writtenAt   time.Duration  // when the lease was last written
 	readAt      time.Duration  // when a read first arrived after that; -1: none yet
 
-	// The standby record: a plain compare-and-swap register beside the
-	// lease, with the same links; no fault applies to it but refusals.
-	sbExists bool
-	sbRec    lease.Record
-	sbVer    lease.Version
+	sb   *register            // the lease's standby record
+	regs map[string]*register // the lock clients' records, by name
 
 	// past: the lease's states over the last Faults.StaleMax, oldest
 	// first, for stale reads.
 	past []pastState
+}
+
+// register is a plain record: the standby record, a lock's or its fair
+// queue's.
+type register struct {
+	name   string
+	label  string // in traces
+	exists bool
+	rec    lease.Record
+	ver    lease.Version
+}
+
+// register returns the plain record called name, made on first use.
+func (s *store) register(name string) *register {
+	g := s.regs[name]
+	if g == nil {
+		g = &register{name: name, label: name}
+		s.regs[name] = g
+	}
+	return g
 }
 
 type pastState struct {
@@ -139,7 +158,8 @@ func (s *store) staleState(lag time.Duration) (bool, lease.Record, lease.Version
 }
 
 func newStore(w *world, lat latency, f faults) *store {
-	return &store{w: w, lat: lat, f: f, lostAt: -1, readAt: -1}
+	return &store{w: w, lat: lat, f: f, lostAt: -1, readAt: -1, regs: map[string]*register{},
+		sb: &register{name: leaseName + election.StandbySuffix, label: "standby"}}
 }
 
 func (s *store) send(r *request) {
@@ -149,9 +169,13 @@ func (s *store) send(r *request) {
 	r.id = w.reqID
 	r.sent, r.next = true, never
 	w.chk.stats.Requests++
-	if r.standby {
-		w.chk.stats.StandbyRequests++
-		w.trace(in, line{what: mSend, req: r.id, op: int64(r.kind), tok: int64(r.rec.Token), text: string(r.expect), flags: "standby"})
+	name := leaseName
+	if g := r.reg; g != nil {
+		name = g.name
+		if g == s.sb {
+			w.chk.stats.StandbyRequests++
+		}
+		w.trace(in, line{what: mSend, req: r.id, op: int64(r.kind), tok: int64(r.rec.Token), text: string(r.expect), flags: g.label})
 	} else if r.kind == election.OpPut {
 		flags := ""
 		if r.rec.Released {
@@ -175,7 +199,7 @@ func (s *store) send(r *request) {
 	up, down := s.lat.draw(w.rng), s.lat.draw(w.rng)
 	r.down = down
 	if r.kind == election.OpPut {
-		if err := r.rec.Validate(leaseName); err != nil {
+		if err := r.rec.Validate(name); err != nil {
 			// A real store refuses it before sending; an invalid record is a
 			// bug in whoever wrote it.
 			w.chk.violate(Tokens, in, fmt.Sprintf("%s wrote an invalid record: %v", in.label, err))
@@ -187,12 +211,12 @@ func (s *store) send(r *request) {
 	}
 	if chance(w.rng, s.f.ErrorPPM) {
 		w.chk.stats.Errors++
-		r.res = reply{err: fmt.Errorf("%v lease %q: %w", r.kind, leaseName, ErrUnavailable)}
+		r.res = reply{err: fmt.Errorf("%v %q: %w", r.kind, name, ErrUnavailable)}
 		r.next = w.now + up + down
 		w.push(event{at: r.next, kind: evRespond, req: r})
 		return
 	}
-	if r.kind == election.OpPut && !r.standby && chance(w.rng, s.f.DelayPutPPM) {
+	if r.kind == election.OpPut && r.reg == nil && chance(w.rng, s.f.DelayPutPPM) {
 		w.chk.stats.Delayed++
 		up = in.timing.OpTimeout + uniform(w.rng, time.Millisecond, max(s.f.DelayMax, time.Millisecond))
 	}
@@ -206,8 +230,8 @@ func (s *store) send(r *request) {
 func (s *store) arrive(r *request) {
 	w := s.w
 	in := r.in
-	if r.standby {
-		s.arriveStandby(r)
+	if r.reg != nil {
+		s.arrivePlain(r)
 		return
 	}
 	switch r.kind {
@@ -274,24 +298,27 @@ func (s *store) readSoon(d time.Duration) bool {
 	return s.readAt >= 0 && s.readAt-s.writtenAt <= d
 }
 
-// arriveStandby applies r to the standby record.
-func (s *store) arriveStandby(r *request) {
-	w := s.w
-	const name = leaseName + election.StandbySuffix
+// arrivePlain applies r to its plain record.
+func (s *store) arrivePlain(r *request) {
+	w, g := s.w, r.reg
 	switch {
-	case r.kind == election.OpGet && !s.sbExists:
-		r.res = reply{err: lease.NotFound(name)}
+	case r.kind == election.OpGet && !g.exists:
+		r.res = reply{err: lease.NotFound(g.name)}
 	case r.kind == election.OpGet:
-		r.res = reply{rec: s.sbRec.Clone(), ver: s.sbVer}
-	case s.sbExists != (r.expect != lease.NoVersion) || s.sbExists && s.sbVer != r.expect:
-		r.res = reply{err: &lease.ConflictError{Name: name, Current: s.sbRec.Clone(), Version: s.sbVer, Found: s.sbExists}}
+		r.res = reply{rec: g.rec.Clone(), ver: g.ver}
+	case g.exists != (r.expect != lease.NoVersion) || g.exists && g.ver != r.expect:
+		w.chk.stats.Conflicts++
+		r.res = reply{err: &lease.ConflictError{Name: g.name, Current: g.rec.Clone(), Version: g.ver, Found: g.exists}}
 	default:
+		if r.rec.Released {
+			w.chk.stats.Releases++
+		}
 		s.verN++
-		s.sbVer = lease.Version("v" + strconv.Itoa(s.verN))
-		s.sbRec, s.sbExists = r.rec.Clone(), true
-		r.res = reply{ver: s.sbVer}
+		g.ver = lease.Version("v" + strconv.Itoa(s.verN))
+		g.rec, g.exists = r.rec.Clone(), true
+		r.res = reply{ver: g.ver}
 	}
-	w.trace(r.in, line{what: mApply, req: r.id, op: int64(r.kind), code: outcome(r.res.err), text: string(r.res.ver), holder: r.res.rec.Holder, flags: "standby"})
+	w.trace(r.in, line{what: mApply, req: r.id, op: int64(r.kind), code: outcome(r.res.err), text: string(r.res.ver), holder: r.res.rec.Holder, flags: g.label})
 	w.push(event{at: w.now + r.down, kind: evRespond, req: r})
 }
 

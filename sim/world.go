@@ -250,7 +250,7 @@ func (w *world) run() {
 		w.fire(&e)
 		if r := e.req; r != nil {
 			if r.pending--; r.pending == 0 && r.reused {
-				r.in.rt.(*fastRun).release(r)
+				r.in.rt.(reusing).release(r)
 			}
 		}
 		if w.ending && w.running == 0 {
