@@ -3,9 +3,11 @@ package sim
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/tenure-go/tenure"
+	"github.com/tenure-go/tenure/election"
 	"github.com/tenure-go/tenure/fencing"
 )
 
@@ -43,11 +45,14 @@ type Stats struct {
 	Anomalies              int // fast tier: anomalies the Candidates reported (lost records, duplicate IDs)
 }
 
-// term is one leadership term as the checker saw it, in true time.
+// term is one leadership term, or one hold of a lock, as the checker saw
+// it, in true time.
 type term struct {
 	in         *instance
 	tok        uint64
 	start, end time.Duration // end is -1 while the term is open
+	lock       string        // the lock held; "": the lease
+	deadline   time.Time     // a lock's: its holder believes until then on its clock; zero: until it ends
 }
 
 // cbState follows an instance's callbacks for I4.
@@ -72,10 +77,13 @@ type checker struct {
 	convAt      time.Duration // -1 until converged
 	convTo      *term
 	convPending bool // a convergence check is due
+
+	lockTok map[string]uint64 // highest token granted, per lock
+	waiting []*lockClient     // lock calls not yet answered
 }
 
 func newChecker(w *world, req Set) *checker {
-	return &checker{w: w, req: req, open: make(map[*instance]*term), holder: make(map[uint64]string), convAt: -1}
+	return &checker{w: w, req: req, open: make(map[*instance]*term), holder: make(map[uint64]string), convAt: -1, lockTok: map[string]uint64{}}
 }
 
 func (c *checker) violate(inv Invariant, in *instance, msg string) {
@@ -152,6 +160,7 @@ func (c *checker) end(t *term) {
 // crashed: a dead process acts no more.
 func (c *checker) crashed(in *instance) {
 	c.stats.Crashes++
+	c.waiting = slices.DeleteFunc(c.waiting, func(l *lockClient) bool { return l.in == in })
 	if t := c.open[in]; t != nil {
 		c.end(t)
 		c.changed(in)
@@ -303,6 +312,65 @@ func (c *checker) finish() {
 		if t.end < 0 {
 			c.end(t)
 		}
+	}
+}
+
+// Lock clients (locks.go). A holder believes it holds its lock from the
+// grant until the hold ends or its own clock reaches the deadline (when its
+// lock's context is done), whichever is first; a crash ends it.
+
+// asked: l called for a lock and waits for the answer (I5, I7).
+func (c *checker) asked(l *lockClient) { c.waiting = append(c.waiting, l) }
+
+// answered checks the answer's time against the call's deadline plus one
+// OpTimeout, unless the process paused meanwhile (I5).
+func (c *checker) answered(l *lockClient, what string) {
+	c.waiting = slices.DeleteFunc(c.waiting, func(o *lockClient) bool { return o == l })
+	if late := l.in.local().Sub(l.bound); late > 0 && !l.pausedSinceCall() {
+		c.violate(Liveness, l.in, fmt.Sprintf("%s's call for %s was answered (%s) %v after its deadline and an OpTimeout", l.in.label, l.name, what, late))
+	}
+}
+
+// granted: l holds its lock for term t: no one else believes it holds the
+// lock (I1), the token is above every earlier grant's (I2), and no live,
+// undisturbed fair waiter with an earlier ticket still waits (I7).
+func (c *checker) granted(l *lockClient, t election.Term) {
+	in := l.in
+	for _, o := range c.w.insts {
+		if h := c.open[o]; h != nil && o != in && h.lock == l.name && c.believes(h) {
+			c.violate(OneLeader, in, fmt.Sprintf("%s is granted %s (token %d) while %s believes it holds it (token %d)", in.label, l.name, t.Token, o.label, h.tok))
+		}
+	}
+	if t.Token <= c.lockTok[l.name] {
+		c.violate(Tokens, in, fmt.Sprintf("%s is granted %s with token %d, not above %d granted before", in.label, l.name, t.Token, c.lockTok[l.name]))
+	}
+	c.lockTok[l.name] = max(c.lockTok[l.name], t.Token)
+	for _, q := range c.waiting {
+		if l.fair && l.ticket != 0 && q != l && q.fair && q.name == l.name && q.ticket != 0 && q.ticket < l.ticket && !q.upset() {
+			c.violate(FairOrder, in, fmt.Sprintf("%s is granted %s with ticket %d while %s waits, live, with ticket %d", in.label, l.name, l.ticket, q.in.label, q.ticket))
+		}
+	}
+	h := &term{in: in, tok: t.Token, start: c.w.now, end: -1, lock: l.name, deadline: t.Deadline}
+	c.open[in] = h
+	c.terms = append(c.terms, h)
+	c.stats.Terms++
+}
+
+func (c *checker) believes(t *term) bool {
+	return t.deadline.IsZero() || t.in.local().Before(t.deadline)
+}
+
+// extended: in's hold goes on, to a later deadline.
+func (c *checker) extended(in *instance, deadline time.Time) {
+	if t := c.open[in]; t != nil && c.believes(t) {
+		t.deadline = deadline
+	}
+}
+
+// released: in's hold is over.
+func (c *checker) released(in *instance) {
+	if t := c.open[in]; t != nil {
+		c.end(t)
 	}
 }
 

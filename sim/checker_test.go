@@ -175,3 +175,39 @@ func TestCheckerSeesEarlyRelease(t *testing.T) {
 		t.Fatalf("%d I4 violations, want still 1:\n%s", got, messages(w))
 	}
 }
+
+// TestCheckerSeesLockFaults: for lock clients the checker flags two
+// believers (I1), a token that does not rise (I2), a late answer (I5) and
+// a grant past an older live fair waiter (I7), and lets a holder's belief
+// end at its deadline.
+func TestCheckerSeesLockFaults(t *testing.T) {
+	w, a, b := testWorld(t)
+	client := func(in *instance, ticket uint64) *lockClient {
+		l := &lockClient{in: in, w: w, name: "lock/0", fair: true, ticket: ticket, bound: in.local().Add(time.Minute)}
+		w.chk.asked(l)
+		return l
+	}
+	older, younger := client(a, 3), client(b, 5)
+	deadline := b.local().Add(10 * time.Second)
+	w.chk.granted(younger, election.Term{Token: 10, Deadline: deadline})
+	if w.chk.counts[FairOrder] != 1 {
+		t.Errorf("a grant past an older live waiter: I7 counted %d times, want 1", w.chk.counts[FairOrder])
+	}
+	older.bound = a.local().Add(-time.Second)
+	w.chk.answered(older, "granted")
+	w.chk.granted(older, election.Term{Token: 9, Deadline: a.local().Add(10 * time.Second)})
+	for inv, what := range map[Invariant]string{OneLeader: "two believers", Tokens: "a token below an earlier grant's", Liveness: "an answer past the deadline"} {
+		if w.chk.counts[inv] != 1 {
+			t.Errorf("%s: %v counted %d times, want 1", what, inv, w.chk.counts[inv])
+		}
+	}
+	if got := messages(w); !strings.Contains(got, "b is granted lock/0 with ticket 5 while a waits, live, with ticket 3") {
+		t.Errorf("violations:\n%s", got)
+	}
+	w.chk.released(a)
+	w.now += 10 * time.Second // b's deadline: its belief is over, though its hold has not ended
+	w.chk.granted(client(a, 0), election.Term{Token: 11})
+	if w.chk.counts[OneLeader] != 1 {
+		t.Errorf("a grant once the holder's deadline passed: I1 counted %d times, want 1\n%s", w.chk.counts[OneLeader], messages(w))
+	}
+}

@@ -119,14 +119,16 @@
 //
 // # Locks
 //
-// Lock scenarios (Scenario.Locks) run lock clients instead of Candidates: a
-// process on each node calls TryLock or Lock (fair or not) with a deadline,
-// holds the lock a while and unlocks, with the Locker's own per-lock code
-// (internal/lockcore) hosted by the fast tier on a store of many registers.
-// They check I1 as mutual exclusion in belief (a holder believes until its
-// term ends or its clock reaches the deadline), I2 per lock, I5 as a bounded
-// wait (every call answered by its deadline plus one OpTimeout), I6 (every
-// lock over by the end) and I7 (FairOrder). See lockworld.go.
+// Lock scenarios (Scenario.Locks) run lock clients instead of Candidates,
+// in the same world: a process on each node calls TryLock or Lock (fair or
+// not) with a deadline, holds the lock a while and unlocks, with the
+// Locker's own per-lock code (internal/lockcore) on the fast tier's model
+// of the host, over the same store (a record per lock and per fair queue
+// beside the lease) and the same faults. The one checker holds them to I1
+// as mutual exclusion in belief (a holder believes until its hold ends or
+// its clock reaches the deadline), I2 per lock, I5 as a bounded wait (every
+// call answered by its deadline plus one OpTimeout), I6 (every process ends
+// with its lock over) and I7 (FairOrder). See locks.go.
 //
 // # Baselines
 //

@@ -335,15 +335,14 @@ func (f *fastRun) Send(op election.Op) {
 	if rec.WrittenAt.IsZero() { // the naive strategy stamps its own wall time
 		rec.WrittenAt = f.now().Round(0).UTC()
 	}
-	req := f.newRequest()
+	req := f.w.newRequest()
 	*req = request{in: f.in, kind: op.Kind, opID: op.ID, rec: rec, expect: op.Expect, stale: op.Stale, reused: true}
 	f.req = req
 	f.w.stage(item{in: f.in, src: srcStore, kind: itRequest, req: req})
 }
 
 // newRequest returns a request done with, or a new one.
-func (f *fastRun) newRequest() *request {
-	w := f.w
+func (w *world) newRequest() *request {
 	if n := len(w.spareReqs); n > 0 {
 		r := w.spareReqs[n-1]
 		w.spareReqs = w.spareReqs[:n-1]
@@ -416,7 +415,7 @@ func (s *fastSB) Call(op election.Op) {
 	f := (*fastRun)(s)
 	rec := op.Record
 	rec.WrittenAt = f.now().Round(0).UTC()
-	req := f.newRequest()
+	req := f.w.newRequest()
 	*req = request{in: f.in, kind: op.Kind, opID: op.ID, rec: rec, expect: op.Expect, reg: f.w.store.sb, stale: op.Stale, reused: true}
 	f.sbReq = req
 	f.w.stage(item{in: f.in, src: srcStore, kind: itRequest, req: req})

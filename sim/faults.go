@@ -74,6 +74,7 @@ func (w *world) cutOff(n *node, on bool) {
 	}
 	n.cut = on
 	if on {
+		n.cutAt = w.now
 		w.fault(n.Name, "cut off from the store")
 		if w.tl != nil {
 			w.tl.cutStart(n, w.now)

@@ -23,13 +23,14 @@ var lockScenarios = []*Scenario{
 			lp.Names, lp.Fair, lp.TryOneIn = 1, true, 0
 			lp.Wait = [2]time.Duration{30 * second, 3 * minute}
 			spells(p, r, span{20 * second, 40 * second}, 30*second, func() bool { return r.IntN(3) != 0 },
-				span{second, 20 * second}, (*lnode).crash, (*lnode).boot)
+				span{second, 20 * second}, crashFor)
 		}),
 	lockScenario("lock-holder-pause", "holders of a fair lock pause 2 to 40s, past their lease: their belief ends on their own clock", 8,
 		func(p *plan, lp *lockPlan, r *rand.Rand) {
 			lp.Names, lp.Fair, lp.TryOneIn = 1, true, 0
 			lp.Wait = [2]time.Duration{30 * second, 3 * minute}
-			spells(p, r, span{30 * second, 60 * second}, 60*second, nil, span{2 * second, 40 * second}, (*lnode).pause, (*lnode).resume)
+			spells(p, r, span{30 * second, 60 * second}, 60*second, nil, span{2 * second, 40 * second},
+				func(w *world, in *instance, d time.Duration) { w.pause(in, d, false) })
 		}),
 	lockScenario("lock-give-up", "fair waiters give up after 0.5 to 10s; the queue skips and drops their entries", 10,
 		func(p *plan, lp *lockPlan, r *rand.Rand) {
@@ -46,7 +47,7 @@ var lockScenarios = []*Scenario{
 					n.PPB = -rhoPPB
 				}
 			}
-			spells(p, r, span{40 * second, 80 * second}, 30*second, nil, span{second, 20 * second}, (*lnode).crash, (*lnode).boot)
+			spells(p, r, span{40 * second, 80 * second}, 30*second, nil, span{second, 20 * second}, crashFor)
 		}),
 	lockScenario("lock-partition", "clients of a fair lock lose the store for 5 to 40s; 2% of requests fail", 8,
 		func(p *plan, lp *lockPlan, r *rand.Rand) {
@@ -54,7 +55,10 @@ var lockScenarios = []*Scenario{
 			lp.Wait = [2]time.Duration{10 * second, 3 * minute}
 			p.Faults.ErrorPPM = 20_000
 			spells(p, r, span{20 * second, 40 * second}, 60*second, func() bool { return r.IntN(2) == 0 },
-				span{5 * second, 40 * second}, func(n *lnode) { n.setCut(true) }, func(n *lnode) { n.setCut(false) })
+				span{5 * second, 40 * second}, func(w *world, in *instance, d time.Duration) {
+					w.cutOff(in.node, true)
+					w.at(w.now+d, nil, func() { w.cutOff(in.node, false) })
+				})
 		}),
 }
 
@@ -63,30 +67,41 @@ type span [2]time.Duration
 
 // spells plans fault spells: the first at a gap drawn from gap, then each
 // a further gap later, the last at least margin before the plan's end. A
-// spell picks a node whose process holds a lock (or, when holder says
-// false, one that waits; nil: always a holder), applies begin to it, and
-// end after a length drawn from length.
-func spells(p *plan, r *rand.Rand, gap span, margin time.Duration, holder func() bool, length span, begin, end func(*lnode)) {
+// spell picks a process that holds a lock (or, when holder says false, one
+// that waits; nil: always a holder) and applies fault to it for a length
+// drawn from length.
+func spells(p *plan, r *rand.Rand, gap span, margin time.Duration, holder func() bool, length span, fault func(w *world, in *instance, d time.Duration)) {
 	for t := uniform(r, gap[0], gap[1]); t < p.Duration-margin; t += uniform(r, gap[0], gap[1]) {
 		h := holder == nil || holder()
 		d := uniform(r, length[0], length[1])
-		p.lat(t, func(w *lockWorld) {
-			if n := w.pick(h); n != nil {
-				begin(n)
-				w.push(&lockEvent{at: w.now + d, f: func() { end(n) }})
+		p.at(t, func(w *world) {
+			if in := w.pick(h); in != nil {
+				fault(w, in, d)
 			}
 		})
 	}
 }
 
-// pick returns the node of a process that believes it holds a lock
-// (holder), or of one still waiting; nil if there is none. It draws from
-// the store's generator, in event order.
-func (w *lockWorld) pick(holder bool) *lnode {
-	var c []*lnode
-	for _, n := range w.nodes {
-		if p := n.p; p != nil && !n.paused && !n.cut && p.lk != nil && p.believes() == holder {
-			c = append(c, n)
+// crashFor crashes in and starts a new process on its node d later.
+func crashFor(w *world, in *instance, d time.Duration) {
+	w.crash(in)
+	w.at(w.now+d, nil, func() {
+		if !w.ending && !in.node.cur.live() {
+			w.restart(in.node, true)
+		}
+	})
+}
+
+// pick returns a lock client that believes it holds its lock (holder), or
+// one still waiting; nil if there is none. It draws from the world's
+// generator, in event order.
+func (w *world) pick(holder bool) *instance {
+	var c []*instance
+	for _, in := range w.liveInstances() {
+		l := in.rt.(*lockClient)
+		t := w.chk.open[in]
+		if !in.paused && !in.node.cut && l.lk != nil && (t != nil && w.chk.believes(t)) == holder {
+			c = append(c, in)
 		}
 	}
 	if len(c) == 0 {

@@ -109,11 +109,8 @@ func (r *Result) String() string {
 // Run runs scenario sc with seed on the fast tier: election.Machine (or the
 // naive strategy) driven single-threaded by a model of the Candidate's loop.
 func Run(sc *Scenario, seed uint64, opt Options) *Result {
-	if sc.locks {
-		return runLocks(sc, seed, opt)
-	}
 	start := time.Now()
-	w := newWorld(sc, seed, opt, newFastRun)
+	w := newWorld(sc, seed, opt, newProcess)
 	w.settle = func(*instance) { w.flush() }
 	w.run()
 	w.finish()

@@ -18,10 +18,6 @@ type Scenario struct {
 	build   func(p *plan, r *rand.Rand)
 }
 
-// Locks reports whether the scenario runs lock clients rather than
-// Candidates. It runs on the fast tier only.
-func (s *Scenario) Locks() bool { return s.locks }
-
 // FastOnly reports whether only the fast tier runs the scenario: lock
 // scenarios (the fast tier runs lockcore itself) and standby scenarios
 // (the fast tier runs internal/standby itself; the real Candidate's wake-ups
@@ -54,8 +50,7 @@ type plan struct {
 	// nil: no wake-ups.
 	Wake *wakeFaults
 
-	actions     []action
-	lockActions []lockAction
+	actions []action
 }
 
 // wakeFaults are the faults of the network that carries wake-ups, in parts

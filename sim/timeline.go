@@ -39,7 +39,7 @@ type Step struct{ At, D time.Duration }
 // TimelineTerm is a term on row Row.
 type TimelineTerm struct {
 	Row        int
-	Label      string // the instance
+	Label      string // the instance, and the lock it holds in a lock scenario
 	Token      uint64
 	Start, End time.Duration
 }
@@ -100,7 +100,11 @@ func (t *Timeline) step(n *node, now, d time.Duration) {
 }
 
 func (t *Timeline) term(tm *term) {
-	t.Terms = append(t.Terms, TimelineTerm{Row: t.byNode[tm.in.node], Label: tm.in.label, Token: tm.tok, Start: tm.start, End: tm.end})
+	label := tm.in.label
+	if tm.lock != "" {
+		label += " " + tm.lock
+	}
+	t.Terms = append(t.Terms, TimelineTerm{Row: t.byNode[tm.in.node], Label: label, Token: tm.tok, Start: tm.start, End: tm.end})
 }
 
 func (t *Timeline) write(n *node, now time.Duration, fate int) {

@@ -18,9 +18,11 @@ const leaseName = "sim/lease"
 const endCap = 10 * time.Minute
 
 // world is one run: true time, the event queue, the nodes and their
-// instances, the store, the resource and the checker. Both tiers drive the
-// same world; they differ only in what runs an instance (instRuntime) and
-// in how the scheduler lets it settle after each event.
+// instances, the store, the resource and the checker. An instance is a
+// process of one of two kinds: a Candidate, or a lock client (locks.go).
+// Both tiers drive the same world; they differ only in what runs an
+// instance (instRuntime) and in how the scheduler lets it settle after each
+// event.
 type world struct {
 	sc   *Scenario
 	plan *plan
@@ -68,15 +70,17 @@ type node struct {
 	Name   string
 	spec   *nodeSpec
 	clk    clock
-	epoch  uint32    // bumped at every change of rate: older timer events are stale
-	timers []*timer  // scheduled, not yet fired; timer.slot indexes it
-	cut    bool      // partitioned from the store
-	cur    *instance // the latest instance
+	epoch  uint32        // bumped at every change of rate: older timer events are stale
+	timers []*timer      // scheduled, not yet fired; timer.slot indexes it
+	cut    bool          // partitioned from the store
+	cutAt  time.Duration // when it was last cut off; -1: never
+	cur    *instance     // the latest instance
 	starts int
 }
 
-// instance is one process running a Candidate on a node: a crash ends it, a
-// restart makes a new one (with the same ID or a new one).
+// instance is one process on a node, running a Candidate or a lock client:
+// a crash ends it, a restart makes a new one (with the same ID or a new
+// one).
 type instance struct {
 	w      *world
 	node   *node
@@ -112,8 +116,8 @@ type instance struct {
 }
 
 // instRuntime is what runs an instance: the fast tier's model of the
-// Candidate's loop around an election.Machine (or the naive strategy), or
-// the real tier's tenure.Candidate.
+// Candidate's loop around an election.Machine (or the naive strategy) or
+// its lock client, or the real tier's tenure.Candidate.
 type instRuntime interface {
 	start()
 	stop()  // Run's context is done
@@ -216,9 +220,10 @@ func newWorld(sc *Scenario, seed uint64, opt Options, runtime func(*instance) in
 	w.chk = newChecker(w, plan.Requires)
 	for _, spec := range plan.Nodes {
 		n := &node{
-			Name: spec.Name,
-			spec: spec,
-			clk:  clock{l0: spec.MonoOffset, ppb: spec.PPB, wall: spec.WallOffset},
+			Name:  spec.Name,
+			spec:  spec,
+			clk:   clock{l0: spec.MonoOffset, ppb: spec.PPB, wall: spec.WallOffset},
+			cutAt: -1,
 		}
 		w.nodes = append(w.nodes, n)
 		if w.tl != nil {

@@ -115,10 +115,6 @@ func simCommand(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "tenure sim: -svg draws one run: give -scenario NAME and one seed")
 		return 2
 	}
-	if *svg != "" && scs[0].Locks() {
-		fmt.Fprintln(stderr, "tenure sim: -svg draws leadership scenarios only; use -trace for a lock scenario")
-		return 2
-	}
 	opt.Timeline = *svg != ""
 
 	// A run's live heap is small and short-lived, so the collector at its

@@ -1,0 +1,349 @@
+package sim
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"strconv"
+	"time"
+
+	"github.com/tenure-go/tenure/election"
+	"github.com/tenure-go/tenure/internal/driver"
+	"github.com/tenure-go/tenure/internal/lockcore"
+	"github.com/tenure-go/tenure/lease"
+)
+
+// Lock clients: the second kind of process. On a lock scenario's nodes a
+// process runs, instead of a Candidate, a program that takes locks one at
+// a time with the code of tenure.Locker's locks (internal/lockcore under
+// the shared driver): think, call TryLock or Lock (Fair or not) with a
+// deadline, hold the lock a while, unlock, and again. Its locks are
+// records of the one store (lock/0, lock/0::queue, ...), reached as the
+// lease is; the checker holds them to I1 as mutual exclusion in belief,
+// I2 per lock, I5 as a bounded wait, I6 and I7 (checker.go).
+
+// lockPlan is what a lock scenario's clients do.
+type lockPlan struct {
+	Names    int              // locks contended: lock/0, lock/1, ...
+	Fair     bool             // Lock calls wait in turn (Fair)
+	TryOneIn int              // one call in TryOneIn is a TryLock; 0: none
+	Wait     [2]time.Duration // each call's deadline, drawn in this range
+	Hold     [2]time.Duration // how long a granted lock is held
+	Think    [2]time.Duration // between a lock's end and the next call
+}
+
+// lockScenario makes a scenario of n nodes running lock clients, with
+// defaults that build changes.
+func lockScenario(name, summary string, n int, build func(p *plan, lp *lockPlan, r *rand.Rand)) *Scenario {
+	return &Scenario{Name: name, Summary: summary, locks: true, build: func(p *plan, r *rand.Rand) {
+		p.Nodes = p.Nodes[:0]
+		for i := range n {
+			p.Nodes = append(p.Nodes, newNodeSpec(r, string(rune('a'+i))))
+		}
+		p.Locks = &lockPlan{
+			Names: 2, TryOneIn: 4,
+			Wait:  [2]time.Duration{time.Second, 40 * time.Second},
+			Hold:  [2]time.Duration{100 * time.Millisecond, 5 * time.Second},
+			Think: [2]time.Duration{0, 3 * time.Second},
+		}
+		build(p, p.Locks, r)
+	}}
+}
+
+// newProcess makes what runs an instance on the fast tier: a Candidate,
+// or in a lock scenario a lock client.
+func newProcess(in *instance) instRuntime {
+	if in.w.plan.Locks != nil {
+		return newLockClient(in)
+	}
+	return newFastRun(in)
+}
+
+// lockClient is a lock client's process: the Locker's host (one timer for
+// its lock's Due and its queue call's timeout) around one lockcore.Lock
+// at a time.
+type lockClient struct {
+	in   *instance
+	w    *world
+	rng  *rand.Rand // the program's draws
+	ht   hostTimer
+	dead bool
+
+	lk     *lockcore.Lock // the current call's lock; nil between calls
+	name   string
+	reg    *register // its record, and its queue's
+	queue  *register
+	try    bool
+	fair   bool
+	asked  time.Duration // true time of the call
+	bound  time.Time     // local time by which it must be answered (I5)
+	failed bool          // a queue call failed since the call
+	ticket uint64        // last confirmed ticket of a fair call
+
+	lockReq  *request  // the call in flight on the lock's record
+	queueReq *request  // and on its queue's record
+	queueBy  time.Time // that call's timeout
+}
+
+func newLockClient(in *instance) instRuntime {
+	return &lockClient{in: in, w: in.w, rng: rand.New(rand.NewPCG(in.w.seed, 0x10c0+uint64(in.num))), ht: hostTimer{in: in}}
+}
+
+func (l *lockClient) now() time.Time { return l.in.local() }
+
+// after runs f once d has passed on the process's clock.
+func (l *lockClient) after(d time.Duration, f func()) {
+	l.w.newTimer(l.in, srcCallbacks, d).fire = f
+}
+
+func (l *lockClient) start() { l.think() }
+
+// think waits, then makes the next call.
+func (l *lockClient) think() {
+	lp := l.w.plan.Locks
+	l.after(uniform(l.rng, lp.Think[0], lp.Think[1]), l.call)
+}
+
+func (l *lockClient) call() {
+	w, lp, in := l.w, l.w.plan.Locks, l.in
+	if w.ending {
+		return // the shutdown's stop comes
+	}
+	l.name = "lock/" + strconv.Itoa(l.rng.IntN(lp.Names))
+	l.reg, l.queue = w.store.register(l.name), w.store.register(l.name+lockcore.QueueSuffix)
+	l.try = lp.TryOneIn > 0 && l.rng.IntN(lp.TryOneIn) == 0
+	l.fair = lp.Fair && !l.try
+	wait := uniform(l.rng, lp.Wait[0], lp.Wait[1])
+	l.asked, l.bound, l.failed, l.ticket = w.now, l.now().Add(wait+in.timing.OpTimeout), false, 0
+	kind := "Lock"
+	if l.try {
+		kind = "TryLock"
+	} else if l.fair {
+		kind = "Lock(Fair)"
+	}
+	l.trace(kind + " " + l.name + " within " + wait.String())
+	lk := new(lockcore.Lock)
+	l.lk = lk
+	cfg := election.Config{ID: in.ID, Timing: in.timing, Rand: w.machineRand(in), Wall: in.wallNow}
+	if w.opt.Strategy == Naive {
+		lk.InitMachine(l, l.name, newNaive(cfg, in.wallNow), l.try, l.fair)
+	} else if err := lk.Init(l, l.name, &cfg, l.try, l.fair); err != nil {
+		panic(fmt.Sprintf("sim: %s: %v", in.label, err)) // the timing passed Validate
+	}
+	w.chk.asked(l)
+	l.after(wait, func() { // the caller's context is done
+		if l.lk == lk && lk.Answer() {
+			l.answered("gave up")
+			lk.Stop()
+			l.arm()
+		}
+	})
+	lk.Start()
+	l.arm()
+}
+
+func (l *lockClient) trace(s string) { l.w.trace(l.in, line{what: mFault, text: s}) }
+
+func (l *lockClient) answered(what string) {
+	l.trace(l.name + ": " + what)
+	l.w.chk.answered(l, what)
+}
+
+// pausedSinceCall reports whether the process was paused since its call.
+func (l *lockClient) pausedSinceCall() bool { return l.in.paused || l.in.resumedAt > l.asked }
+
+// upset reports whether the call was disturbed since it began: its process
+// paused, its node cut off from the store, or a queue call failed. A fair
+// waiter so disturbed may lose its place in the queue (I7 exempts it).
+func (l *lockClient) upset() bool {
+	return l.failed || l.pausedSinceCall() || l.in.node.cut || l.in.node.cutAt >= l.asked
+}
+
+// arm sets the host's timer for the earliest of the lock's Due and the
+// queue call's timeout.
+func (l *lockClient) arm() {
+	var at time.Time
+	if l.lk != nil {
+		at = l.lk.Due()
+	}
+	if !l.queueBy.IsZero() && (at.IsZero() || l.queueBy.Before(at)) {
+		at = l.queueBy
+	}
+	l.ht.set(at, l.lockReq, l.queueReq)
+}
+
+func (l *lockClient) settleOwed() {
+	switch {
+	case l.dead:
+		l.ht.owed = false
+	case l.ht.owed:
+		l.ht.check(l.lockReq, l.queueReq)
+	}
+}
+
+func (l *lockClient) fire(tm *timer) {
+	switch {
+	case l.dead:
+	case tm.fire != nil:
+		tm.fire()
+	case l.ht.fired(tm):
+		now := l.now()
+		if !l.queueBy.IsZero() && !now.Before(l.queueBy) { // the queue call's context times out
+			l.queueReq.abandoned = true
+			l.queueDone(election.Result{Err: election.ErrTimeout}, l.queueReq.kind == election.OpPut)
+		}
+		if l.lk != nil {
+			if due := l.lk.Due(); !due.IsZero() && !now.Before(due) {
+				l.lk.Fire(now)
+			}
+		}
+		l.arm()
+	}
+}
+
+func (l *lockClient) deliver(r *request) {
+	if l.dead || l.lk == nil {
+		return
+	}
+	res := election.Result{ID: r.opID, Record: r.res.rec, Version: r.res.ver, Err: r.res.err}
+	put := r.kind == election.OpPut
+	if put && res.Err == nil {
+		res.Record = r.rec // the host's answer to a write carries the record written
+	}
+	switch r {
+	case l.lockReq:
+		l.lockReq = nil
+		l.lk.Result(res)
+	case l.queueReq:
+		if res.Err != nil && !errors.Is(res.Err, lease.ErrConflict) && !errors.Is(res.Err, lease.ErrNotFound) {
+			l.failed = true
+		}
+		l.queueDone(res, put)
+	}
+	l.arm()
+}
+
+func (l *lockClient) queueDone(res election.Result, put bool) {
+	l.queueReq, l.queueBy = nil, time.Time{}
+	if res.Err != nil && errors.Is(res.Err, election.ErrTimeout) {
+		l.failed = true
+	}
+	lk := l.lk
+	lk.QueueResult(res, put)
+	if t := lk.Ticket(); t != 0 && l.lk == lk {
+		l.ticket = t
+	}
+}
+
+// stop: the shutdown answers a call still waiting and gives the lock up;
+// the process ends once its lock is over.
+func (l *lockClient) stop() {
+	if l.lk == nil {
+		l.finish()
+		return
+	}
+	if l.lk.Answer() {
+		l.answered("shut down")
+	}
+	l.lk.Stop()
+	l.arm()
+}
+
+func (l *lockClient) finish() {
+	l.ht.stop()
+	l.w.stage(item{in: l.in, src: srcRun, kind: itRunDone})
+}
+
+func (l *lockClient) crash() {
+	l.dead = true
+	l.ht.stop()
+	l.in.finished = true
+	l.w.running--
+}
+
+func (l *lockClient) observed() election.Leader { return election.Leader{} }
+func (l *lockClient) poll()                     {}
+
+func (l *lockClient) release(r *request) {
+	if r != l.lockReq && r != l.queueReq {
+		l.w.spareReqs = append(l.w.spareReqs, r)
+	}
+}
+
+// The lockcore.Host of the current lock.
+
+func (l *lockClient) Now() time.Time { return l.now() }
+
+func (l *lockClient) Call(op election.Op, queue bool) {
+	rec := op.Record
+	if op.Kind == election.OpPut && rec.WrittenAt.IsZero() {
+		rec.WrittenAt = l.now().Round(0).UTC()
+	}
+	req := l.w.newRequest()
+	*req = request{in: l.in, kind: op.Kind, opID: op.ID, rec: rec, expect: op.Expect, reg: l.reg, reused: true}
+	if queue {
+		req.reg = l.queue
+		l.queueReq, l.queueBy = req, l.now().Add(l.in.timing.OpTimeout)
+	} else {
+		l.lockReq = req
+	}
+	l.w.stage(item{in: l.in, src: srcStore, kind: itRequest, req: req})
+}
+
+func (l *lockClient) Cancel() {
+	if l.lockReq != nil {
+		l.lockReq.abandoned = true
+		l.lockReq = nil
+	}
+}
+
+func (l *lockClient) Log(slog.Level, string, ...any) {}
+
+func (l *lockClient) Granted(t election.Term) {
+	l.answered("granted, token " + strconv.FormatUint(t.Token, 10))
+	if l.w.opt.Strategy == Naive {
+		t.Deadline = time.Time{} // nothing to check it by
+	}
+	l.w.chk.granted(l, t)
+	lk := l.lk
+	lp := l.w.plan.Locks
+	l.after(uniform(l.rng, lp.Hold[0], lp.Hold[1]), func() {
+		if l.lk == lk {
+			l.trace("unlock " + l.name)
+			lk.Stop()
+			l.arm()
+		}
+	})
+}
+
+func (l *lockClient) Busy(h election.Leader) {
+	l.answered("locked by " + h.Holder + " (token " + strconv.FormatUint(h.Token, 10) + ")")
+}
+
+func (l *lockClient) Refused(err error) { l.answered("refused: " + err.Error()) }
+
+func (l *lockClient) Publish(s driver.Snapshot) {
+	if s.Leading && l.w.opt.Strategy != Naive {
+		l.w.chk.extended(l.in, s.Term.Deadline)
+	}
+}
+
+func (l *lockClient) Ended(_ election.Term, r election.Reason) {
+	l.trace(l.name + " ended: " + r.String())
+	l.w.chk.released(l.in)
+}
+
+// Reschedule: arm reads Due after every step, as the host does.
+func (l *lockClient) Reschedule() {}
+
+func (l *lockClient) Retired() {
+	l.trace(l.name + " over")
+	l.w.chk.released(l.in)
+	l.lk, l.lockReq, l.queueReq, l.queueBy = nil, nil, nil, time.Time{}
+	if l.in.stopped {
+		l.finish()
+		return
+	}
+	l.think()
+}
