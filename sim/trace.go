@@ -61,7 +61,7 @@ type line struct {
 	prev   int64  // mWrite: the highest token accepted before
 	text   string // what happened, a version, a reason, a message
 	holder string // mApply: the record's holder; mOnLeader: the leader
-	flags  string // mSend: "released"
+	flags  string // mSend, mApply: "released", "stale", a plain record's name
 }
 
 type tracer struct {
@@ -168,10 +168,10 @@ func (l line) format(b []byte) []byte {
 			} else {
 				b = append(b, l.text...)
 			}
-			if l.flags != "" {
-				b = append(b, ' ')
-				b = append(b, l.flags...)
-			}
+		}
+		if l.flags != "" {
+			b = append(b, ' ')
+			b = append(b, l.flags...)
 		}
 	case mDrop:
 		b = append(b, "drop "...)
@@ -194,6 +194,10 @@ func (l line) format(b []byte) []byte {
 			b = append(b, l.holder...)
 			b = append(b, " token="...)
 			b = num(b, l.tok)
+		}
+		if l.flags != "" {
+			b = append(b, ' ')
+			b = append(b, l.flags...)
 		}
 	case mRecv:
 		b = append(b, "recv "...)
