@@ -318,7 +318,11 @@ func (s *store) arrivePlain(r *request) {
 		g.rec, g.exists = r.rec.Clone(), true
 		r.res = reply{ver: g.ver}
 	}
-	w.trace(r.in, line{what: mApply, req: r.id, op: int64(r.kind), code: outcome(r.res.err), text: string(r.res.ver), holder: r.res.rec.Holder, flags: g.label})
+	shown := r.res.rec // a read's record, or the one written
+	if r.kind == election.OpPut && r.res.err == nil {
+		shown = r.rec
+	}
+	w.trace(r.in, line{what: mApply, req: r.id, op: int64(r.kind), code: outcome(r.res.err), text: string(r.res.ver), holder: shown.Holder, tok: int64(shown.Token), flags: g.label})
 	w.push(event{at: w.now + r.down, kind: evRespond, req: r})
 }
 
