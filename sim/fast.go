@@ -62,6 +62,7 @@ func (f *fastRun) over(t *fastTerm) bool {
 
 func newFastRun(in *instance) instRuntime {
 	f := &fastRun{in: in, w: in.w, ht: hostTimer{in: in}}
+	in.ht = &f.ht
 	ec := election.Config{ID: in.ID, Timing: in.timing, Rand: in.w.machineRand(in), Wall: in.wallNow, StaleReads: in.w.plan.StaleReads}
 	if in.w.opt.Strategy == Naive {
 		f.m = newNaive(ec, in.wallNow)

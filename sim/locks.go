@@ -87,7 +87,9 @@ type lockClient struct {
 }
 
 func newLockClient(in *instance) instRuntime {
-	return &lockClient{in: in, w: in.w, rng: rand.New(rand.NewPCG(in.w.seed, 0x10c0+uint64(in.num))), ht: hostTimer{in: in}}
+	l := &lockClient{in: in, w: in.w, rng: rand.New(rand.NewPCG(in.w.seed, 0x10c0+uint64(in.num))), ht: hostTimer{in: in}}
+	in.ht = &l.ht
+	return l
 }
 
 func (l *lockClient) now() time.Time { return l.in.local() }

@@ -182,8 +182,8 @@ func (w *world) newTimer(in *instance, src source, d time.Duration) *timer {
 // owed lets a fast-tier process set the timer it put off, once one of its
 // call's events has run (hostTimer).
 func (w *world) owed(in *instance) {
-	if o, ok := in.rt.(owing); ok {
-		o.settleOwed()
+	if in.ht != nil && in.ht.owed {
+		in.rt.(owing).settleOwed()
 	}
 }
 

@@ -89,6 +89,7 @@ type instance struct {
 	label  string          // in traces: ID, or ID#k for the k-th process with that ID
 	timing election.Timing // with defaults
 	rt     instRuntime
+	ht     *hostTimer // the fast tier's model of its host's timer
 	cbRand *rand.Rand // slow callbacks' draws, made in callback order in both tiers
 	lcRand *rand.Rand // the same for OnLeaderChange, which has a goroutine of its own
 
