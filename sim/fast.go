@@ -331,26 +331,7 @@ func (f *fastRun) Wake(time.Time) {}
 
 func (f *fastRun) ReleaseTimer(d time.Duration) { f.giveUp = f.now().Add(d) }
 
-func (f *fastRun) Send(op election.Op) {
-	rec := op.Record
-	if rec.WrittenAt.IsZero() { // the naive strategy stamps its own wall time
-		rec.WrittenAt = f.now().Round(0).UTC()
-	}
-	req := f.w.newRequest()
-	*req = request{in: f.in, kind: op.Kind, opID: op.ID, rec: rec, expect: op.Expect, stale: op.Stale, reused: true}
-	f.req = req
-	f.w.stage(item{in: f.in, src: srcStore, kind: itRequest, req: req})
-}
-
-// newRequest returns a request done with, or a new one.
-func (w *world) newRequest() *request {
-	if n := len(w.spareReqs); n > 0 {
-		r := w.spareReqs[n-1]
-		w.spareReqs = w.spareReqs[:n-1]
-		return r
-	}
-	return new(request)
-}
+func (f *fastRun) Send(op election.Op) { f.req = f.w.call(f.in, op, nil) }
 
 // release takes back a request none of whose events is left, unless its
 // caller still waits on it (its answer was lost).
@@ -413,13 +394,7 @@ type fastSB fastRun
 func (s *fastSB) Now() time.Time { return (*fastRun)(s).now() }
 
 func (s *fastSB) Call(op election.Op) {
-	f := (*fastRun)(s)
-	rec := op.Record
-	rec.WrittenAt = f.now().Round(0).UTC()
-	req := f.w.newRequest()
-	*req = request{in: f.in, kind: op.Kind, opID: op.ID, rec: rec, expect: op.Expect, reg: f.w.store.sb, stale: op.Stale, reused: true}
-	f.sbReq = req
-	f.w.stage(item{in: f.in, src: srcStore, kind: itRequest, req: req})
+	s.sbReq = s.w.call(s.in, op, s.w.store.sb)
 }
 
 func (s *fastSB) Cancel() {

@@ -278,19 +278,11 @@ func (l *lockClient) release(r *request) {
 func (l *lockClient) Now() time.Time { return l.now() }
 
 func (l *lockClient) Call(op election.Op, queue bool) {
-	rec := op.Record
-	if op.Kind == election.OpPut && rec.WrittenAt.IsZero() {
-		rec.WrittenAt = l.now().Round(0).UTC()
-	}
-	req := l.w.newRequest()
-	*req = request{in: l.in, kind: op.Kind, opID: op.ID, rec: rec, expect: op.Expect, reg: l.reg, reused: true}
 	if queue {
-		req.reg = l.queue
-		l.queueReq, l.queueBy = req, l.now().Add(l.in.timing.OpTimeout)
+		l.queueReq, l.queueBy = l.w.call(l.in, op, l.queue), l.now().Add(l.in.timing.OpTimeout)
 	} else {
-		l.lockReq = req
+		l.lockReq = l.w.call(l.in, op, l.reg)
 	}
-	l.w.stage(item{in: l.in, src: srcStore, kind: itRequest, req: req})
 }
 
 func (l *lockClient) Cancel() {

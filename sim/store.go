@@ -115,6 +115,29 @@ type register struct {
 	ver    lease.Version
 }
 
+// call stages in's store call op on the record reg (nil: the lease),
+// stamped as the host stamps a write (the naive strategy stamps its own
+// wall time). Its request is reused once done with (reusing).
+func (w *world) call(in *instance, op election.Op, reg *register) *request {
+	if op.Kind == election.OpPut && op.Record.WrittenAt.IsZero() {
+		op.Record.WrittenAt = in.local().Round(0).UTC()
+	}
+	r := w.newRequest()
+	*r = request{in: in, kind: op.Kind, opID: op.ID, rec: op.Record, expect: op.Expect, reg: reg, stale: op.Stale, reused: true}
+	w.stage(item{in: in, src: srcStore, kind: itRequest, req: r})
+	return r
+}
+
+// newRequest returns a request done with, or a new one.
+func (w *world) newRequest() *request {
+	if n := len(w.spareReqs); n > 0 {
+		r := w.spareReqs[n-1]
+		w.spareReqs = w.spareReqs[:n-1]
+		return r
+	}
+	return new(request)
+}
+
 // register returns the plain record called name, made on first use.
 func (s *store) register(name string) *register {
 	g := s.regs[name]
