@@ -227,6 +227,64 @@ func TestResultPermanentAtFirstAnswer(t *testing.T) {
 	}
 }
 
+// A not-found proves that reads work, and a conflict that writes do: a
+// permanent error after either is retried, not the end of the run.
+func TestNotFoundAndConflictCountAsAnswers(t *testing.T) {
+	perm := lease.Permanent(errors.New("access denied"))
+	next := func(f *fx) election.Op {
+		t.Helper()
+		for i := 0; len(f.ops) == 0; i++ {
+			if i > 100 {
+				t.Fatalf("no store call: %v", f.log)
+			}
+			f.now = f.wake
+			f.d.Tick()
+		}
+		op := f.ops[0]
+		f.ops = f.ops[1:]
+		return op
+	}
+
+	// The first read finds no record; the takeover's outcome is unknown, so
+	// the Machine reads again: a permanent error there is retried.
+	f := newFx(t, memlease.New())
+	f.d.Start()
+	if op := next(f); op.Kind != election.OpGet {
+		t.Fatalf("first call %s", kind(op))
+	} else if err := f.d.Result(election.Result{ID: op.ID, Err: lease.NotFound("job")}); err != nil {
+		t.Fatal(err)
+	}
+	op := next(f)
+	if err := f.d.Result(election.Result{ID: op.ID, Err: errors.New("connection reset")}); err != nil {
+		t.Fatal(err)
+	}
+	if op = next(f); op.Kind != election.OpGet {
+		t.Fatalf("after a takeover of unknown outcome: %s, want a read", kind(op))
+	}
+	if err := f.d.Result(election.Result{ID: op.ID, Err: perm}); err != nil || f.d.Done() {
+		t.Fatalf("a permanent error on a read after a not-found: %v, done %v; want it retried", err, f.d.Done())
+	}
+
+	// A takeover refused by a conflict proves writes: a permanent error on
+	// the next write is retried.
+	f = newFx(t, memlease.New())
+	f.d.Start()
+	if err := f.d.Result(election.Result{ID: next(f).ID, Err: lease.NotFound("job")}); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.d.Result(election.Result{ID: next(f).ID, Err: lease.Conflict("job")}); err != nil {
+		t.Fatal(err)
+	}
+	for op = next(f); op.Kind != election.OpPut; op = next(f) {
+		if err := f.d.Result(election.Result{ID: op.ID, Err: lease.NotFound("job")}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := f.d.Result(election.Result{ID: op.ID, Err: perm}); err != nil || f.d.Done() {
+		t.Fatalf("a permanent error on a write after a conflict: %v, done %v; want it retried", err, f.d.Done())
+	}
+}
+
 // Publish comes after the first step and after every step that changed
 // what the Machine knows, not after one that did not (a renewal).
 func TestPublishOnlyOnChange(t *testing.T) {
