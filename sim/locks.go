@@ -192,7 +192,7 @@ func (l *lockClient) fire(tm *timer) {
 	case l.ht.fired(tm):
 		now := l.now()
 		if !l.queueBy.IsZero() && !now.Before(l.queueBy) { // the queue call's context times out
-			l.queueReq.abandoned = true
+			l.queueReq.abandoned, l.failed = true, true
 			l.queueDone(election.Result{Err: election.ErrTimeout}, l.queueReq.kind == election.OpPut)
 		}
 		if l.lk != nil {
@@ -228,9 +228,6 @@ func (l *lockClient) deliver(r *request) {
 
 func (l *lockClient) queueDone(res election.Result, put bool) {
 	l.queueReq, l.queueBy = nil, time.Time{}
-	if res.Err != nil && errors.Is(res.Err, election.ErrTimeout) {
-		l.failed = true
-	}
 	lk := l.lk
 	lk.QueueResult(res, put)
 	if t := lk.Ticket(); t != 0 && l.lk == lk {
