@@ -401,6 +401,7 @@ func (r *runner) stop() {
 	r.d.Stop()
 	if r.sb != nil {
 		r.sb.s.Follow(false)
+		r.sb.s.Notify(false)
 	}
 }
 
@@ -451,6 +452,7 @@ func (r *runner) Elected(t election.Term) {
 	r.log(slog.LevelInfo, "elected", "token", term.Token)
 	if r.sb != nil {
 		r.sb.s.Follow(false) // a leader is no standby: give the record back
+		r.sb.s.Notify(r.sb.conn != nil)
 	}
 	r.c.ms.elected()
 	if o := r.c.obs; o != nil {
@@ -475,8 +477,11 @@ func (r *runner) Demoted(_ election.Term, why election.Reason) {
 		r.disp.push("OnDemoted", func() { f(term, reason) })
 	}
 	r.warnAt = r.Now().Add(cfg.Margin)
-	if r.sb != nil && !r.d.Stopping() {
-		r.sb.s.Follow(true)
+	if r.sb != nil {
+		r.sb.s.Notify(false)
+		if !r.d.Stopping() {
+			r.sb.s.Follow(true)
+		}
 	}
 }
 
@@ -522,6 +527,11 @@ func (r *runner) Publish(snap driver.Snapshot) {
 	r.c.status = s
 	r.c.mu.Unlock()
 	r.logErr(s.Err)
+	if r.sb != nil {
+		if addr := r.sb.s.Renewed(snap.Leading, snap.Term.Deadline); addr != "" {
+			r.sb.notice(addr)
+		}
+	}
 }
 
 // checkWedged warns while OnElected of an ended term keeps running: the

@@ -23,12 +23,16 @@ type sbRun struct {
 	cold   bool         // what the lease's Machine was last told
 	hot    bool         // what the campaign says now
 
-	conn net.PacketConn // the wake-up listener; nil without WakeAddr
+	conn    net.PacketConn // the wake-up listener; nil without WakeAddr
+	notices chan string    // addresses to send a renewal notice to (sendNotices)
 }
 
 // wakeMsg is a wake-up for the lease: the message names it, so that a
 // wake-up meant for another lease on the same address is ignored.
 func wakeMsg(lease string) string { return "tenure wake " + lease }
+
+// noticeMsg is a renewal notice for the lease: its leader has just renewed.
+func noticeMsg(lease string) string { return "tenure renewed " + lease }
 
 // startStandby listens for wake-ups (with WakeAddr) and makes the standby
 // campaign; the lease's Machine starts cold.
@@ -48,7 +52,9 @@ func (r *runner) startStandby() error {
 			_, port, _ := net.SplitHostPort(conn.LocalAddr().String())
 			addr = net.JoinHostPort(host, port)
 		}
+		sb.notices = make(chan string, 1)
 		r.h.Go(sb.listen)
+		r.h.Go(sb.sendNotices)
 		r.log(slog.LevelInfo, "listening for wake-ups", "addr", conn.LocalAddr().String(), "advertised", addr)
 	}
 	scfg := cfg.standbyConfig(addr)
@@ -59,18 +65,64 @@ func (r *runner) startStandby() error {
 	return nil
 }
 
-// listen passes wake-ups for this lease to the loop until the listener is
-// closed. Anything else that arrives is dropped.
+// listen passes wake-ups and renewal notices for this lease to the loop
+// until the listener is closed. Anything else that arrives is dropped.
 func (sb *sbRun) listen() {
-	want := wakeMsg(sb.r.c.cfg.Lease)
-	buf := make([]byte, len(want)+1)
+	wake, notice := wakeMsg(sb.r.c.cfg.Lease), noticeMsg(sb.r.c.cfg.Lease)
+	buf := make([]byte, max(len(wake), len(notice))+1)
 	for {
 		n, _, err := sb.conn.ReadFrom(buf)
 		if err != nil {
 			return // closed
 		}
-		if string(buf[:n]) == want && !sb.r.h.Do(sb.wake) {
+		var f func()
+		switch string(buf[:n]) {
+		case wake:
+			f = sb.wake
+		case notice:
+			f = sb.r.d.Notice // rate-limited by the Machine
+		default:
+			continue
+		}
+		if !sb.r.h.Do(f) {
 			return // the run is over
+		}
+	}
+}
+
+// notice queues a renewal notice to addr, dropping it if the one before is
+// still on its way: the loop never waits on the network.
+func (sb *sbRun) notice(addr string) {
+	select {
+	case sb.notices <- addr:
+	default:
+	}
+}
+
+// sendNotices sends the queued renewal notices from the listener's socket
+// until the run ends, resolving each address once (it may be a name).
+func (sb *sbRun) sendNotices() {
+	msg := []byte(noticeMsg(sb.r.c.cfg.Lease))
+	var last string
+	var to net.Addr
+	for {
+		select {
+		case addr := <-sb.notices:
+			if addr != last || to == nil {
+				last = addr
+				ua, err := net.ResolveUDPAddr("udp", addr)
+				if err != nil {
+					sb.r.log(slog.LevelDebug, "renewal notice not sent", "addr", addr, "err", err)
+					to = nil
+					continue
+				}
+				to = ua
+			}
+			if _, err := sb.conn.WriteTo(msg, to); err != nil {
+				sb.r.log(slog.LevelDebug, "renewal notice not sent", "addr", addr, "err", err)
+			}
+		case <-sb.r.h.Quit():
+			return
 		}
 	}
 }

@@ -281,3 +281,59 @@ func TestStandbyWakeUp(t *testing.T) {
 		t.Fatal("b was elected without a wake-up")
 	}
 }
+
+// TestStandbyRenewalNotices runs on the real clock, with real UDP: the
+// leader learns the standby's address from its record and sends it a
+// notice after each renewal; the standby reads the lease on them, within
+// their rate limit (a burst of two here, its polls being 50s). Its own
+// polls come 45s apart or more, so only notices explain its reads before
+// the test's deadline; the test waits on them, not on time.
+func TestStandbyRenewalNotices(t *testing.T) {
+	store := memlease.New()
+	reads := make(chan struct{}, 16)
+	bStore := leasetest.NewFaults(store)
+	bStore.SetHook(func(op, name string) error {
+		if op == "get" && name == leaseName {
+			reads <- struct{}{}
+		}
+		return nil
+	})
+	elected := make(chan string, 4)
+	start := func(id string, st *leasetest.Faults, edit func(*tenure.Config)) {
+		cfg := tenure.Config{
+			Lease: leaseName, Store: store, ID: id, Standby: true, WakeAddr: "127.0.0.1:0",
+			LeaseDuration: 3 * time.Second, ColdPollInterval: 2 * time.Second,
+			Callbacks: tenure.Callbacks{OnElected: func(ctx context.Context, _ tenure.Term) {
+				elected <- id
+				<-ctx.Done()
+			}},
+		}
+		if st != nil {
+			cfg.Store = st
+		}
+		if edit != nil {
+			edit(&cfg)
+		}
+		c, err := tenure.New(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- c.Run(ctx) }()
+		t.Cleanup(func() { cancel(); <-done })
+	}
+	start("a", nil, nil)
+	if id := <-elected; id != "a" {
+		t.Fatalf("%s elected first", id)
+	}
+	start("b", bStore, func(c *tenure.Config) { c.PollInterval, c.ColdPollInterval = 50*time.Second, 50*time.Second })
+	deadline := time.After(40 * time.Second)
+	for i := range 3 { // its first read, then two on notices
+		select {
+		case <-reads:
+		case <-deadline:
+			t.Fatalf("b read the lease %d times: no renewal notice made it read", i)
+		}
+	}
+}

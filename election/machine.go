@@ -140,6 +140,7 @@ type Machine struct {
 	sent      instant              // when that write was sent (s)
 	deadline  instant              // sent + the lead window, while leading
 	holdUntil instant              // Resign: no campaign before this
+	noticeAt  instant              // the notices' rate limit: its theoretical arrival time (GCRA)
 	pending   map[string]time.Time // nonce → send time of writes of unknown outcome
 
 	op         *flight // in flight
@@ -165,6 +166,9 @@ type Machine struct {
 	gated      bool // the driver holds campaigning back (a fair lock's turn has not come)
 	cold       bool // a follower other than the standby: polls every ColdPollInterval
 	rewake     bool // a wake-up came while a read was in flight: read again after it
+	renotice   bool // a renewal notice came while a read was in flight: read after it, if the rate allows
+	noticing   bool // the read about to start answers a renewal notice
+	noticed    bool // the last read answered a renewal notice: the next poll waits MaxPoll
 	fresh      bool // the next read must be strong, not stale (StaleReads)
 	changed    bool // what Leader, Term or Err report changed since the last Output
 	phase      phase
@@ -352,6 +356,42 @@ func (m *Machine) Wake(now time.Time) Output {
 	return m.flush(now)
 }
 
+// Notice is a renewal notice: the leader says it has just renewed. The
+// standby (a hot follower) reads at once, strongly, so that it first sees
+// each renewal a round trip or two after it was made and its takeover wait
+// runs from then, not from a poll later; its next routine poll then waits
+// the longest poll (MaxPoll), for the next notice to come first. A notice
+// that comes while a read is in flight is answered after it: that read may
+// have left before the renewal landed.
+//
+// Like Wake, a notice carries no authority: it only moves a read, and what
+// the read finds decides. Notices are rate-limited (a burst of two, then
+// one every 0.9×PollInterval, the shortest routine poll), so that a flood
+// of forged or duplicated ones reads at most as often as the fastest poll,
+// and cold followers ignore them.
+func (m *Machine) Notice(now time.Time) Output {
+	switch {
+	case m.phase != running || m.state != following || m.cold || m.gated:
+	case m.op == nil && (m.nextDo == doPoll || m.nextDo == doAcquire):
+		m.noticeRead(now)
+	case m.op != nil && m.op.do == doPoll:
+		m.renotice = true
+	}
+	return m.flush(now)
+}
+
+// noticeRead reads now for a notice, within the rate limit.
+func (m *Machine) noticeRead(now time.Time) {
+	every := instant(m.cfg.PollInterval - m.cfg.PollInterval/10)
+	tat := max(m.noticeAt, m.at(now))
+	if tat-m.at(now) > every { // a burst of two
+		return
+	}
+	m.noticeAt = tat + every
+	m.fresh, m.noticing = true, true
+	m.schedule(now, doPoll)
+}
+
 // Resigning reports whether a Resign has yet to give the lease back.
 func (m *Machine) Resigning() bool { return m.resigning && m.phase == running }
 
@@ -512,6 +552,10 @@ func (m *Machine) pollAfter(now time.Time) time.Time {
 		d = GatedPoll(m.cfg.Timing)
 	case m.cold:
 		d = m.cfg.ColdPollInterval
+	case m.noticed:
+		// Reading on notices: this poll is the fallback for when they
+		// stop, late enough that the next one comes first.
+		return now.Add(MaxPoll(d))
 	}
 	return now.Add(d - d/10 + time.Duration(m.cfg.Rand.Int64N(int64(d/5)+1)))
 }
@@ -585,6 +629,7 @@ func (m *Machine) start(now time.Time) {
 		// may not.
 		stale := m.cfg.StaleReads && m.seen && m.state == following && !m.fresh
 		m.fresh = false
+		m.noticed, m.noticing = m.noticing, false
 		m.send(now, flight{do: do, op: Op{Kind: OpGet, Stale: stale}})
 	case doReadBack:
 		m.send(now, flight{do: do, op: Op{Kind: OpGet}})
@@ -729,6 +774,12 @@ func (m *Machine) handle(now time.Time, op *flight, res Result) {
 			if m.nextDo == doPoll { // nothing to take yet: read once more
 				m.fresh = true
 				m.schedule(now, doPoll)
+			}
+		}
+		if m.renotice {
+			m.renotice = false
+			if m.nextDo == doPoll || m.nextDo == doAcquire {
+				m.noticeRead(now)
 			}
 		}
 	case doReadBack:

@@ -194,6 +194,8 @@ func (s *scripted) do(line string) string {
 		return s.show(s.m.SetCold(s.time(at), cold))
 	case "hint":
 		return s.show(s.m.Wake(s.time(at)))
+	case "notice":
+		return s.show(s.m.Notice(s.time(at)))
 	case "reply":
 		return s.reply(s.time(at), args)
 	case "poll":

@@ -228,6 +228,16 @@ func (d *Driver) Hint() {
 	}
 }
 
+// Notice passes on a renewal notice: the leader has just renewed, read the
+// lease now (a standby). It does nothing for a Machine that takes none.
+func (d *Driver) Notice() {
+	if n, ok := d.m.(interface {
+		Notice(now time.Time) election.Output
+	}); ok && !d.done {
+		d.step(n.Notice(d.fx.Now()))
+	}
+}
+
 // Resigning reports whether a Resign has yet to give the lease back.
 func (d *Driver) Resigning() bool {
 	r, ok := d.m.(resigner)

@@ -9,6 +9,11 @@
 // leader gives the record back. Which candidate is the standby decides only
 // how often each reads: never who may take the lease, nor when.
 //
+// A leader that sends renewal notices (Notify) reads the record now and
+// then to learn the standby's address: at once, then once a standby lease
+// (no standby is replaced sooner), or once a cold poll while it finds none.
+// Renewed names the address to notify after each confirmed renewal.
+//
 // A Host carries out what a Standby asks and calls it back one event at a
 // time, so the Candidate's loop and a simulator can both run it.
 package standby
@@ -60,7 +65,19 @@ type Standby struct {
 	gaveUp bool      // the campaign under way was stopped on purpose
 
 	wakeAt time.Time // the rate limit's theoretical arrival time (GCRA)
+
+	// Renewal notices, while the candidate leads (Notify).
+	notify   bool
+	reading  uint64    // the ID of the read of the record in flight; 0 if none
+	readN    uint64    // reads so far
+	watchAt  time.Time // read the record at this instant
+	target   string    // the standby's address, as last read; "" if none
+	deadline time.Time // the term's deadline when a notice was last due
 }
+
+// readID marks the IDs of the notifier's reads, apart from the campaign's
+// (a Machine numbers its ops within 32 bits).
+const readID = 1 << 63
 
 // New returns a Standby for lease's standby record, campaigning with cfg
 // (election.StandbyTiming, the wake-up address as payload) once Follow
@@ -102,9 +119,61 @@ func (s *Standby) start() {
 
 // Result takes the answer of a call on the record.
 func (s *Standby) Result(r election.Result) {
-	if s.lk != nil {
+	switch {
+	case r.ID&readID != 0:
+		if r.ID == s.reading {
+			s.watched(r)
+		}
+	case s.lk != nil:
 		s.lk.Result(r)
 	}
+}
+
+// Notify says whether the candidate leads and sends renewal notices: it
+// then reads the record to learn where the standby listens, once the
+// campaign has given the record back.
+func (s *Standby) Notify(on bool) {
+	if s.notify == on {
+		return
+	}
+	s.notify, s.target, s.deadline = on, "", time.Time{}
+	s.watchAt = s.h.Now()
+	if !on && s.reading != 0 {
+		s.reading = 0
+		s.h.Cancel()
+	}
+	s.h.Reschedule()
+}
+
+// Renewed returns the address to send a renewal notice to, after a step of
+// the lease's Machine that published snap: one whose term's deadline moved
+// on (a write of the leader's confirmed). "" when none is due or no
+// standby is known.
+func (s *Standby) Renewed(leading bool, deadline time.Time) string {
+	if !s.notify || !leading || !deadline.After(s.deadline) {
+		return ""
+	}
+	s.deadline = deadline
+	return s.target
+}
+
+// watched takes the answer of a read of the record for notices.
+func (s *Standby) watched(r election.Result) {
+	s.reading = 0
+	now := s.h.Now()
+	rec := r.Record
+	switch {
+	case r.Err == nil && !rec.Released && rec.Holder != s.cfg.ID && len(rec.Payload) > 0:
+		if s.target != string(rec.Payload) {
+			s.h.Log(slog.LevelDebug, "standby: sending renewal notices", "standby", rec.Holder, "addr", string(rec.Payload))
+		}
+		s.target = string(rec.Payload)
+		s.watchAt = now.Add(s.cfg.LeaseDuration) // its lease: no standby is replaced sooner
+	default:
+		s.target = ""
+		s.watchAt = now.Add(s.cfg.PollInterval) // a cold poll: when one may have taken it
+	}
+	s.h.Reschedule()
 }
 
 // Due returns the instant of the next timer; zero if none.
@@ -114,22 +183,30 @@ func (s *Standby) Due() time.Time {
 		if t := s.lk.Due(); !t.IsZero() && (d.IsZero() || t.Before(d)) {
 			d = t
 		}
+	} else if s.notify && s.reading == 0 && (d.IsZero() || s.watchAt.Before(d)) {
+		d = s.watchAt
 	}
 	return d
 }
 
 // Fire runs whatever is due at now.
 func (s *Standby) Fire(now time.Time) {
-	if !s.again.IsZero() && !now.Before(s.again) && s.lk == nil {
+	switch {
+	case !s.again.IsZero() && !now.Before(s.again) && s.lk == nil:
 		s.start()
-	} else if s.lk != nil {
+	case s.lk != nil:
 		s.lk.Fire(now)
+	case s.notify && s.reading == 0 && !now.Before(s.watchAt):
+		s.readN++
+		s.reading = readID | s.readN
+		s.h.Call(election.Op{ID: s.reading, Kind: election.OpGet})
 	}
 	s.h.Reschedule()
 }
 
-// Done reports whether nothing is under way: no campaign, no release.
-func (s *Standby) Done() bool { return s.lk == nil && !s.follow }
+// Done reports whether nothing is under way: no campaign, no release, no
+// read for notices.
+func (s *Standby) Done() bool { return s.lk == nil && !s.follow && s.reading == 0 }
 
 // Hot reports whether this candidate is the standby.
 func (s *Standby) Hot() bool { return s.hot }
