@@ -140,7 +140,7 @@ type Machine struct {
 	sent      instant              // when that write was sent (s)
 	deadline  instant              // sent + the lead window, while leading
 	holdUntil instant              // Resign: no campaign before this
-	noticeAt  instant              // the notices' rate limit: its theoretical arrival time (GCRA)
+	noticeAt  instant              // the notices' rate limit over all reads: its theoretical arrival time (GCRA)
 	pending   map[string]time.Time // nonce → send time of writes of unknown outcome
 
 	op         *flight // in flight
@@ -365,10 +365,11 @@ func (m *Machine) Wake(now time.Time) Output {
 // have left before the renewal landed.
 //
 // Like Wake, a notice carries no authority: it only moves a read, and what
-// the read finds decides. Notices are rate-limited (a burst of two, then
-// one every 0.9×PollInterval, the shortest routine poll), so that a flood
-// of forged or duplicated ones reads at most as often as the fastest poll,
-// and cold followers ignore them.
+// the read finds decides. Notices are rate-limited with every read counted
+// (a burst of two, then one every 0.9×PollInterval, the shortest routine
+// poll), so that a flood of forged or duplicated ones makes the standby
+// read at most about as often as its fastest poll; cold followers ignore
+// them.
 func (m *Machine) Notice(now time.Time) Output {
 	switch {
 	case m.phase != running || m.state != following || m.cold || m.gated:
@@ -380,16 +381,20 @@ func (m *Machine) Notice(now time.Time) Output {
 	return m.flush(now)
 }
 
-// noticeRead reads now for a notice, within the rate limit.
+// noticeRead reads now for a notice, within the rate limit: every read
+// counts against it (readCount), and a notice is refused once reads are
+// more than one ahead of one every 0.9×PollInterval.
 func (m *Machine) noticeRead(now time.Time) {
-	every := instant(m.cfg.PollInterval - m.cfg.PollInterval/10)
-	tat := max(m.noticeAt, m.at(now))
-	if tat-m.at(now) > every { // a burst of two
+	if m.noticeAt-m.at(now) > m.noticeEvery() { // a burst of two
 		return
 	}
-	m.noticeAt = tat + every
 	m.fresh, m.noticing = true, true
 	m.schedule(now, doPoll)
+}
+
+// noticeEvery is the notices' rate: the shortest routine poll.
+func (m *Machine) noticeEvery() instant {
+	return instant(m.cfg.PollInterval - m.cfg.PollInterval/10)
 }
 
 // Resigning reports whether a Resign has yet to give the lease back.
@@ -630,6 +635,7 @@ func (m *Machine) start(now time.Time) {
 		stale := m.cfg.StaleReads && m.seen && m.state == following && !m.fresh
 		m.fresh = false
 		m.noticed, m.noticing = m.noticing, false
+		m.noticeAt = max(m.noticeAt, m.at(now)) + m.noticeEvery() // the notices' rate limit counts every read
 		m.send(now, flight{do: do, op: Op{Kind: OpGet, Stale: stale}})
 	case doReadBack:
 		m.send(now, flight{do: do, op: Op{Kind: OpGet}})

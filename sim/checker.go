@@ -38,11 +38,18 @@ type Stats struct {
 	// lost, and taken (that made the standby read).
 	StandbyRequests                 int
 	WakesSent, WakesLost, WakesUsed int
+	// Renewal notices sent, lost and forged; the hot standby's reads of
+	// the lease, its time hot and how many times it turned hot.
+	NoticesSent, NoticesLost, NoticesForged int
+	HotReads, HotStints                     int
+	HotTime                                 time.Duration
 	// I5 checks made with the cold bound (no standby reading) and with
 	// the wake-up bound.
 	ColdBounds, WakeBounds int
-	StaleReads             int // reads served stale
-	Anomalies              int // fast tier: anomalies the Candidates reported (lost records, duplicate IDs)
+	// I5 checks made with the notice bound (noticeBound).
+	NoticeBounds int
+	StaleReads   int // reads served stale
+	Anomalies    int // fast tier: anomalies the Candidates reported (lost records, duplicate IDs)
 }
 
 // term is one leadership term, or one hold of a lock, as the checker saw

@@ -211,3 +211,50 @@ func TestCheckerSeesLockFaults(t *testing.T) {
 		t.Errorf("a grant once the holder's deadline passed: I1 counted %d times, want 1\n%s", w.chk.counts[OneLeader], messages(w))
 	}
 }
+
+// TestCheckerSeesShortTakeover: a takeover that lands before the record it
+// replaces is its ttl old breaks I1 at the store, even with no second
+// believer in sight (the holder crashed): what a notice or a wake-up that
+// shortened a follower's wait would do. Renewals, a released record and a
+// takeover once the ttl has passed do not; nor do a lock's.
+func TestCheckerSeesShortTakeover(t *testing.T) {
+	w, a, b := testWorld(t)
+	s := w.store
+	put := func(in *instance, reg *register, rec lease.Record) {
+		r := &request{in: in, kind: election.OpPut, rec: rec, reg: reg}
+		switch {
+		case reg != nil && reg.exists:
+			r.expect = reg.ver
+		case reg == nil && s.exists:
+			r.expect = s.ver
+		default:
+			r.expect = lease.NoVersion
+		}
+		s.arrive(r)
+		if r.res.err != nil {
+			t.Fatalf("%s's write refused: %v", in.label, r.res.err)
+		}
+	}
+	held := lease.Record{Holder: "b", Token: 5, Duration: 10 * time.Second}
+	put(b, nil, held)
+	w.now = 2 * time.Second
+	put(b, nil, held) // a renewal
+	w.now = 11 * time.Second
+	put(a, nil, lease.Record{Holder: "a", Token: 6, Duration: 10 * time.Second}) // 9s after the renewal
+	if w.chk.counts[OneLeader] != 1 || !strings.Contains(messages(w), "a takes sim/lease (token 5) 9s after b wrote it, before its lease of 10s ran out") {
+		t.Fatalf("a takeover 9s into a 10s lease: I1 counted %d times\n%s", w.chk.counts[OneLeader], messages(w))
+	}
+	w.now = 21 * time.Second
+	put(b, nil, lease.Record{Holder: "b", Token: 7, Duration: 10 * time.Second}) // 10s after: on time
+	w.now = 22 * time.Second
+	put(b, nil, lease.Record{Holder: "b", Token: 7, Duration: 10 * time.Second, Released: true})
+	put(a, nil, lease.Record{Holder: "a", Token: 8, Duration: 10 * time.Second}) // released: at once
+	lk := &register{name: "lock/0"}
+	s.regs = map[string]*register{lk.name: lk}
+	put(b, lk, held)
+	w.now = 23 * time.Second
+	put(a, lk, lease.Record{Holder: "a", Token: 6, Duration: 10 * time.Second})
+	if w.chk.counts[OneLeader] != 2 {
+		t.Fatalf("I1 counted %d times, want 2: the short lock takeover only\n%s", w.chk.counts[OneLeader], messages(w))
+	}
+}

@@ -90,6 +90,10 @@
 //   - I1: at most one instance acts as leader at any true instant; acting
 //     lasts from the moment its loop decides it was elected (the driver's
 //     Elected effect) to the cancellation of the term's context (Demoted).
+//     At the store, a held record (the lease, a lock's) is taken no sooner
+//     than its ttl after it was written: a taker that skipped part of its
+//     wait (a wake-up or renewal notice trusted) breaks I1 there, even when
+//     the holder had crashed and no two believers overlap.
 //   - I2: each token begins one term, tokens rise from term to term, and a
 //     write keeps holder and token or mints a token above every token the
 //     store ever held (the previous + 1 while the record is the newest).
@@ -106,8 +110,11 @@
 //     ttl×(1+ρ)/(1-ρ) + 1.1·poll/(1-ρ) + 4 store round trips (in scenarios
 //     whose latency is bounded; docs/sim.md derives the bound; 1.1·poll is
 //     the longest wait between polls); after a graceful release, within
-//     1.1·poll/(1-ρ) + 4 round trips; after every
-//     fault heals, one leader emerges, keeps its term and is seen by all.
+//     1.1·poll/(1-ρ) + 4 round trips. Where the leader had sent the standby a
+//     renewal notice for its last write over a clean network, the poll drops
+//     out: ttl×(1+ρ)/(1-ρ) + 9 one-way delays from the notice's send
+//     (world.noticed). After every fault heals, one leader emerges, keeps
+//     its term and is seen by all.
 //   - I6: every Run returns, and in the real tier no goroutine outlives the
 //     run.
 //

@@ -45,6 +45,12 @@ type fastRun struct {
 	waking, released bool
 	quitWake         bool // the run ended without a confirmed release: no wake-up
 	returned         bool // Run returned (finish)
+	// Renewal notices (Plan.Wake), for noticeBound: the last confirmed
+	// write's deadline, and where and when its notice went ("" if none).
+	confirmed time.Time
+	noticeTo  string
+	noticeAt  time.Duration
+	hotSince  time.Duration // true time the Machine was last told hot
 }
 
 // fastTerm models a term's context.
@@ -201,6 +207,7 @@ func (f *fastRun) stop() {
 	f.d.Stop()
 	if f.sb != nil {
 		f.sb.Follow(false)
+		f.sb.Notify(false)
 	}
 	f.loop()
 }
@@ -215,6 +222,7 @@ func (f *fastRun) loop() {
 	if f.sb != nil {
 		if cold := !f.hot; cold != f.cold {
 			f.cold = cold
+			f.hotStint(!cold)
 			f.d.SetCold(cold)
 		}
 	}
@@ -237,6 +245,17 @@ func (f *fastRun) loop() {
 		return
 	}
 	f.arm()
+}
+
+// hotStint counts the time the Machine reads at the hot cadence, from the
+// instant it turns hot to the instant it turns cold or the run ends.
+func (f *fastRun) hotStint(hot bool) {
+	if hot {
+		f.w.chk.stats.HotStints++
+		f.hotSince = f.w.now
+	} else {
+		f.w.chk.stats.HotTime += f.w.now - f.hotSince
+	}
 }
 
 // arm models the host's: its timer at the earliest Due of its entries,
@@ -275,8 +294,17 @@ func (f *fastRun) sendWake() {
 	}
 	to := f.wakeTo
 	f.wakeTo, f.waking = "", false
-	f.w.sendWake(f.in, to)
+	f.w.sendWake(f.in, to, false)
 	f.joined()
+}
+
+// noticed takes a renewal notice: the Machine rate-limits it.
+func (f *fastRun) noticed() {
+	if f.dead || f.exited {
+		return
+	}
+	f.d.Notice()
+	f.loop()
 }
 
 // woken takes a wake-up, within the rate limit.
@@ -297,6 +325,9 @@ func (f *fastRun) woken() {
 // they have.
 func (f *fastRun) exit() {
 	f.exited = true
+	if f.sb != nil && !f.cold {
+		f.hotStint(false)
+	}
 	f.abandon()
 	f.ht.stop()
 	f.disp.close()
@@ -331,7 +362,12 @@ func (f *fastRun) Wake(time.Time) {}
 
 func (f *fastRun) ReleaseTimer(d time.Duration) { f.giveUp = f.now().Add(d) }
 
-func (f *fastRun) Send(op election.Op) { f.req = f.w.call(f.in, op, nil) }
+func (f *fastRun) Send(op election.Op) {
+	if op.Kind == election.OpGet && f.sb != nil && !f.cold {
+		f.w.chk.stats.HotReads++
+	}
+	f.req = f.w.call(f.in, op, nil)
+}
 
 // release takes back a request none of whose events is left, unless its
 // caller still waits on it (its answer was lost).
@@ -345,11 +381,22 @@ func (f *fastRun) Publish(s driver.Snapshot) {
 	if s.Leading && f.term != nil {
 		f.term.deadline = s.Term.Deadline
 	}
+	if f.sb == nil {
+		return
+	}
+	addr := f.sb.Renewed(s.Leading, s.Term.Deadline)
+	if s.Leading && s.Term.Deadline.After(f.confirmed) {
+		f.confirmed, f.noticeTo, f.noticeAt = s.Term.Deadline, addr, f.w.now
+	}
+	if addr != "" {
+		f.w.sendWake(f.in, addr, true)
+	}
 }
 
 func (f *fastRun) Elected(et election.Term) {
 	if f.sb != nil {
 		f.sb.Follow(false) // a leader is no standby
+		f.sb.Notify(f.w.plan.Wake != nil)
 	}
 	t := &fastTerm{tok: et.Token}
 	if _, ok := f.m.Term(); ok { // the naive baseline has no deadline to check
@@ -372,8 +419,11 @@ func (f *fastRun) Demoted(et election.Term, r election.Reason) {
 	reason := tenure.DemotionReason(r).String()
 	f.w.stage(item{in: f.in, src: srcRunner, kind: itDemoted, tok: t.tok, s: reason, deadline: et.Deadline})
 	f.disp.push(&job{kind: jDemoted, term: t, reason: reason})
-	if f.sb != nil && !f.d.Stopping() {
-		f.sb.Follow(true)
+	if f.sb != nil {
+		f.sb.Notify(false)
+		if !f.d.Stopping() {
+			f.sb.Follow(true)
+		}
 	}
 }
 
@@ -413,6 +463,9 @@ func (s *fastSB) Reschedule()                    {} // loop arms the timer
 func (f *fastRun) hotStandby() bool { return f.sb != nil && !f.cold && !f.dead && !f.exited }
 
 func (f *fastRun) crash() {
+	if f.sb != nil && !f.cold && !f.exited {
+		f.hotStint(false)
+	}
 	f.dead = true
 	f.in.finished = true
 	f.w.running--

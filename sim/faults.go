@@ -164,9 +164,9 @@ func (w *world) hook(on hook, in *instance) {
 	}
 }
 
-// sendWake sends a wake-up from in to the instance with ID to, over the
-// network of Plan.Wake.
-func (w *world) sendWake(from *instance, to string) {
+// sendWake sends a wake-up, or a renewal notice, from in to the instance
+// with ID to, over the network of Plan.Wake.
+func (w *world) sendWake(from *instance, to string, notice bool) {
 	var target *instance
 	for _, o := range w.liveInstances() {
 		if o.ID == to {
@@ -174,10 +174,20 @@ func (w *world) sendWake(from *instance, to string) {
 		}
 	}
 	wf := w.plan.Wake
-	w.chk.stats.WakesSent++
+	what := "wake-up"
+	if notice {
+		what = "renewal notice"
+		w.chk.stats.NoticesSent++
+	} else {
+		w.chk.stats.WakesSent++
+	}
 	if target == nil || chance(w.rng, wf.LossPPM) {
-		w.chk.stats.WakesLost++
-		w.trace(from, line{what: mFault, text: "wake-up to " + to + " lost"})
+		if notice {
+			w.chk.stats.NoticesLost++
+		} else {
+			w.chk.stats.WakesLost++
+		}
+		w.trace(from, line{what: mFault, text: what + " to " + to + " lost"})
 		return
 	}
 	copies := 1
@@ -191,7 +201,11 @@ func (w *world) sendWake(from *instance, to string) {
 		}
 		w.at(w.now+d, target, func() {
 			if f, ok := target.rt.(*fastRun); ok {
-				f.woken()
+				if notice {
+					f.noticed()
+				} else {
+					f.woken()
+				}
 			}
 		})
 	}

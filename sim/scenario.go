@@ -46,19 +46,24 @@ type plan struct {
 	// says how many are.
 	StaleReads bool
 	// Wake: with a standby (the nodes' Timing.ColdPollInterval), a leader
-	// that releases wakes the standby, over a network with these faults;
-	// nil: no wake-ups.
+	// that releases wakes the standby, and a leader sends it a renewal
+	// notice after each confirmed renewal (Config.WakeAddr), over a
+	// network with these faults; nil: no wake-ups, no notices.
 	Wake *wakeFaults
 
 	actions []action
 }
 
-// wakeFaults are the faults of the network that carries wake-ups, in parts
-// per million: lost, duplicated, and delayed by up to DelayMax beyond the
-// store's latency.
+// wakeFaults are the faults of the network that carries wake-ups and
+// renewal notices, in parts per million: lost, duplicated, and delayed by
+// up to DelayMax beyond the store's latency. With ForgeEvery, forged
+// notices (ForgeBurst at once) reach a live instance at random, one burst
+// every ForgeEvery on average.
 type wakeFaults struct {
 	LossPPM, DupPPM, DelayPPM int
 	DelayMax                  time.Duration
+	ForgeEvery                time.Duration
+	ForgeBurst                int
 }
 
 type action struct {

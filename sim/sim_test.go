@@ -7,6 +7,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/tenure-go/tenure/election"
 )
 
 // seedsPerScenario: 100 seeds of each of the 31 scenarios is 3,100 seeds,
@@ -149,6 +151,21 @@ func TestScenariosDoWhatTheySay(t *testing.T) {
 		},
 		"wake-faults": func(r *Result) string {
 			return want(r.Stats.Releases >= 5 && r.Stats.WakesSent >= 3, "wake-ups sent over a faulty network")
+		},
+		"notice-crash": func(r *Result) string {
+			return want(r.Stats.Crashes == 4 && r.Stats.NoticeBounds >= 1 && r.Stats.NoticesSent > 50, "crashes after notices, held to the notice bound")
+		},
+		"notice-faults": func(r *Result) string {
+			// Forged notices read no more often than the fastest poll
+			// (0.9×PollInterval), give or take the rate limit's burst
+			// and a woken standby's reads.
+			poll := election.Timing{}.WithDefaults().PollInterval
+			limit := int(r.Stats.HotTime/(poll-poll/10)) + 2*r.Stats.HotStints + 4*r.Stats.WakesSent
+			return want(r.Stats.NoticesForged > 100 && r.Stats.NoticesLost > 0 && r.Stats.HotReads <= limit,
+				fmt.Sprintf("forged and lost notices, the standby's reads (%d) within %d", r.Stats.HotReads, limit))
+		},
+		"notice-zombie": func(r *Result) string {
+			return want(r.Stats.Pauses >= 1 && r.Stats.NoticeBounds >= 2, "zombies, held to the notice bound")
 		},
 		"stale-reads": func(r *Result) string {
 			return want(r.Stats.StaleReads >= 50 && r.Stats.Anomalies == 0 && r.Stats.Terms >= 4 && r.Stats.Releases >= 2,

@@ -74,6 +74,79 @@ var standbyScenarios = []*Scenario{
 			releaseLeader(p, r, 5)
 		},
 	},
+	{
+		Name:    "notice-crash",
+		Summary: "the leader sends the standby a notice after each renewal; it crashes four times, half of them with a renewal on its way: the standby takes over within the notice bound, or the general one",
+		standby: true,
+		build: func(p *plan, r *rand.Rand) {
+			withStandby(p)
+			p.Wake = &wakeFaults{}
+			t := uniform(r, 40*second, 60*second)
+			for i := range 4 {
+				if i%2 == 0 {
+					crashLeader(p, t, uniform(r, 10*second, 40*second), false)
+				} else {
+					p.atLeader(t, "crash", func(w *world, l *instance) {
+						w.arm(l, hookRenewalSent, func() {
+							w.crash(l)
+							w.expectLeader(w.failoverBound(l), "crash of "+l.label+" with a renewal on its way")
+							restartLater(w, l.node, 20*second, false)
+						})
+					})
+				}
+				t += uniform(r, 60*second, 90*second)
+			}
+			p.Duration = t
+		},
+	},
+	{
+		Name:    "notice-faults",
+		Summary: "notices and wake-ups lost (up to half), duplicated, delayed up to 5s, and forged in bursts of up to 20; leaders crash and shut down: every failover within the general bound, and forged notices read no more often than the fastest poll",
+		standby: true,
+		build: func(p *plan, r *rand.Rand) {
+			withStandby(p)
+			p.Wake = &wakeFaults{LossPPM: r.IntN(500_000), DupPPM: 300_000, DelayPPM: 300_000, DelayMax: 5 * second,
+				ForgeEvery: uniform(r, 500*time.Millisecond, 5*second), ForgeBurst: 1 + r.IntN(20)}
+			t := uniform(r, 40*second, 60*second)
+			for i := range 4 {
+				if i%2 == 0 {
+					crashLeader(p, t, uniform(r, 10*second, 40*second), false)
+				} else {
+					stopLeader(p, t, uniform(r, 5*second, 15*second))
+				}
+				t += uniform(r, 60*second, 90*second)
+			}
+			p.Duration = t
+			forgeNotices(p, r)
+		},
+	},
+	{
+		Name:    "notice-zombie",
+		Summary: "with notices, the leader pauses past its lease or is cut off from the store, and comes back a zombie: the standby takes over within the notice bound, and the zombie's term has ended",
+		standby: true,
+		build: func(p *plan, r *rand.Rand) {
+			withStandby(p)
+			p.Wake = &wakeFaults{}
+			p.Requires = All.Without(OneLeader) // a paused leader acts until it checks: fencing (I3) protects
+			t := uniform(r, 40*second, 60*second)
+			for i := range 4 {
+				d := uniform(r, 15*second, 40*second)
+				p.atLeader(t, "pause or cut off", func(w *world, l *instance) {
+					if i%2 == 0 {
+						w.pause(l, d, false)
+						w.expectLeader(w.failoverBound(l), "pause of "+l.label)
+						return
+					}
+					w.cutOff(l.node, true)
+					w.expectLeader(w.failoverBound(l), "cut-off of "+l.label)
+					n := l.node
+					w.at(w.now+d, nil, func() { w.cutOff(n, false) })
+				})
+				t += d + uniform(r, 60*second, 90*second)
+			}
+			p.Duration = t
+		},
+	},
 }
 
 // withStandby turns the standby on for every node: cold polls of 20s.
@@ -128,4 +201,29 @@ var staleScenarios = []*Scenario{
 			p.Duration = t
 		},
 	},
+}
+
+// forgeNotices has forged renewal notices (Plan.Wake's ForgeBurst at
+// once) reach a live instance at random, one burst every ForgeEvery on
+// average, from the start to the end of the plan.
+func forgeNotices(p *plan, r *rand.Rand) {
+	wf := p.Wake
+	for t := uniform(r, 0, 2*wf.ForgeEvery); t < p.Duration; t += uniform(r, 0, 2*wf.ForgeEvery) {
+		p.at(t, func(w *world) {
+			live := w.liveInstances()
+			if len(live) == 0 {
+				return
+			}
+			in := live[w.rng.IntN(len(live))]
+			f, ok := in.rt.(*fastRun)
+			if !ok {
+				return
+			}
+			w.trace(in, line{what: mFault, text: "forged renewal notices"})
+			for range wf.ForgeBurst {
+				w.chk.stats.NoticesForged++
+				f.noticed()
+			}
+		})
+	}
 }

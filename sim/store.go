@@ -4,9 +4,11 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/tenure-go/tenure/election"
+	"github.com/tenure-go/tenure/internal/lockcore"
 	"github.com/tenure-go/tenure/lease"
 )
 
@@ -113,6 +115,8 @@ type register struct {
 	exists bool
 	rec    lease.Record
 	ver    lease.Version
+	// written: when it was last written.
+	written time.Duration
 }
 
 // call stages in's store call op on the record reg (nil: the lease),
@@ -286,6 +290,9 @@ func (s *store) arrive(r *request) {
 			w.trace(in, line{what: mApply, req: r.id, op: int64(r.kind), code: oConflict, text: string(s.ver)})
 			break
 		}
+		if s.exists && !s.rec.Released && r.rec.Token > s.rec.Token {
+			s.checkWait(in, leaseName, s.rec, max(s.writtenAt, s.lostAt))
+		}
 		s.checkWrite(in, r.rec)
 		r.renewal = s.exists && r.rec.Token == s.rec.Token && !r.rec.Released
 		takeover := !s.exists || r.rec.Token != s.rec.Token
@@ -336,9 +343,12 @@ func (s *store) arrivePlain(r *request) {
 		if r.rec.Released {
 			w.chk.stats.Releases++
 		}
+		if g.exists && !g.rec.Released && r.rec.Token > g.rec.Token && !strings.HasSuffix(g.name, lockcore.QueueSuffix) {
+			s.checkWait(r.in, g.name, g.rec, g.written)
+		}
 		s.verN++
 		g.ver = lease.Version("v" + strconv.Itoa(s.verN))
-		g.rec, g.exists = r.rec.Clone(), true
+		g.rec, g.exists, g.written = r.rec.Clone(), true, w.now
 		r.res = reply{ver: g.ver}
 	}
 	shown := r.res.rec // a read's record, or the one written
@@ -347,6 +357,22 @@ func (s *store) arrivePlain(r *request) {
 	}
 	w.trace(r.in, line{what: mApply, req: r.id, op: int64(r.kind), code: outcome(r.res.err), text: string(r.res.ver), holder: shown.Holder, tok: int64(shown.Token), flags: g.label})
 	w.push(event{at: w.now + r.down, kind: evRespond, req: r})
+}
+
+// checkWait holds a takeover to the protocol's wait, at the store (I1): a
+// record that was held is taken no sooner than its ttl after it was
+// written (or written back), in true time. A follower waits ttl×(1+ρ) by
+// its own clock from its first sight of that version, which came after the
+// write; a clock within ρ has then let at least ttl pass. Only a taker that
+// skipped part of its wait (a message trusted, a clock misread) lands
+// sooner, while the holder may still believe it holds the lease: a notice
+// or wake-up that shortened a takeover is caught here even when the holder
+// had crashed and no two believers overlap.
+func (s *store) checkWait(in *instance, name string, held lease.Record, written time.Duration) {
+	if age := s.w.now - written; age < held.Duration {
+		s.w.chk.violate(OneLeader, in, fmt.Sprintf("%s takes %s (token %d) %v after %s wrote it, before its lease of %v ran out",
+			in.label, name, held.Token, age, held.Holder, held.Duration))
+	}
 }
 
 // checkWrite verifies I2 at the store: a write either keeps the holder and
