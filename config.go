@@ -105,7 +105,18 @@ type Config struct {
 	// trips instead of up to a poll. A wake-up only makes the standby read
 	// sooner, at most WakeBurst (3) at once and then one a second; it
 	// carries no authority, and a lost one leaves the poll to find the
-	// lease free. Empty (the default): no listener, no wake-ups.
+	// lease free.
+	//
+	// A leader with WakeAddr also sends the standby a renewal notice after
+	// each renewal the store confirms, and the standby reads the lease on
+	// it (strongly) instead of on its own clock: it sees each renewal a
+	// round trip or two after it was made, and a failover after a crash
+	// takes about LeaseDuration less the time since the last renewal, not
+	// up to a poll more. The leader learns the standby's address by reading
+	// its record once a standby lease (3×ColdPollInterval). Notices, too,
+	// carry no authority: rate-limited, they only move the standby's reads,
+	// and its polls take over when they stop. Empty (the default): no
+	// listener, no wake-ups, no notices.
 	WakeAddr string
 	// WakeAdvertise is the address published for WakeAddr, when others
 	// reach this host by another (NAT, containers). Default: WakeAddr's

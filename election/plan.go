@@ -54,6 +54,41 @@ type Plan struct {
 	// address, the wake-up, the standby's read and its takeover, each at
 	// most a round trip.
 	WakeHandoff time.Duration
+
+	// With a standby and renewal notices (Config.WakeAddr; WithNotices):
+	// the leader's reads of the standby record per hour, to learn its
+	// address (once a standby lease); NoticeFailover bounds the failover
+	// after a crash once the standby had the notice of the leader's last
+	// renewal (the takeover wait on a clock ρ slow, from that renewal's
+	// answer, and five round trips: the notice, the read it prompts, a read
+	// in flight, a read before the takeover and the takeover); the crash
+	// falling anywhere between two renewals, the median failover is about
+	// NoticeFailoverMedian, the wait less half a renewal interval. Without
+	// the notice of the last renewal (a crash with one on its way), the
+	// bound is CrashFailover.
+	Notices              bool
+	NoticeReadsPerHour   float64
+	NoticeFailover       time.Duration
+	NoticeFailoverMedian time.Duration
+}
+
+// WithNotices returns p for candidates that send the standby renewal
+// notices (Config.WakeAddr): the leader's reads of the standby record
+// join the requests. It needs a standby (Timing.ColdPollInterval).
+func (p Plan) WithNotices() Plan {
+	t := p.Timing
+	if t.ColdPollInterval == 0 || p.Notices {
+		return p
+	}
+	p.Notices = true
+	p.NoticeReadsPerHour = float64(time.Hour) / float64(StandbyTiming(t).LeaseDuration)
+	if p.Candidates >= 2 {
+		p.RequestsPerHour += p.NoticeReadsPerHour
+	}
+	slowWait := time.Duration(math.Ceil(float64(p.TakeoverWait) / (1 - t.MaxDrift)))
+	p.NoticeFailover = slowWait + 5*p.RoundTrip
+	p.NoticeFailoverMedian = p.TakeoverWait - t.RenewInterval/2 + 3*p.RoundTrip
+	return p
 }
 
 // NewPlan returns the Plan of t (defaults filled in) for the given number of

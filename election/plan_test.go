@@ -72,3 +72,31 @@ func TestPlanStandby(t *testing.T) {
 		t.Errorf("cold failover %v, want %v", p.ColdFailover, want)
 	}
 }
+
+// TestPlanNotices: with renewal notices the leader reads the standby
+// record once a standby lease (3 cold polls: 120 an hour here), and a
+// failover after a noticed renewal is bounded by the wait and 5 round
+// trips; its median is the wait less half a renewal interval.
+func TestPlanNotices(t *testing.T) {
+	tm := Timing{LeaseDuration: 3 * time.Second, RenewInterval: time.Second, PollInterval: time.Second, ColdPollInterval: 10 * time.Second}
+	for n, want := range map[int]float64{1: 3600, 2: 7680, 3: 8400, 10: 13440, 20: 20640} {
+		p, err := NewPlan(tm, n, 10*time.Millisecond)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := p.WithNotices().WithNotices().RequestsPerHour; got != want {
+			t.Errorf("%d candidates: %v requests per hour, want %v", n, got, want)
+		}
+	}
+	p, _ := NewPlan(tm, 3, 10*time.Millisecond)
+	p = p.WithNotices()
+	if want := time.Duration(math.Ceil(3.003e9/0.999)) + 50*time.Millisecond; p.NoticeFailover != want {
+		t.Errorf("notice failover %v, want %v", p.NoticeFailover, want)
+	}
+	if want := 3003*time.Millisecond - 500*time.Millisecond + 30*time.Millisecond; p.NoticeFailoverMedian != want {
+		t.Errorf("median %v, want %v", p.NoticeFailoverMedian, want)
+	}
+	if p, _ := NewPlan(Timing{}, 3, 0); p.WithNotices().Notices {
+		t.Error("notices without a standby")
+	}
+}

@@ -26,7 +26,8 @@ func seedsPerScenario() uint64 {
 }
 
 // seedsFor is seedsPerScenario, but 2,000 for the scenarios of the
-// standby, wake-ups and stale reads: they are cheap, and new.
+// standby, wake-ups, renewal notices and stale reads: they are cheap,
+// and new.
 func seedsFor(sc *Scenario) uint64 {
 	if n := seedsPerScenario(); !sc.standby && sc.Name != "stale-reads" || n < 100 {
 		return n
@@ -302,7 +303,7 @@ func TestScenarioNames(t *testing.T) {
 		drift-beyond-bound gc-pause vm-suspend leader-cut-off long-tail-latency lost-renewal-response
 		lost-takeover-response delayed-write simultaneous-takeover partition-flapping store-brownout
 		restart-same-identity mixed-ttl slow-callbacks stop-during-renewal swarm record-lost foreign-restore
-		standby-leader-crash standby-crash standby-pause wake-handoff wake-faults stale-reads
+		standby-leader-crash standby-crash standby-pause wake-handoff wake-faults notice-crash notice-faults notice-zombie stale-reads
 		lock-contention lock-fair lock-holder-crash lock-holder-pause lock-give-up lock-skew-drift lock-partition`)
 	var got []string
 	for _, sc := range Scenarios() {

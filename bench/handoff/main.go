@@ -162,16 +162,19 @@ func candidate(storeURL, name, id string, t election.Timing) error {
 }
 
 // standbyLog reports the candidate's standby changes, which only its log
-// tells, as "standby true" and "standby false".
+// tells, as "standby true" and "standby false", and "notifying" once a
+// leader knows where to send renewal notices.
 type standbyLog struct{ say func(string, ...any) }
 
-func (h standbyLog) Enabled(_ context.Context, l slog.Level) bool { return l >= slog.LevelInfo }
+func (h standbyLog) Enabled(_ context.Context, l slog.Level) bool { return l >= slog.LevelDebug }
 func (h standbyLog) Handle(_ context.Context, r slog.Record) error {
 	switch {
 	case strings.HasPrefix(r.Message, "standby: reading the lease every"):
 		h.say("standby true")
 	case strings.HasPrefix(r.Message, "standby no more"):
 		h.say("standby false")
+	case strings.HasPrefix(r.Message, "standby: sending renewal notices"):
+		h.say("notifying")
 	}
 	return nil
 }
@@ -182,8 +185,9 @@ func (h standbyLog) WithGroup(string) slog.Handler      { return h }
 type proc struct {
 	id      string
 	cmd     *exec.Cmd
-	leading bool // its latest news: elected, and not yet over
-	standby bool
+	leading   bool // its latest news: elected, and not yet over
+	standby   bool
+	notifying bool // a leader that sends the standby renewal notices
 	exited  bool
 }
 
@@ -262,9 +266,11 @@ func (g *group) wait(d time.Duration, pred func(*proc, event) bool) (*proc, even
 			case "elected":
 				m.p.leading = true
 			case "over", "demoted":
-				m.p.leading = false
+				m.p.leading, m.p.notifying = false, false
 			case "exit":
-				m.p.leading, m.p.exited, m.p.standby = false, true, false
+				m.p.leading, m.p.exited, m.p.standby, m.p.notifying = false, true, false, false
+			case "notifying":
+				m.p.notifying = true
 			case "standby":
 				m.p.standby = len(m.e.args) > 0 && m.e.args[0] == "true"
 			}
@@ -398,11 +404,19 @@ func bench(storeURL string, t election.Timing, trials int, window time.Duration,
 
 // crashThenHandoff kills the leader (-9) at a random moment of a poll
 // interval and times the next election; then stops the new leader with
-// SIGTERM and times the next.
+// SIGTERM and times the next. With wake-ups, the crash comes once the
+// leader sends the standby renewal notices, as in a steady state: right
+// after an election it has yet to learn where the standby listens (within
+// a cold poll).
 func crashThenHandoff(g *group, t election.Timing, long time.Duration) (crash, handoff time.Duration, err error) {
 	l, err := g.leader(long)
 	if err != nil {
 		return 0, 0, err
+	}
+	if wakeFlag && !l.notifying {
+		if _, _, err := g.wait(long, func(p *proc, e event) bool { return p == l && e.what == "notifying" }); err != nil {
+			return 0, 0, fmt.Errorf("the leader sent no renewal notices: %w", err)
+		}
 	}
 	time.Sleep(t.PollInterval + jitter(t.PollInterval)) // followers have polled
 	t0 := time.Now()
@@ -532,7 +546,7 @@ func summary(what string, ds []time.Duration, f func(time.Duration) string) {
 	s := slices.Clone(ds)
 	slices.Sort(s)
 	q := func(p float64) time.Duration { return s[min(len(s)-1, int(p*float64(len(s))))] }
-	fmt.Printf("%-22s min %s  median %s  p90 %s  max %s  (%d trials)\n", what, f(s[0]), f(q(0.5)), f(q(0.9)), f(s[len(s)-1]), len(s))
+	fmt.Printf("%-22s min %s  median %s  p90 %s  p99 %s  max %s  (%d trials)\n", what, f(s[0]), f(q(0.5)), f(q(0.9)), f(q(0.99)), f(s[len(s)-1]), len(s))
 }
 
 func ratio(d, l time.Duration) float64 { return float64(d) / float64(l) }

@@ -50,5 +50,12 @@ func monthlyCost(p election.Plan, pr priceList) (leader, followers float64) {
 	if p.Candidates >= 2 {
 		followers = reads(p.PollsPerHour) + writes(p.StandbyRenewalsPerHour)
 	}
+	if p.Notices && p.Candidates >= 2 {
+		// The standby reads on notices strongly, and the leader reads the
+		// standby's record: full read units each.
+		strong := func(perHour float64) float64 { return perHour * hours * pr.ReadPerMil / 1e6 }
+		leader += strong(p.NoticeReadsPerHour)
+		followers += strong(p.PollsPerHour) - reads(p.PollsPerHour)
+	}
 	return leader, followers + reads(float64(max(p.Candidates-2, 0))*p.ColdReadsPerHour)
 }

@@ -22,6 +22,7 @@ examples:
   tenure plan --lease 3s --candidates 10        # a short lease, many replicas
   tenure plan --lease 30s --renew 10s --store s3
   tenure plan --lease 3s --renew 1s --poll 1s --standby --candidates 20
+  tenure plan --lease 3s --renew 1s --poll 1s --standby --wake --candidates 3
   TENURE_LEASE=20s tenure plan
 `
 
@@ -37,6 +38,7 @@ func planCommand(args []string, stdout, stderr io.Writer) int {
 	fs.Float64Var(&t.MaxDrift, "drift", election.DefaultMaxDrift, "largest clock rate error between hosts (ρ)")
 	standby := fs.Bool("standby", false, "with a standby: one follower polls, the others poll every --cold-poll")
 	fs.DurationVar(&t.ColdPollInterval, "cold-poll", 0, "with --standby: the other followers' poll interval (default 10 × poll)")
+	wake := fs.Bool("wake", false, "with --standby: candidates listen for wake-ups and renewal notices (tenure.Config.WakeAddr)")
 	strong := fs.Bool("strong-polls", false, "price polls as strongly consistent reads (tenure.Config.StrongPolls); by default DynamoDB's are eventually consistent, at half the read units")
 	candidates := fs.Int("candidates", 3, "number of candidates")
 	rtt := fs.Duration("rtt", 20*time.Millisecond, "longest store round trip to assume")
@@ -71,10 +73,17 @@ func planCommand(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "tenure plan: --cold-poll needs --standby")
 		return exitUsage
 	}
+	if *wake && !*standby {
+		fmt.Fprintln(stderr, "tenure plan: --wake needs --standby")
+		return exitUsage
+	}
 	p, err := election.NewPlan(t, *candidates, *rtt)
 	if err != nil {
 		fmt.Fprintf(stderr, "tenure plan: %v\n", err)
 		return exitUsage
+	}
+	if *wake {
+		p = p.WithNotices()
 	}
 	printPlan(stdout, p, prices)
 	return 0
@@ -97,8 +106,15 @@ func printPlan(w io.Writer, p election.Plan, prices []priceList) {
 	} else {
 		row("failover, no standby left", fmt.Sprintf("at most %v (a cold poll to see the last record, the wait, a cold poll; 4 round trips)", p.ColdFailover.Round(time.Millisecond)))
 		row("handoff, standby woken", fmt.Sprintf("at most %v with --wake (5 round trips); else as after a release", p.WakeHandoff.Round(time.Millisecond)))
-		row("requests per hour", fmt.Sprintf("leader %s renewals; the standby %s polls (mean %v) and %s renewals of its record; each cold follower %s reads (every %v, the lease and the standby record); all %s",
-			count(p.RenewalsPerHour), count(p.PollsPerHour), p.MeanPoll, count(p.StandbyRenewalsPerHour), count(p.ColdReadsPerHour), t.ColdPollInterval, count(p.RequestsPerHour)))
+		if p.Notices {
+			row("failover, standby notified", fmt.Sprintf("at most %v after the leader's last renewal (the wait on a clock ρ slow; 5 round trips); median about %v (the wait less half a renewal interval); a crash with a renewal on its way: as after a crash",
+				p.NoticeFailover.Round(time.Millisecond), p.NoticeFailoverMedian.Round(time.Millisecond)))
+			row("requests per hour", fmt.Sprintf("leader %s renewals and %s reads of the standby's record; the standby %s reads on renewal notices (strong) and %s renewals of its record; each cold follower %s reads (every %v, the lease and the standby record); all %s",
+				count(p.RenewalsPerHour), count(p.NoticeReadsPerHour), count(p.PollsPerHour), count(p.StandbyRenewalsPerHour), count(p.ColdReadsPerHour), t.ColdPollInterval, count(p.RequestsPerHour)))
+		} else {
+			row("requests per hour", fmt.Sprintf("leader %s renewals; the standby %s polls (mean %v) and %s renewals of its record; each cold follower %s reads (every %v, the lease and the standby record); all %s",
+				count(p.RenewalsPerHour), count(p.PollsPerHour), p.MeanPoll, count(p.StandbyRenewalsPerHour), count(p.ColdReadsPerHour), t.ColdPollInterval, count(p.RequestsPerHour)))
+		}
 	}
 	for _, pr := range prices {
 		leader, followers := monthlyCost(p, pr)

@@ -74,6 +74,31 @@ func TestPlanStandby(t *testing.T) {
 	if code, _, errs := runTenure(t, "plan", "--cold-poll", "20s"); code != exitUsage || !strings.Contains(errs, "--standby") {
 		t.Errorf("--cold-poll without --standby: exit %d, %s", code, errs)
 	}
+	if code, _, errs := runTenure(t, "plan", "--wake"); code != exitUsage || !strings.Contains(errs, "--standby") {
+		t.Errorf("--wake without --standby: exit %d, %s", code, errs)
+	}
+}
+
+// TestPlanWake: --wake adds the leader's reads of the standby record and
+// the failover after a noticed renewal, and prices the standby's reads as
+// strong ones.
+func TestPlanWake(t *testing.T) {
+	code, out, errs := runTenure(t, "plan", "--lease", "3s", "--renew", "1s", "--poll", "1s", "--standby", "--wake", "--candidates", "10", "--store", "dynamodb")
+	if code != 0 {
+		t.Fatalf("exit %d\n%s", code, errs)
+	}
+	for _, s := range []string{"120 reads of the standby's record", "3,600 reads on renewal notices (strong)", "all 13,440", "failover, standby notified", "at most 3.106s", "median about 2.563s"} {
+		if !strings.Contains(out, s) {
+			t.Errorf("output lacks %q:\n%s", s, out)
+		}
+	}
+	tm := election.Timing{LeaseDuration: 3 * time.Second, RenewInterval: time.Second, PollInterval: time.Second, ColdPollInterval: 10 * time.Second}
+	p, _ := election.NewPlan(tm, 3, 20*time.Millisecond)
+	leader, followers := monthlyCost(p.WithNotices(), dynamoDBOnDemandStalePolls)
+	// 720 h: leader 3,600 writes/h + 120 strong reads/h; followers 360 writes/h, 3,600 strong reads/h, 720 half-unit reads/h.
+	if math.Abs(leader-720*(3600*0.625+120*0.125)/1e6) > 1e-9 || math.Abs(followers-720*(360*0.625+3600*0.125+720*0.0625)/1e6) > 1e-9 {
+		t.Errorf("cost: leader %v, followers %v", leader, followers)
+	}
 }
 
 // TestPlanStrongPolls: --strong-polls prices DynamoDB polls as strongly
