@@ -183,12 +183,12 @@ func (h standbyLog) WithGroup(string) slog.Handler      { return h }
 
 // proc is a candidate process.
 type proc struct {
-	id      string
-	cmd     *exec.Cmd
+	id        string
+	cmd       *exec.Cmd
 	leading   bool // its latest news: elected, and not yet over
 	standby   bool
 	notifying bool // a leader that sends the standby renewal notices
-	exited  bool
+	exited    bool
 }
 
 type event struct {
