@@ -163,11 +163,11 @@ func (s *Standby) watched(r election.Result) {
 	now := s.h.Now()
 	rec := r.Record
 	switch {
-	case r.Err == nil && !rec.Released && rec.Holder != s.cfg.ID && len(rec.Payload) > 0:
-		if s.target != string(rec.Payload) {
-			s.h.Log(slog.LevelDebug, "standby: sending renewal notices", "standby", rec.Holder, "addr", string(rec.Payload))
+	case r.Err == nil && !rec.Released && rec.Holder != s.cfg.ID:
+		if addr := string(rec.Payload); addr != s.target && addr != "" {
+			s.h.Log(slog.LevelDebug, "standby: sending renewal notices", "standby", rec.Holder, "addr", addr)
 		}
-		s.target = string(rec.Payload)
+		s.target = string(rec.Payload) // "" if it listens for none
 		s.watchAt = now.Add(s.cfg.LeaseDuration) // its lease: no standby is replaced sooner
 	default:
 		s.target = ""
