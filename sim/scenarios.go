@@ -119,12 +119,7 @@ var leaderScenarios = []*Scenario{
 			t := uniform(r, 30*second, 60*second)
 			for range 2 {
 				d := uniform(r, 20*second, 90*second)
-				p.atLeader(t, "cut off", func(w *world, l *instance) {
-					w.cutOff(l.node, true)
-					w.expectLeader(w.failoverBound(l), "cut-off of "+l.label)
-					n := l.node
-					w.at(w.now+d, nil, func() { w.cutOff(n, false) })
-				})
+				p.atLeader(t, "cut off", func(w *world, l *instance) { cutOffFor(w, l, d) })
 				t += d + uniform(r, 30*second, 60*second)
 			}
 			p.Duration = t
@@ -288,10 +283,7 @@ var leaderScenarios = []*Scenario{
 			t += uniform(r, 50*second, 70*second)
 			p.at(t, func(w *world) {
 				if l := w.leader(); l != nil {
-					w.cutOff(l.node, true)
-					w.expectLeader(w.failoverBound(l), "cut-off of "+l.label)
-					n := l.node
-					w.at(w.now+30*second, nil, func() { w.cutOff(n, false) })
+					cutOffFor(w, l, 30*second)
 				}
 			})
 			t += uniform(r, 50*second, 70*second)
@@ -413,6 +405,15 @@ func crashLeaders(p *plan, r *rand.Rand, t time.Duration) {
 		t += uniform(r, 60*second, 90*second)
 	}
 	p.Duration = t
+}
+
+// cutOffFor cuts the leader l off from the store for d; a new leader is
+// expected within the failover bound.
+func cutOffFor(w *world, l *instance, d time.Duration) {
+	w.cutOff(l.node, true)
+	w.expectLeader(w.failoverBound(l), "cut-off of "+l.label)
+	n := l.node
+	w.at(w.now+d, nil, func() { w.cutOff(n, false) })
 }
 
 // atLeader runs f on the leader at true time t; with none, the trace says

@@ -137,10 +137,7 @@ var standbyScenarios = []*Scenario{
 						w.expectLeader(w.failoverBound(l), "pause of "+l.label)
 						return
 					}
-					w.cutOff(l.node, true)
-					w.expectLeader(w.failoverBound(l), "cut-off of "+l.label)
-					n := l.node
-					w.at(w.now+d, nil, func() { w.cutOff(n, false) })
+					cutOffFor(w, l, d)
 				})
 				t += d + uniform(r, 60*second, 90*second)
 			}

@@ -510,6 +510,9 @@ func report(n int, t election.Timing, window time.Duration, before, after []stat
 	}
 	perHour := reqs * float64(time.Hour) / float64(window)
 	p, _ := election.NewPlan(t, n, 0)
+	if wakeFlag {
+		p = p.WithNotices() // the leader reads the standby's record
+	}
 	slices.Sort(gor)
 	fmt.Printf("  %2d candidates: %8.0f requests/h (plan %8.0f), CPU %.3f%% of a core each, goroutines %d to %d\n",
 		n, perHour, p.RequestsPerHour, 100*cpu/float64(n)/float64(window), gor[0], gor[len(gor)-1])
