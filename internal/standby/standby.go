@@ -167,7 +167,7 @@ func (s *Standby) watched(r election.Result) {
 		if addr := string(rec.Payload); addr != s.target && addr != "" {
 			s.h.Log(slog.LevelDebug, "standby: sending renewal notices", "standby", rec.Holder, "addr", addr)
 		}
-		s.target = string(rec.Payload) // "" if it listens for none
+		s.target = string(rec.Payload)           // "" if it listens for none
 		s.watchAt = now.Add(s.cfg.LeaseDuration) // its lease: no standby is replaced sooner
 	default:
 		s.target = ""
