@@ -46,7 +46,7 @@ func (w *world) failoverBound(in *instance) time.Duration {
 	l := w.store.lat.Bound()
 	wire := max(in.lastArrival-w.now, l)
 	wait := trueSpan(election.WaitBeforeTakeover(ttl, rho), ppb) + w.staleMax()
-	if sent, ok := w.noticed(in); ok {
+	if sent, ok := w.lastNotice(in); ok {
 		// The notice bound: see noticeBound.
 		w.chk.stats.NoticeBounds++
 		return sent - w.now + 5*l + trueSpan(election.WaitBeforeTakeover(ttl, rho), ppb) + 4*l + time.Millisecond
@@ -58,7 +58,7 @@ func (w *world) failoverBound(in *instance) time.Duration {
 	return wire + wait + trueSpan(poll, ppb) + 7*l + time.Millisecond
 }
 
-// noticed reports whether the leader in, as it stops, has told the hot
+// lastNotice reports whether the leader in, as it stops, has told the hot
 // standby of its last write: a renewal notice sent (when, returned) after
 // it, no write of in's still on its way, over a clean network. Then the
 // failover bound is the notice bound, far tighter than a poll: the notice
@@ -72,7 +72,7 @@ func (w *world) failoverBound(in *instance) time.Duration {
 // Otherwise (the leader stopped with a write on its way, or before its
 // notice went out; notices lost, delayed or forged), the standby finds the
 // last write at its fallback poll, as without notices: the general bound.
-func (w *world) noticed(in *instance) (time.Duration, bool) {
+func (w *world) lastNotice(in *instance) (time.Duration, bool) {
 	wf := w.plan.Wake
 	f, ok := in.rt.(*fastRun)
 	if wf == nil || *wf != (wakeFaults{}) || !ok || f.noticeTo == "" || f.req != nil && f.req.kind == election.OpPut || in.lastArrival > w.now {

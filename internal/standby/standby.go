@@ -145,10 +145,10 @@ func (s *Standby) Notify(on bool) {
 	s.h.Reschedule()
 }
 
-// Renewed returns the address to send a renewal notice to, after a step of
-// the lease's Machine that published snap: one whose term's deadline moved
-// on (a write of the leader's confirmed). "" when none is due or no
-// standby is known.
+// Renewed returns the address to send a renewal notice to, given what a
+// step of the lease's Machine published: whether it leads, and its term's
+// deadline. A notice is due when the deadline moved on (a write of the
+// leader's confirmed). "" when none is due or no standby is known.
 func (s *Standby) Renewed(leading bool, deadline time.Time) string {
 	if !s.notify || !leading || !deadline.After(s.deadline) {
 		return ""
