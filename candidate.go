@@ -370,6 +370,11 @@ func (r *runner) after() {
 	}
 	r.h.Fix(&r.le)
 	r.checkWedged()
+	if r.d.Done() && !r.d.GaveUp() {
+		// Given back: wake the standby now, before the run's end, which
+		// the wake-up's goroutine takes for a release never confirmed.
+		r.wakeNow()
+	}
 	if r.err != nil || r.d.Done() && (r.sb == nil || r.sb.s.Done()) {
 		r.h.Exit()
 	}
