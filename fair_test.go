@@ -120,8 +120,8 @@ func TestFairLockGiveUpDuringHeartbeat(t *testing.T) {
 		held, release := make(chan struct{}), make(chan struct{})
 		puts := 0
 		faults.SetHook(func(op, name string) error {
-			if op == "put" && name == "job::queue" {
-				if puts++; puts == 2 { // the first heartbeat after the ticket
+			if op == "put" && name == "job::queue.0" {
+				if puts++; puts == 1 { // the first heartbeat after the ticket
 					close(held)
 					<-release
 				}

@@ -98,9 +98,9 @@ var errUnlocked = errors.New("tenure: unlocked")
 
 func (e *lockEntry) Now() time.Time { return e.l.cfg.Clock.Now() }
 
-func (e *lockEntry) Call(op election.Op, queue bool) {
-	if queue {
-		e.l.h.Call(e, tagQueue, e.Name()+lockcore.QueueSuffix, op, e.Config().OpTimeout)
+func (e *lockEntry) Call(op election.Op, rec int) {
+	if rec != lockcore.RecLock {
+		e.l.h.Call(e, tagQueue, lockcore.RecordName(e.Name(), rec), op, e.Config().OpTimeout)
 		return
 	}
 	e.flight = e.l.h.Call(e, tagLock, e.Name(), op, 0) // the Machine times it out

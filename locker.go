@@ -298,8 +298,8 @@ func (l *Locker) take(ctx context.Context, name string, try bool, opts []LockOpt
 		opt(&o)
 	}
 	if o.fair && !try {
-		if err := lease.ValidateName(name + lockcore.QueueSuffix); err != nil {
-			return nil, fmt.Errorf("tenure: lock %q: too long for a fair lock, whose queue is named %q: %w", name, lockcore.QueueSuffix, err)
+		if err := lease.ValidateName(lockcore.LongestName(name)); err != nil {
+			return nil, fmt.Errorf("tenure: lock %q: too long for a fair lock, whose queue's records are named up to %q: %w", name, lockcore.LongestName(name), err)
 		}
 	}
 	if o.every != 0 {

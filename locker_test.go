@@ -419,7 +419,7 @@ func (g garbageQueue) Get(ctx context.Context, name string) (lease.Record, lease
 func TestFairLockNeverJammed(t *testing.T) {
 	ghosts := make([]string, lockcore.MaxWaiters)
 	for i := range ghosts {
-		ghosts[i] = fmt.Sprintf("%d.7", i+1)
+		ghosts[i] = fmt.Sprintf("%d/%d", i+1, i)
 	}
 	for _, c := range []struct {
 		name  string

@@ -72,8 +72,7 @@ type lockClient struct {
 
 	lk     *lockcore.Lock // the current call's lock; nil between calls
 	name   string
-	reg    *register // its record, and its queue's
-	queue  *register
+	reg    *register // its record
 	try    bool
 	fair   bool
 	asked  time.Duration // true time of the call
@@ -113,7 +112,7 @@ func (l *lockClient) call() {
 		return // the shutdown's stop comes
 	}
 	l.name = "lock/" + strconv.Itoa(l.rng.IntN(lp.Names))
-	l.reg, l.queue = w.store.register(l.name), w.store.register(l.name+lockcore.QueueSuffix)
+	l.reg = w.store.register(l.name)
 	l.try = lp.TryOneIn > 0 && l.rng.IntN(lp.TryOneIn) == 0
 	l.fair = lp.Fair && !l.try
 	wait := uniform(l.rng, lp.Wait[0], lp.Wait[1])
@@ -274,9 +273,10 @@ func (l *lockClient) release(r *request) {
 
 func (l *lockClient) Now() time.Time { return l.now() }
 
-func (l *lockClient) Call(op election.Op, queue bool) {
-	if queue {
-		l.queueReq, l.queueBy = l.w.call(l.in, op, l.queue), l.now().Add(l.in.timing.OpTimeout)
+func (l *lockClient) Call(op election.Op, rec int) {
+	if rec != lockcore.RecLock {
+		g := l.w.store.register(lockcore.RecordName(l.name, rec))
+		l.queueReq, l.queueBy = l.w.call(l.in, op, g), l.now().Add(l.in.timing.OpTimeout)
 	} else {
 		l.lockReq = l.w.call(l.in, op, l.reg)
 	}

@@ -26,10 +26,10 @@ func seedsPerScenario() uint64 {
 }
 
 // seedsFor is seedsPerScenario, but 2,000 for the scenarios of the
-// standby, wake-ups, renewal notices and stale reads: they are cheap,
-// and new.
+// standby, wake-ups, renewal notices, stale reads and locks (the fair
+// queue): they are cheap, and new.
 func seedsFor(sc *Scenario) uint64 {
-	if n := seedsPerScenario(); !sc.standby && sc.Name != "stale-reads" || n < 100 {
+	if n := seedsPerScenario(); !sc.standby && sc.Name != "stale-reads" && !strings.HasPrefix(sc.Name, "lock-") || n < 100 {
 		return n
 	}
 	return 2000

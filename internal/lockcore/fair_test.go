@@ -2,6 +2,7 @@ package lockcore
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"math/rand/v2"
 	"slices"
@@ -25,12 +26,12 @@ type host struct {
 }
 
 type call struct {
-	op    election.Op
-	queue bool
+	op  election.Op
+	rec int
 }
 
 func (h *host) Now() time.Time                       { return h.now }
-func (h *host) Call(op election.Op, queue bool)      { h.calls = append(h.calls, call{op, queue}) }
+func (h *host) Call(op election.Op, rec int)         { h.calls = append(h.calls, call{op, rec}) }
 func (h *host) Cancel()                              {}
 func (h *host) Log(slog.Level, string, ...any)       {}
 func (h *host) Granted(election.Term)                {}
@@ -45,16 +46,13 @@ func (h *host) Retired()                             {}
 // hands the lock its answer.
 func (h *host) next(queue bool) {
 	h.t.Helper()
-	i := slices.IndexFunc(h.calls, func(c call) bool { return c.queue == queue })
+	i := slices.IndexFunc(h.calls, func(c call) bool { return (c.rec != RecLock) == queue })
 	if i < 0 {
 		h.t.Fatalf("no waiting call (queue %v)", queue)
 	}
 	c := h.calls[i]
 	h.calls = slices.Delete(h.calls, i, i+1)
-	name := h.lk.name
-	if queue {
-		name += QueueSuffix
-	}
+	name := RecordName(h.lk.name, c.rec)
 	res := election.Result{ID: c.op.ID, Record: c.op.Record}
 	ctx := context.Background()
 	if c.op.Kind == election.OpGet {
@@ -82,22 +80,32 @@ func newFair(t *testing.T, store lease.Store, id string) *host {
 	return h
 }
 
+// join runs h's first queue calls: it reads the index, joins, and writes
+// its slot; then its lock's first read.
+func (h *host) join() {
+	h.t.Helper()
+	h.next(true)  // read the index
+	h.next(true)  // join
+	h.next(true)  // the first heartbeat
+	h.next(false) // read the lock
+}
+
 // TestTicketIsOursOnlyOnceConfirmed: two waiters read an empty queue and
 // both write ticket 1; the second write loses the compare-and-swap. The
-// loser must take ticket 2, not beat the winner's entry as its own (found
+// loser must take ticket 2, not take the winner's entry as its own (found
 // by the simulator: lock-give-up seed 19).
 func TestTicketIsOursOnlyOnceConfirmed(t *testing.T) {
 	store := memlease.New()
 	a, b := newFair(t, store, "a"), newFair(t, store, "b")
-	a.next(true) // a reads: no queue; its write of ticket 1 waits
+	a.next(true) // a reads: no queue; its join as ticket 1 waits
 	b.next(true) // so does b's
-	b.next(true) // b's write lands: ticket 1 is b's
+	b.next(true) // b's join lands: ticket 1 is b's
 	if got := b.lk.Ticket(); got != 1 {
 		t.Fatalf("b's ticket %d, want 1", got)
 	}
-	a.next(true) // a's write conflicts; it writes again on b's record
+	a.next(true) // a's join conflicts; it joins again on b's index
 	if got := a.lk.Ticket(); got != 0 {
-		t.Fatalf("a's ticket %d before its write is confirmed, want 0", got)
+		t.Fatalf("a's ticket %d before its join is confirmed, want 0", got)
 	}
 	a.next(true)
 	if got := a.lk.Ticket(); got != 2 {
@@ -107,40 +115,52 @@ func TestTicketIsOursOnlyOnceConfirmed(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got, want := string(rec.Payload), "1.0 2.0"; got != want {
-		t.Fatalf("queue %q, want %q: a beat b's entry as its own", got, want)
+	if got, want := string(rec.Payload), "1/0 2/1"; got != want {
+		t.Fatalf("index %q, want %q: a took b's entry or slot", got, want)
 	}
 }
 
 func TestParseQueue(t *testing.T) {
-	q, err := parseQueue([]byte(" 1.0  2.18446744073709551615 3.7 "))
-	if err != nil || len(q) != 3 || q[1] != (qentry{2, 1<<64 - 1}) || q[2] != (qentry{3, 7}) {
-		t.Fatalf("parseQueue = %v, %v", q, err)
+	q, err := appendQueue(nil, []byte(" 1/0  18446744073709551615/63 3/7 "))
+	if err != nil || len(q) != 3 || q[1] != (qentry{1<<64 - 1, 63}) || q[2] != (qentry{3, 7}) {
+		t.Fatalf("appendQueue = %v, %v", q, err)
 	}
-	if got := string(formatQueue(q)); got != "1.0 2.18446744073709551615 3.7" {
+	if got := string(formatQueue(q)); got != "1/0 18446744073709551615/63 3/7" {
 		t.Fatalf("formatQueue = %q", got)
 	}
-	for _, bad := range []string{"1", "1.", ".1", "1.2.3", "a.1", "1.18446744073709551616", "1.-2", "1.0,2.0"} {
-		if _, err := parseQueue([]byte(bad)); err == nil {
-			t.Errorf("parseQueue(%q) accepted", bad)
+	for _, bad := range []string{"1", "1/", "/1", "1/2/3", "a/1", "0/1", "1/64", "1/-2", "1.0", "1/0,2/0"} {
+		if _, err := appendQueue(nil, []byte(bad)); err == nil {
+			t.Errorf("appendQueue(%q) accepted", bad)
 		}
+	}
+}
+
+// timeOut answers h's queue call in flight, if any, with a timeout.
+func (h *host) timeOut() {
+	if i := slices.IndexFunc(h.calls, func(c call) bool { return c.rec != RecLock }); i >= 0 {
+		h.calls = slices.Delete(h.calls, i, i+1)
+		h.lk.QueueResult(election.Result{Err: election.ErrTimeout}, true)
 	}
 }
 
 // TestGateClosesBeforeOthersCanDropUs: the head of the queue whose
 // heartbeats stop being confirmed (cut off from the store) closes its gate
 // by the lead window after its last confirmed beat was sent: from then on
-// others may have dropped its entry as abandoned, and it must not take the
-// lock ahead of them when it reconnects (found by the simulator:
-// lock-partition seed 683).
+// the waiter behind may have dropped its entry as abandoned, and it must
+// not take the lock ahead of it when it reconnects (found by the
+// simulator: lock-partition seed 683).
 func TestGateClosesBeforeOthersCanDropUs(t *testing.T) {
 	a := newFair(t, memlease.New(), "a")
 	a.next(true) // the read: no queue
-	a.next(true) // the write of ticket 1 lands
+	a.next(true) // ticket 1 lands
+	if a.lk.fair.open {
+		t.Fatal("the gate opened before the first heartbeat was confirmed")
+	}
+	sent := a.now
+	a.next(true) // the first heartbeat
 	if !a.lk.fair.open {
 		t.Fatal("the gate is closed with ticket 1 at the head")
 	}
-	sent := a.now
 	cfg := a.lk.Config()
 	shut := sent.Add(election.LeadWindow(cfg.LeaseDuration, cfg.MaxDrift, cfg.Margin))
 	if due := a.lk.Due(); due.After(shut) {
@@ -149,10 +169,7 @@ func TestGateClosesBeforeOthersCanDropUs(t *testing.T) {
 	// Every heartbeat from now on times out.
 	for a.now = a.now.Add(cfg.RenewInterval); a.now.Before(shut); a.now = a.now.Add(cfg.RetryMax) {
 		a.lk.Fire(a.now)
-		if i := slices.IndexFunc(a.calls, func(c call) bool { return c.queue }); i >= 0 {
-			a.calls = slices.Delete(a.calls, i, i+1)
-			a.lk.QueueResult(election.Result{Err: election.ErrTimeout}, true)
-		}
+		a.timeOut()
 		if !a.lk.fair.open {
 			t.Fatalf("the gate closed at %v, before its deadline %v", a.now.Sub(sent), shut.Sub(sent))
 		}
@@ -164,43 +181,12 @@ func TestGateClosesBeforeOthersCanDropUs(t *testing.T) {
 	}
 }
 
-// TestFarWaitersBeatLessOften: the head of the queue and the two behind it
-// beat every RenewInterval; a waiter further back beats as seldom as the
-// renewal rule allows, and that is still well within the time others wait
-// before they drop its entry.
-func TestFarWaitersBeatLessOften(t *testing.T) {
-	store := memlease.New()
-	var hs []*host
-	for _, id := range []string{"a", "b", "c", "d"} {
-		h := newFair(t, store, id)
-		h.next(true)  // read the queue
-		h.next(true)  // write our ticket
-		h.next(false) // read the lock: gated but for a's, it next reads a lease later
-		hs = append(hs, h)
-	}
-	cfg := hs[0].lk.Config()
-	for i, h := range hs {
-		if got := h.lk.Ticket(); got != uint64(i+1) {
-			t.Fatalf("%d: ticket %d, want %d", i, got, i+1)
-		}
-	}
-	slow := election.LeadWindow(cfg.LeaseDuration, cfg.MaxDrift, cfg.Margin) - 2*cfg.OpTimeout - cfg.RetryMax
-	if slow <= cfg.RenewInterval || slow >= election.WaitBeforeTakeover(cfg.LeaseDuration, cfg.MaxDrift)/2 {
-		t.Fatalf("slow beat %v: not between RenewInterval %v and half the wait before an entry is dropped", slow, cfg.RenewInterval)
-	}
-	for i, want := range []time.Duration{cfg.RenewInterval, cfg.RenewInterval, cfg.RenewInterval, slow} {
-		if got := hs[i].lk.Due().Sub(hs[i].now); got != want {
-			t.Errorf("waiter %d of 4: next beat in %v, want %v", i+1, got, want)
-		}
-	}
-}
-
 // advance runs h's timers up to to, answering every call at once.
 func (h *host) advance(to time.Time) {
 	h.t.Helper()
 	for {
 		for len(h.calls) > 0 {
-			h.next(h.calls[0].queue)
+			h.next(h.calls[0].rec != RecLock)
 		}
 		d := h.lk.Due()
 		if d.IsZero() || d.After(to) {
@@ -212,28 +198,148 @@ func (h *host) advance(to time.Time) {
 	h.now = to
 }
 
-// TestAbandonedAfterLeaseTimesOnePlusRho: a waiter drops the entry of one
-// ahead of it that went silent only once it has seen its heartbeat
-// unchanged for the lease × (1+ρ) on its own clock, not a moment before
-// (ρ left out, or the lead window instead, would drop it early), and then
-// takes its turn.
+// counting counts a store's writes, and those refused.
+type counting struct {
+	lease.Store
+	puts, conflicts int
+}
+
+func (c *counting) Put(ctx context.Context, name string, rec lease.Record, expect lease.Version) (lease.Version, error) {
+	c.puts++
+	v, err := c.Store.Put(ctx, name, rec, expect)
+	if errors.Is(err, lease.ErrConflict) {
+		c.conflicts++
+	}
+	return v, err
+}
+
+// TestPlacesSetTheCadence: the head and the two waiters behind it declare
+// the lock's lease in their slots, and those behind the head read their
+// predecessor's slot every poll; farther back, a waiter declares
+// FarLeases leases, beats that much less often, and reads every two polls.
+// Once queued, nobody's heartbeat is refused: each writes its own slot.
+func TestPlacesSetTheCadence(t *testing.T) {
+	store := &counting{Store: memlease.New()}
+	// A holder that keeps the lock for the whole test.
+	if _, err := store.Put(context.Background(), "job", lease.Record{Holder: "z", Token: 1, Duration: lease.MaxDuration, Nonce: "z"}, lease.NoVersion); err != nil {
+		t.Fatal(err)
+	}
+	var hs []*host
+	for _, id := range []string{"a", "b", "c", "d", "e"} {
+		h := newFair(t, store, id)
+		h.join()
+		hs = append(hs, h)
+	}
+	cfg := hs[0].lk.Config()
+	for i, h := range hs {
+		if got := h.lk.Ticket(); got != uint64(i+1) {
+			t.Fatalf("%d: ticket %d, want %d", i, got, i+1)
+		}
+	}
+	store.puts, store.conflicts = 0, 0
+	for end := hs[0].now.Add(10 * time.Minute); hs[0].now.Before(end); {
+		to := hs[0].now.Add(100 * time.Millisecond)
+		for _, h := range hs {
+			h.advance(to)
+		}
+	}
+	if store.conflicts != 0 {
+		t.Errorf("%d of %d writes refused in ten quiet minutes", store.conflicts, store.puts)
+	}
+	for i, h := range hs {
+		f := h.lk.fair
+		rec, _, err := store.Get(context.Background(), RecordName("job", f.slot))
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := cfg.LeaseDuration
+		if i >= 3 {
+			want = FarLeases * cfg.LeaseDuration
+		}
+		if rec.Duration != want || f.pos != i {
+			t.Errorf("waiter %d: at %d, its slot declares %v; want %d and %v", i, f.pos, rec.Duration, i, want)
+		}
+		if i == 0 {
+			continue
+		}
+		every := cfg.PollInterval
+		if i >= 3 {
+			every = 2 * cfg.PollInterval
+		}
+		if got := h.lk.watchEvery(f.pos); got != every {
+			t.Errorf("waiter %d watches every %v, want %v", i, got, every)
+		}
+	}
+	if slow, fast := hs[4].lk.beatEvery(FarLeases*cfg.LeaseDuration), hs[0].lk.beatEvery(cfg.LeaseDuration); slow < 4*fast {
+		t.Errorf("a far waiter beats every %v, the head every %v", slow, fast)
+	}
+}
+
+// TestAbandonedAfterLeaseTimesOnePlusRho: a waiter drops the entry ahead
+// of it that went silent only once it has seen its slot unchanged for the
+// lease × (1+ρ) on its own clock, not a moment before (ρ left out, or the
+// lead window instead, would drop it early), and then takes its turn.
 func TestAbandonedAfterLeaseTimesOnePlusRho(t *testing.T) {
 	store := memlease.New()
 	a, b := newFair(t, store, "a"), newFair(t, store, "b")
-	a.next(true) // a reads the queue
-	a.next(true) // a's ticket 1 lands; a then goes silent for good
-	b.next(true) // b reads: a's entry, beat 0
-	seen := b.now
+	a.next(true) // a reads the index
+	a.next(true) // a's ticket 1 lands
+	a.next(true) // and its heartbeat; a then goes silent for good
+	b.next(true) // b reads: a's entry
 	b.next(true) // b's ticket 2 lands
+	b.next(true) // b's heartbeat
+	b.next(false)
+	b.next(true) // b reads a's slot: the first sight of it
+	seen := b.now
 	cfg := b.lk.Config()
 	wait := election.WaitBeforeTakeover(cfg.LeaseDuration, cfg.MaxDrift)
 	b.advance(seen.Add(wait - time.Millisecond))
 	if b.lk.Held() || b.lk.fair == nil || b.lk.fair.open {
-		t.Fatalf("b's turn came %v after it first saw a's silent entry, before the lease × (1+ρ) = %v", b.now.Sub(seen), wait)
+		t.Fatalf("b's turn came %v after it first saw a's silent slot, before the lease × (1+ρ) = %v", b.now.Sub(seen), wait)
 	}
-	b.advance(seen.Add(wait + cfg.RenewInterval))
+	b.advance(seen.Add(wait + cfg.PollInterval))
 	if !b.lk.Held() {
-		t.Fatalf("b does not hold the lock %v after it first saw a's silent entry", b.now.Sub(seen))
+		t.Fatalf("b does not hold the lock %v after it first saw a's silent slot", b.now.Sub(seen))
+	}
+	rec, _, _ := store.Get(context.Background(), RecordName("job", 0))
+	if !rec.Released || rec.Token != 1 || rec.Holder != queueHolder {
+		t.Fatalf("a's slot %+v: want it given back for ticket 1", rec)
+	}
+}
+
+// TestBeatBeatsTheTombstone: the waiter behind gives a silent slot back by
+// compare-and-swap on the version it saw, so a heartbeat that lands first
+// keeps the entry: the tombstone is refused and the wait starts again.
+func TestBeatBeatsTheTombstone(t *testing.T) {
+	store := memlease.New()
+	a, b := newFair(t, store, "a"), newFair(t, store, "b")
+	a.next(true)
+	a.next(true)
+	a.next(true) // a: ticket 1, slot 0, beaten once
+	b.join()
+	b.next(true) // b first sees a's slot
+	tomb := func() bool { return len(b.lk.fair.watch) > 0 && b.lk.fair.watch[0].tomb }
+	for b.now.Before(b.lk.fair.watch[0].dropAt) {
+		b.now = b.lk.Due()
+		b.lk.Fire(b.now)
+		for len(b.calls) > 0 && !tomb() {
+			b.next(b.calls[0].rec != RecLock)
+		}
+	}
+	if !tomb() {
+		b.lk.Fire(b.now)
+	}
+	// b's tombstone is on its way; a's late heartbeat lands first.
+	a.now = b.now
+	a.lk.Fire(a.lk.fair.beatDue)
+	a.next(true)
+	b.lk.Fire(b.now)
+	b.next(true) // the tombstone: refused
+	if w := b.lk.fair.watch; len(w) != 1 || w[0].e.ticket != 1 || w[0].tomb || w[0].gone {
+		t.Fatalf("b dropped a although a's heartbeat landed first: %+v", b.lk.fair)
+	}
+	if got := a.lk.Ticket(); got != 1 {
+		t.Fatalf("a's ticket %d, want 1", got)
 	}
 }
 
@@ -242,7 +348,8 @@ func TestAbandonedAfterLeaseTimesOnePlusRho(t *testing.T) {
 // answer came.
 func TestGateShutsFromSend(t *testing.T) {
 	a := newFair(t, memlease.New(), "a")
-	a.next(true) // the read: no queue; the write of ticket 1 is sent now
+	a.next(true) // the read: no queue
+	a.next(true) // ticket 1; its first heartbeat is sent now
 	sent := a.now
 	a.now = a.now.Add(700 * time.Millisecond) // its answer comes late
 	a.next(true)
@@ -255,10 +362,7 @@ func TestGateShutsFromSend(t *testing.T) {
 	for d := a.lk.Due(); !d.IsZero() && d.Before(shut); d = a.lk.Due() {
 		a.now = d
 		a.lk.Fire(d)
-		if i := slices.IndexFunc(a.calls, func(c call) bool { return c.queue }); i >= 0 {
-			a.calls = slices.Delete(a.calls, i, i+1)
-			a.lk.QueueResult(election.Result{Err: election.ErrTimeout}, true)
-		}
+		a.timeOut()
 	}
 	a.now = shut
 	a.lk.Fire(a.now)
@@ -267,31 +371,62 @@ func TestGateShutsFromSend(t *testing.T) {
 	}
 }
 
-// TestDroppedWaiterTakesNewTicket: a waiter whose entry others dropped as
-// abandoned (its heartbeats were not getting through) takes a new ticket,
-// at the back, rather than beat an entry that is gone.
+// TestDroppedWaiterTakesNewTicket: a waiter whose entry was dropped as
+// abandoned (its heartbeats were not getting through: the waiter behind
+// gave its slot back for it) takes a new ticket, at the back, at its next
+// heartbeat, rather than beat a slot that is no longer its.
 func TestDroppedWaiterTakesNewTicket(t *testing.T) {
 	store := memlease.New()
 	a, b := newFair(t, store, "a"), newFair(t, store, "b")
-	a.next(true)
-	a.next(true) // ticket 1
-	b.next(true)
-	b.next(true) // ticket 2
-	// Others dropped b's entry: the queue holds a's alone.
-	rec, ver, err := store.Get(context.Background(), "job"+QueueSuffix)
+	a.join() // ticket 1
+	b.join() // ticket 2
+	ctx := context.Background()
+	// Another dropped b: its slot given back for it, its entry gone.
+	slot := RecordName("job", b.lk.fair.slot)
+	rec, ver, err := store.Get(ctx, slot)
 	if err != nil {
 		t.Fatal(err)
 	}
-	rec.Payload, rec.Nonce = []byte("1.9"), "dropped"
-	if _, err := store.Put(context.Background(), "job"+QueueSuffix, rec, ver); err != nil {
+	if _, err := store.Put(ctx, slot, lease.Record{Holder: queueHolder, Token: rec.Token, Duration: rec.Duration, Released: true, Nonce: "x"}, ver); err != nil {
 		t.Fatal(err)
 	}
-	b.advance(b.now.Add(b.lk.Config().RenewInterval))
+	idx, iver, _ := store.Get(ctx, "job"+QueueSuffix)
+	idx.Payload, idx.Nonce = []byte("1/0"), "dropped"
+	if _, err := store.Put(ctx, "job"+QueueSuffix, idx, iver); err != nil {
+		t.Fatal(err)
+	}
+	b.advance(b.lk.fair.beatDue)
 	if got := b.lk.Ticket(); got <= 2 {
 		t.Fatalf("b's ticket %d after its entry was dropped, want a new one after 2", got)
 	}
-	rec, _, _ = store.Get(context.Background(), "job"+QueueSuffix)
-	if q, _ := parseQueue(rec.Payload); len(q) != 2 || q[0].ticket != 1 || q[1].ticket != b.lk.Ticket() {
-		t.Fatalf("queue %q: want a's entry, then b's new one", rec.Payload)
+	idx, _, _ = store.Get(ctx, "job"+QueueSuffix)
+	if q, _ := appendQueue(nil, idx.Payload); len(q) != 2 || q[0].ticket != 1 || q[1].ticket != b.lk.Ticket() {
+		t.Fatalf("index %q: want a's entry, then b's new one", idx.Payload)
+	}
+}
+
+// TestSlotOlderThanTheIndex: a slot record left from before the index was
+// made anew (tenure gc removed it, or an operator did) may hold a later
+// ticket than the new index gives out. A waiter that meets one checks the
+// index, finds its entry there, and writes its slot over it, rather than
+// take itself for dropped and queue again and again.
+func TestSlotOlderThanTheIndex(t *testing.T) {
+	store := memlease.New()
+	for name, rec := range map[string]lease.Record{
+		RecordName("job", 0): {Holder: "old", Token: 57, Duration: time.Second, Nonce: "old"},
+		"job":                {Holder: "z", Token: 1, Duration: lease.MaxDuration, Nonce: "z"}, // held throughout
+	} {
+		if _, err := store.Put(context.Background(), name, rec, lease.NoVersion); err != nil {
+			t.Fatal(err)
+		}
+	}
+	a := newFair(t, store, "a")
+	a.advance(a.now.Add(time.Second))
+	if got := a.lk.Ticket(); got != 1 {
+		t.Fatalf("a's ticket %d, want 1", got)
+	}
+	rec, _, err := store.Get(context.Background(), RecordName("job", 0))
+	if err != nil || rec.Holder != "a" || rec.Token != 1 {
+		t.Fatalf("slot 0: %+v, %v; want a's, ticket 1", rec, err)
 	}
 }

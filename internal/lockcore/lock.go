@@ -21,11 +21,12 @@ import (
 type Host interface {
 	// Now reads the clock that the Machine's times come from.
 	Now() time.Time
-	// Call starts a store call on the lock's record, or (queue) on its fair
-	// queue's record; its answer comes back through Result or QueueResult.
-	// A queue call must be answered within the lock's OpTimeout, with an
-	// error if need be, and the answer to a write carries the record written.
-	Call(op election.Op, queue bool)
+	// Call starts a store call on record rec of the lock (RecordName):
+	// RecLock, whose answer comes back through Result, or one of its fair
+	// queue's, whose answer comes back through QueueResult. A queue call
+	// must be answered within the lock's OpTimeout, with an error if need
+	// be, and the answer to a write carries the record written.
+	Call(op election.Op, rec int)
 	// Cancel abandons the call in flight on the lock's record.
 	Cancel()
 	Log(level slog.Level, msg string, args ...any)
@@ -89,7 +90,7 @@ func (l *Lock) InitMachine(h Host, name string, m Machine, try, fair bool) {
 	*l = Lock{h: h, name: name, try: try, answered: l.answered}
 	l.d.Init(m, (*effects)(l), m.Config().ReleaseTimeout)
 	if fair && !try { // TryLock never waits, so it never queues
-		l.fair = &fairState{}
+		l.fair = &fairState{pos: -1, beatPos: -1}
 	}
 }
 
@@ -170,19 +171,14 @@ func (l *Lock) Answer() bool {
 // Answered reports whether the caller has had its answer.
 func (l *Lock) Answered() bool { return l.answered }
 
-// Ticket returns a fair waiter's ticket while the queue record it last
-// read or wrote holds its entry, and 0 otherwise.
+// Ticket returns a fair waiter's ticket while the queue's index, as it last
+// read or wrote it, holds its entry, and 0 otherwise.
 func (l *Lock) Ticket() uint64 {
 	f := l.fair
-	if f == nil || f.gone || f.leaving || f.joining || !f.known || f.ticket == 0 {
+	if f == nil || f.gone || f.leaving || !f.idxKnown || f.ticket == 0 || f.index(f.ticket) < 0 {
 		return 0
 	}
-	for _, e := range f.q {
-		if e.ticket == f.ticket {
-			return f.ticket
-		}
-	}
-	return 0
+	return f.ticket
 }
 
 // Name returns the lock's name.
@@ -253,7 +249,7 @@ type effects Lock
 
 func (e *effects) Now() time.Time { return e.h.Now() }
 
-func (e *effects) Send(op election.Op) { e.h.Call(op, false) }
+func (e *effects) Send(op election.Op) { e.h.Call(op, RecLock) }
 
 func (e *effects) Cancel(uint64) { e.h.Cancel() }
 

@@ -235,9 +235,9 @@ func (s *Standby) setHot(hot bool) {
 // lockHost is the lockcore.Host of the campaign.
 type lockHost Standby
 
-func (l *lockHost) Now() time.Time              { return l.h.Now() }
-func (l *lockHost) Call(op election.Op, _ bool) { l.h.Call(op) } // never fair: no queue calls
-func (l *lockHost) Cancel()                     { l.h.Cancel() }
+func (l *lockHost) Now() time.Time             { return l.h.Now() }
+func (l *lockHost) Call(op election.Op, _ int) { l.h.Call(op) } // never fair: no queue calls
+func (l *lockHost) Cancel()                    { l.h.Cancel() }
 func (l *lockHost) Log(lv slog.Level, msg string, args ...any) {
 	l.h.Log(lv, "standby: "+msg, args...)
 }
