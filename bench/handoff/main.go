@@ -28,18 +28,16 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
-	"path/filepath"
 	"runtime"
 	"slices"
 	"strconv"
 	"strings"
-	"sync/atomic"
 	"syscall"
 	"time"
 
 	"github.com/tenure-go/tenure"
 	"github.com/tenure-go/tenure/election"
-	"github.com/tenure-go/tenure/lease"
+	"github.com/tenure-go/tenure/internal/benchkit"
 	"github.com/tenure-go/tenure/lease/storeurl"
 )
 
@@ -78,32 +76,6 @@ func main() {
 	}
 }
 
-// counting counts the calls that reach a store.
-type counting struct {
-	lease.Store
-	gets, puts atomic.Int64
-}
-
-func (c *counting) Get(ctx context.Context, name string) (lease.Record, lease.Version, error) {
-	c.gets.Add(1)
-	return c.Store.Get(ctx, name)
-}
-
-// GetStale passes on the store's cheaper read where it has one, so that
-// candidates poll as they would on it unwrapped.
-func (c *counting) GetStale(ctx context.Context, name string) (lease.Record, lease.Version, error) {
-	c.gets.Add(1)
-	if sg, ok := c.Store.(lease.StaleGetter); ok {
-		return sg.GetStale(ctx, name)
-	}
-	return c.Store.Get(ctx, name)
-}
-
-func (c *counting) Put(ctx context.Context, name string, rec lease.Record, expect lease.Version) (lease.Version, error) {
-	c.puts.Add(1)
-	return c.Store.Put(ctx, name, rec, expect)
-}
-
 // wakeFlag: candidates listen for wake-ups (-wake).
 var wakeFlag bool
 
@@ -117,7 +89,7 @@ func candidate(storeURL, name, id string, t election.Timing) error {
 	if err != nil {
 		return err
 	}
-	store := &counting{Store: s}
+	store := &benchkit.Counting{Store: s}
 	say := func(format string, args ...any) {
 		fmt.Printf("%d %s\n", time.Now().UnixNano(), fmt.Sprintf(format, args...))
 	}
@@ -150,7 +122,7 @@ func candidate(storeURL, name, id string, t election.Timing) error {
 			var ru syscall.Rusage
 			_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
 			cpu := time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-			say("stats %d %d %d %d", store.gets.Load(), store.puts.Load(), runtime.NumGoroutine(), cpu)
+			say("stats %d %d %d %d", store.Gets.Load(), store.Puts.Load(), runtime.NumGoroutine(), cpu)
 		}
 	}()
 	say("started")
@@ -340,27 +312,11 @@ func bench(storeURL string, t election.Timing, trials int, window time.Duration,
 	if err != nil {
 		return err
 	}
-	if storeURL == "" {
-		if ep := os.Getenv("TENURE_DYNAMODB_ENDPOINT"); ep != "" {
-			if os.Getenv("AWS_ACCESS_KEY_ID") == "" {
-				os.Setenv("AWS_ACCESS_KEY_ID", "bench")
-				os.Setenv("AWS_SECRET_ACCESS_KEY", "bench")
-			}
-			storeURL = fmt.Sprintf("dynamodb://tenure-bench-%d?region=us-east-1&endpoint=%s&create=true", rand.Uint32(), ep)
-		} else {
-			dir, err := os.MkdirTemp("", "tenure-bench")
-			if err != nil {
-				return err
-			}
-			defer os.RemoveAll(dir)
-			storeURL = "file://" + filepath.ToSlash(dir)
-		}
-	}
-	if _, err := storeurl.Open(context.Background(), storeURL); err != nil { // creates the table once
+	storeURL, done, err := benchkit.StoreURL(storeURL)
+	if err != nil {
 		return err
 	}
-	// The candidates need not create it again.
-	storeURL = strings.Replace(storeURL, "&create=true", "", 1)
+	defer done()
 	if _, err := election.NewPlan(t, 3, 0); err != nil {
 		return err
 	}

@@ -19,22 +19,20 @@ package main
 import (
 	"bufio"
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"math/rand/v2"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"syscall"
 	"time"
 
 	"github.com/tenure-go/tenure"
+	"github.com/tenure-go/tenure/internal/benchkit"
 	"github.com/tenure-go/tenure/lease"
 	"github.com/tenure-go/tenure/lease/storeurl"
 )
@@ -76,35 +74,6 @@ func main() {
 		fmt.Fprintln(os.Stderr, "locks:", err)
 		os.Exit(1)
 	}
-}
-
-// counting counts the calls that reach a store, and the writes refused.
-type counting struct {
-	lease.Store
-	gets, puts, conflicts atomic.Int64
-}
-
-func (c *counting) Get(ctx context.Context, name string) (lease.Record, lease.Version, error) {
-	c.gets.Add(1)
-	return c.Store.Get(ctx, name)
-}
-
-// GetStale passes on the store's cheaper read where it has one.
-func (c *counting) GetStale(ctx context.Context, name string) (lease.Record, lease.Version, error) {
-	c.gets.Add(1)
-	if sg, ok := c.Store.(lease.StaleGetter); ok {
-		return sg.GetStale(ctx, name)
-	}
-	return c.Store.Get(ctx, name)
-}
-
-func (c *counting) Put(ctx context.Context, name string, rec lease.Record, expect lease.Version) (lease.Version, error) {
-	c.puts.Add(1)
-	v, err := c.Store.Put(ctx, name, rec, expect)
-	if errors.Is(err, lease.ErrConflict) {
-		c.conflicts.Add(1)
-	}
-	return v, err
 }
 
 // locker takes the lock when told: on a line "lock" on stdin it locks and
@@ -154,28 +123,13 @@ func bench(storeURL string, t timing, trials, procs int, window time.Duration, c
 	if err != nil {
 		return err
 	}
-	if storeURL == "" {
-		if ep := os.Getenv("TENURE_DYNAMODB_ENDPOINT"); ep != "" {
-			if os.Getenv("AWS_ACCESS_KEY_ID") == "" {
-				os.Setenv("AWS_ACCESS_KEY_ID", "bench")
-				os.Setenv("AWS_SECRET_ACCESS_KEY", "bench")
-			}
-			storeURL = fmt.Sprintf("dynamodb://tenure-bench-%d?region=us-east-1&endpoint=%s&create=true", rand.Uint32(), ep)
-		} else {
-			dir, err := os.MkdirTemp("", "tenure-bench")
-			if err != nil {
-				return err
-			}
-			defer os.RemoveAll(dir)
-			storeURL = "file://" + filepath.ToSlash(dir)
-		}
-	}
-	if _, err := storeurl.Open(context.Background(), storeURL); err != nil { // creates the table once
+	storeURL, done, err := benchkit.StoreURL(storeURL)
+	if err != nil {
 		return err
 	}
-	storeURL = strings.Replace(storeURL, "&create=true", "", 1)
+	defer done()
 	cfg := t.config(nil, "")
-	if _, err := tenure.NewLocker(tenure.LockerConfig{Store: &counting{}, LeaseDuration: cfg.LeaseDuration, RenewInterval: cfg.RenewInterval, PollInterval: cfg.PollInterval}); err != nil {
+	if _, err := tenure.NewLocker(tenure.LockerConfig{Store: &benchkit.Counting{}, LeaseDuration: cfg.LeaseDuration, RenewInterval: cfg.RenewInterval, PollInterval: cfg.PollInterval}); err != nil {
 		return err // refused timings
 	}
 	fmt.Printf("store %s\nlease L = %v, renew %v, poll %v (0: L/5)\n\n", storeURL, t.lease, t.renew, t.poll)
@@ -358,12 +312,12 @@ func fairCostOf(storeURL string, t timing, window time.Duration, n int) error {
 	if _, err := holder.Lock(ctx, name); err != nil {
 		return err
 	}
-	stores := make([]*counting, n)
+	stores := make([]*benchkit.Counting, n)
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	defer cancel()
 	for i := range n {
-		stores[i] = &counting{Store: s}
+		stores[i] = &benchkit.Counting{Store: s}
 		l, err := tenure.NewLocker(t.config(stores[i], fmt.Sprintf("w%d", i)))
 		if err != nil {
 			return err
@@ -378,7 +332,7 @@ func fairCostOf(storeURL string, t timing, window time.Duration, n int) error {
 	time.Sleep(t.lease + window/10) // every waiter queued, at its settled pace
 	take := func() (gets, puts, conflicts int64) {
 		for _, c := range stores {
-			gets, puts, conflicts = gets+c.gets.Load(), puts+c.puts.Load(), conflicts+c.conflicts.Load()
+			gets, puts, conflicts = gets+c.Gets.Load(), puts+c.Puts.Load(), conflicts+c.Conflicts.Load()
 		}
 		return
 	}
