@@ -267,12 +267,12 @@ func (l *Lock) queueStep() {
 		}
 	}
 	switch {
-	case slicesContainsGone(f.watch):
+	case slices.ContainsFunc(f.watch, func(w watched) bool { return w.gone }):
 		l.writeIndex(opDrop, 0, qentry{})
 	case f.readSlot:
 		l.queueCall(opReadSlot, f.slot, election.Op{Kind: election.OpGet})
-	case tombDue(f.watch) != nil:
-		w := tombDue(f.watch)
+	case slices.ContainsFunc(f.watch, func(w watched) bool { return w.tomb }):
+		w := &f.watch[slices.IndexFunc(f.watch, func(w watched) bool { return w.tomb })]
 		cfg := l.Config()
 		rec := lease.Record{Holder: queueHolder, Token: w.e.ticket, Duration: cfg.LeaseDuration, Released: true, Nonce: l.nonce()}
 		expect := w.ver
@@ -302,24 +302,6 @@ func (l *Lock) queueStep() {
 			f.next = due.due
 		}
 	}
-}
-
-func slicesContainsGone(ws []watched) bool {
-	for _, w := range ws {
-		if w.gone {
-			return true
-		}
-	}
-	return false
-}
-
-func tombDue(ws []watched) *watched {
-	for i := range ws {
-		if ws[i].tomb {
-			return &ws[i]
-		}
-	}
-	return nil
 }
 
 // place works out our position from the index, and what our
