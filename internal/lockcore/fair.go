@@ -41,11 +41,12 @@ import (
 // one after another, a wait each.
 //
 // Heartbeats are as seldom as the distance from the head allows: the head
-// and the two waiters behind it declare the lock's lease and beat as a
-// lease's renewals may come (a beat may time out and be retried once), and
-// those two read the slot ahead every poll; the others declare FarLeases
-// leases, beat that much less often, and read the slot ahead every two
-// polls. A waiter says its position in its slot, so that the one behind it
+// and the waiter behind it (places up to Near) declare the lock's lease and
+// beat as a lease's renewals may come (a beat may time out and be retried
+// once), and the one behind the head reads the slot ahead every poll; the
+// others declare FarLeases leases, beat that much less often, and read the
+// slot ahead every FarWatch polls: only the waiter next to the head becomes
+// the head when the head leaves. A waiter says its position in its slot, so that the one behind it
 // learns when it comes near the head without reading the index. When the
 // waiter ahead misses its heartbeats for a lead window, a waiter reads every
 // slot ahead of it, so that a run of abandoned entries is waited out once,
@@ -64,9 +65,17 @@ const QueueSuffix = "::queue"
 // as many slots.
 const MaxWaiters = 64
 
-// FarLeases is how many of the lock's leases the slot of a waiter two or
-// more places behind the head declares.
-const FarLeases = 3
+// Near is the farthest place from the head (0) whose waiter declares the
+// lock's lease in its slot and reads the slot ahead every poll.
+const Near = 1
+
+// FarLeases is how many of the lock's leases the slot of a waiter farther
+// than Near from the head declares, and FarWatch how many polls apart that
+// waiter reads the slot ahead of it.
+const (
+	FarLeases = 3
+	FarWatch  = 3
+)
 
 // The records of a lock, for Host.Call: the lock's own, its queue's
 // index, and slots 0 to MaxWaiters-1.
@@ -347,9 +356,9 @@ func (l *Lock) place(now time.Time) {
 	l.gate(now)
 }
 
-// class is what a position means for a waiter's slot: 0 the head, 1 and 2
-// next, 3 any farther.
-func class(pos int) int { return min(max(pos, -1), 3) }
+// class is what a position means for a waiter's slot: 0 the head, then
+// each place up to Near, then any farther.
+func class(pos int) int { return min(max(pos, -1), Near+1) }
 
 // join adds our entry at the back of the queue, in the lowest free slot,
 // and reports whether it sent the write.
@@ -430,7 +439,7 @@ func (l *Lock) beat() {
 // slotLease is the lease a waiter at pos declares in its slot.
 func (l *Lock) slotLease(pos int) time.Duration {
 	d := l.Config().LeaseDuration
-	if pos >= 3 {
+	if pos > Near {
 		d = min(FarLeases*d, lease.MaxDuration)
 	}
 	return d
@@ -446,14 +455,14 @@ func (l *Lock) beatEvery(d time.Duration) time.Duration {
 }
 
 // watchEvery returns how often a waiter at pos reads its predecessor's
-// slot: every poll next to the head, whose leaving makes it the head; once
-// a lease farther back, where it only learns that it moves up.
+// slot: every poll next to the head, whose leaving makes it the head;
+// every FarWatch polls farther back, where it only learns that it moves up.
 func (l *Lock) watchEvery(pos int) time.Duration {
 	cfg := l.Config()
-	if pos <= 2 {
+	if pos <= Near {
 		return cfg.PollInterval
 	}
-	return 2 * cfg.PollInterval
+	return FarWatch * cfg.PollInterval
 }
 
 // leaveStep drops our entry from the index, then gives our slot back.

@@ -213,10 +213,10 @@ func (c *counting) Put(ctx context.Context, name string, rec lease.Record, expec
 	return v, err
 }
 
-// TestPlacesSetTheCadence: the head and the two waiters behind it declare
-// the lock's lease in their slots, and those behind the head read their
-// predecessor's slot every poll; farther back, a waiter declares
-// FarLeases leases, beats that much less often, and reads every two polls.
+// TestPlacesSetTheCadence: the head and the waiter behind it declare the
+// lock's lease in their slots, and the one behind the head reads its
+// predecessor's slot every poll; farther back, a waiter declares FarLeases
+// leases, beats that much less often, and reads every FarWatch polls.
 // Once queued, nobody's heartbeat is refused: each writes its own slot.
 func TestPlacesSetTheCadence(t *testing.T) {
 	store := &counting{Store: memlease.New()}
@@ -253,7 +253,7 @@ func TestPlacesSetTheCadence(t *testing.T) {
 			t.Fatal(err)
 		}
 		want := cfg.LeaseDuration
-		if i >= 3 {
+		if i > Near {
 			want = FarLeases * cfg.LeaseDuration
 		}
 		if rec.Duration != want || f.pos != i {
@@ -263,8 +263,8 @@ func TestPlacesSetTheCadence(t *testing.T) {
 			continue
 		}
 		every := cfg.PollInterval
-		if i >= 3 {
-			every = 2 * cfg.PollInterval
+		if i > Near {
+			every = FarWatch * cfg.PollInterval
 		}
 		if got := h.lk.watchEvery(f.pos); got != every {
 			t.Errorf("waiter %d watches every %v, want %v", i, got, every)
