@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
-	"net"
 	"os"
 	"strings"
 	"time"
@@ -188,26 +187,7 @@ func (c *Config) checkStandby() error {
 	if err := lease.ValidateName(c.Lease + election.StandbySuffix); err != nil {
 		return &election.FieldError{Field: "Lease", Reason: "leaves no room for the standby record's name", Err: err}
 	}
-	if c.WakeAddr == "" {
-		if c.WakeAdvertise != "" {
-			return bad("WakeAdvertise", "is set without WakeAddr")
-		}
-		return nil
-	}
-	host, _, err := net.SplitHostPort(c.WakeAddr)
-	if err != nil {
-		return &election.FieldError{Field: "WakeAddr", Err: err}
-	}
-	if c.WakeAdvertise != "" {
-		if _, _, err := net.SplitHostPort(c.WakeAdvertise); err != nil {
-			return &election.FieldError{Field: "WakeAdvertise", Err: err}
-		}
-		return nil
-	}
-	if ip := net.ParseIP(host); host == "" || ip != nil && ip.IsUnspecified() {
-		return bad("WakeAddr", "%q names no host that others can send to: give one, or set WakeAdvertise", c.WakeAddr)
-	}
-	return nil
+	return checkWake(c.WakeAddr, c.WakeAdvertise, "WakeAddr", "WakeAdvertise")
 }
 
 // WithDefaults returns a copy of c with every zero field that has a default

@@ -194,6 +194,8 @@ func (e *lockEntry) Ended(t election.Term, r election.Reason) {
 
 func (e *lockEntry) Reschedule() { e.l.h.Fix(e) }
 
+func (e *lockEntry) WakeNext(addr string) { e.l.wakes.send(addr, wakeMsg(e.Name())) }
+
 // uncount takes the lock out of tenure.locks.held.
 func (e *lockEntry) uncount() {
 	if e.counted {

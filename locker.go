@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"net"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -76,6 +78,27 @@ type LockerConfig struct {
 	MaxDrift       float64       // default 1e-3
 	Margin         time.Duration // default LeaseDuration/10 [1s]
 	ReleaseTimeout time.Duration // on Unlock and Close; default LeaseDuration/2 [5s]
+	// StrongPolls makes a waiting Lock poll with strongly consistent reads
+	// where the store offers cheaper ones, as Config.StrongPolls does.
+	StrongPolls bool
+	// WakeAddr is a UDP address ("host:port"; port 0 picks a free one) on
+	// which this Locker listens for wake-ups, as Config.WakeAddr is for a
+	// standby. A waiting Lock names itself, with the address, in the lock's
+	// wake record (NAME::wake): a plain waiter once per holder it waits
+	// behind (the first to write it stays), a fair one once it is the head
+	// of the queue (over a plain waiter). An Unlock (or Close) reads that
+	// record beside its release and, once the release is confirmed, sends
+	// the waiter a wake-up: it reads the lock at once and takes it, in a
+	// few round trips instead of up to a poll. A wake-up carries no
+	// authority: it only makes a waiter read sooner, WakeBurst (3) at once
+	// and then one a second per lock, and a lost one leaves the poll to
+	// find the lock free. Every process that takes the lock should set it.
+	// Empty (the default): no listener, no wake-ups, no wake record.
+	WakeAddr string
+	// WakeAdvertise is the address published for WakeAddr, when others
+	// reach this host by another (NAT, containers). Default: WakeAddr's
+	// host with the port bound, so WakeAddr must then name a host.
+	WakeAdvertise string
 	// Clock supplies time. Default: the system clock.
 	Clock Clock
 	// Logger receives lock events and store errors. Default: none.
@@ -121,6 +144,10 @@ type Locker struct {
 	shared *election.Config // the Machines' configuration, for locks without options
 	h      *host.Host
 
+	wakeConn net.PacketConn // the wake-up listener; nil without WakeAddr
+	wakeAddr string         // the address published for it
+	wakes    *sender
+
 	closeOnce sync.Once
 
 	ms       *metrics
@@ -140,6 +167,9 @@ type Locker struct {
 func NewLocker(cfg LockerConfig) (*Locker, error) {
 	if cfg.Store == nil {
 		return nil, fieldError(&election.FieldError{Field: "Store", Reason: "is nil"})
+	}
+	if err := checkWake(cfg.WakeAddr, cfg.WakeAdvertise, "WakeAddr", "WakeAdvertise"); err != nil {
+		return nil, fieldError(err)
 	}
 	given := timingOf(&cfg)
 	setTiming(&cfg, given.WithDefaults())
@@ -176,8 +206,54 @@ func NewLocker(cfg LockerConfig) (*Locker, error) {
 			}
 		},
 	})
+	if cfg.WakeAddr != "" {
+		if l.wakeConn, l.wakeAddr, err = listenWake(cfg.WakeAddr, cfg.WakeAdvertise); err != nil {
+			_ = l.reg.Unregister()
+			return nil, err
+		}
+		l.wakes = newSender(l.wakeConn, 64, l.log)
+		l.h.Go(l.listen)
+		l.h.Go(func() { l.wakes.run(l.h.Quit()) })
+		l.log(slog.LevelInfo, "listening for wake-ups", "addr", l.wakeConn.LocalAddr().String(), "advertised", l.wakeAddr)
+	}
 	l.h.Go(func() { l.h.Run(nil, nil) })
 	return l, nil
+}
+
+// WakeAddr returns the address this Locker publishes for wake-ups, or ""
+// without WakeAddr.
+func (l *Locker) WakeAddr() string { return l.wakeAddr }
+
+// listen passes wake-ups to the waiting locks they name until the listener
+// is closed. Anything else that arrives is dropped.
+func (l *Locker) listen() {
+	prefix := wakeMsg("")
+	buf := make([]byte, len(prefix)+lease.MaxNameLen+1)
+	for {
+		n, _, err := l.wakeConn.ReadFrom(buf)
+		if err != nil {
+			return // closed
+		}
+		name, ok := strings.CutPrefix(string(buf[:n]), prefix)
+		if !ok {
+			continue
+		}
+		if !l.do(func() { l.woken(name) }) {
+			return // closed
+		}
+	}
+}
+
+// woken takes a wake-up for the lock name: the lock of this Locker that
+// waits for it, if any, reads it now (rate-limited).
+func (l *Locker) woken(name string) {
+	e := l.names[name]
+	if e == nil || !e.live {
+		return
+	}
+	if e.Wake() {
+		l.log(slog.LevelDebug, "woken: reading the lock", "lock", name)
+	}
 }
 
 // ID returns the identity this Locker writes into the locks it holds.
@@ -276,6 +352,9 @@ func (l *Locker) Close() error {
 		if ok {
 			<-l.h.Quit()
 		}
+		if l.wakeConn != nil {
+			_ = l.wakeConn.Close()
+		}
 		l.h.Wait()
 		_ = l.reg.Unregister()
 	})
@@ -359,7 +438,8 @@ func (l *Locker) machineConfig(o lockOptions) (election.Config, error) {
 		t = t.WithDefaults()
 	}
 	// Every lock draws from Config.Rand, on the loop goroutine only.
-	ec := election.Config{ID: c.ID, Timing: t, Payload: o.payload, Rand: c.Rand, Wall: wallOf(c.Clock)}
+	_, stale := c.Store.(lease.StaleGetter)
+	ec := election.Config{ID: c.ID, Timing: t, Payload: o.payload, Rand: c.Rand, Wall: wallOf(c.Clock), StaleReads: stale && !c.StrongPolls}
 	if err := ec.Validate(); err != nil {
 		return ec, fieldError(err)
 	}
@@ -416,6 +496,9 @@ func (l *Locker) begin(e *lockEntry) {
 	}
 	if e.keep {
 		e.Keep()
+	}
+	if l.wakes != nil && !e.keep {
+		e.SetWake(l.wakeAddr)
 	}
 	e.cfg, e.started, e.live = nil, true, true
 	l.live++

@@ -2,7 +2,6 @@ package tenure
 
 import (
 	"context"
-	"fmt"
 	"log/slog"
 	"net"
 	"time"
@@ -24,7 +23,7 @@ type sbRun struct {
 	hot    bool         // what the campaign says now
 
 	conn    net.PacketConn // the wake-up listener; nil without WakeAddr
-	notices chan string    // addresses to send a renewal notice to (sendNotices)
+	notices *sender        // renewal notices, one queued at most
 }
 
 // wakeMsg is a wake-up for the lease: the message names it, so that a
@@ -41,20 +40,14 @@ func (r *runner) startStandby() error {
 	sb := &sbRun{r: r}
 	addr := ""
 	if cfg.WakeAddr != "" {
-		conn, err := net.ListenPacket("udp", cfg.WakeAddr)
+		conn, advertised, err := listenWake(cfg.WakeAddr, cfg.WakeAdvertise)
 		if err != nil {
-			return fmt.Errorf("tenure: wake-up listener: %w", err)
+			return err
 		}
-		sb.conn = conn
-		addr = cfg.WakeAdvertise
-		if addr == "" {
-			host, _, _ := net.SplitHostPort(cfg.WakeAddr) // checked by Validate
-			_, port, _ := net.SplitHostPort(conn.LocalAddr().String())
-			addr = net.JoinHostPort(host, port)
-		}
-		sb.notices = make(chan string, 1)
+		sb.conn, addr = conn, advertised
+		sb.notices = newSender(conn, 1, r.log)
 		r.h.Go(sb.listen)
-		r.h.Go(sb.sendNotices)
+		r.h.Go(func() { sb.notices.run(r.h.Quit()) })
 		r.log(slog.LevelInfo, "listening for wake-ups", "addr", conn.LocalAddr().String(), "advertised", addr)
 	}
 	scfg := cfg.standbyConfig(addr)
@@ -92,40 +85,7 @@ func (sb *sbRun) listen() {
 
 // notice queues a renewal notice to addr, dropping it if the one before is
 // still on its way: the loop never waits on the network.
-func (sb *sbRun) notice(addr string) {
-	select {
-	case sb.notices <- addr:
-	default:
-	}
-}
-
-// sendNotices sends the queued renewal notices from the listener's socket
-// until the run ends, resolving each address once (it may be a name).
-func (sb *sbRun) sendNotices() {
-	msg := []byte(noticeMsg(sb.r.c.cfg.Lease))
-	var last string
-	var to net.Addr
-	for {
-		select {
-		case addr := <-sb.notices:
-			if addr != last || to == nil {
-				last = addr
-				ua, err := net.ResolveUDPAddr("udp", addr)
-				if err != nil {
-					sb.r.log(slog.LevelDebug, "renewal notice not sent", "addr", addr, "err", err)
-					to = nil
-					continue
-				}
-				to = ua
-			}
-			if _, err := sb.conn.WriteTo(msg, to); err != nil {
-				sb.r.log(slog.LevelDebug, "renewal notice not sent", "addr", addr, "err", err)
-			}
-		case <-sb.r.h.Quit():
-			return
-		}
-	}
-}
+func (sb *sbRun) notice(addr string) { sb.notices.send(addr, noticeMsg(sb.r.c.cfg.Lease)) }
 
 // wake takes a wake-up: read the lease now, within the rate limit.
 func (sb *sbRun) wake() {

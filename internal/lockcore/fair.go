@@ -91,6 +91,8 @@ func RecordName(name string, rec int) string {
 		return name
 	case RecIndex:
 		return name + QueueSuffix
+	case RecWake:
+		return name + WakeSuffix
 	}
 	return name + QueueSuffix + "." + strconv.Itoa(rec)
 }
@@ -166,6 +168,7 @@ const (
 	opWatch             // read our predecessor's slot
 	opTomb              // give our silent predecessor's slot back for it
 	opReadSlot          // read our slot after a conflict that did not show it
+	opWakeHead          // read the new head's slot, to wake it: we left from the head
 )
 
 // fairState is a fair waiter's place in its lock's queue; the loop's.
@@ -207,6 +210,7 @@ type fairState struct {
 	callAt   time.Time // when the call in flight was sent
 	next     time.Time // the next queue step; zero: none
 	leaving  bool      // leave the queue (we got the lock, or gave up)
+	wakeHead bool      // we left from the head: wake the new one (SetWake)
 	gone     bool      // out of the queue for good
 	full     bool      // the queue was full at our last try (said once)
 	idxDue   time.Time // full: when to read the index again
@@ -233,7 +237,7 @@ func (f *fairState) index(t uint64) int {
 func (l *Lock) queueStep() {
 	f := l.fair
 	f.next = time.Time{}
-	if f.inFlight || f.gone {
+	if f.inFlight || f.gone || l.wakeBusy() { // wakeResult plans the step again
 		return
 	}
 	now := l.h.Now()
@@ -449,20 +453,46 @@ func (l *Lock) slotLease(pos int) time.Duration {
 // lease d the next is due: as seldom as a lease's renewals may come (a
 // beat that times out, a backoff, and a second try still land within the
 // lead window, well before others could drop the entry after d × (1+ρ)).
-func (l *Lock) beatEvery(d time.Duration) time.Duration {
-	cfg := l.Config()
-	return max(cfg.RenewInterval, election.LeadWindow(d, cfg.MaxDrift, cfg.Margin)-2*cfg.OpTimeout-cfg.RetryMax)
+func (l *Lock) beatEvery(d time.Duration) time.Duration { return beatEvery(l.Config().Timing, d) }
+
+func beatEvery(t election.Timing, d time.Duration) time.Duration {
+	return max(t.RenewInterval, election.LeadWindow(d, t.MaxDrift, t.Margin)-2*t.OpTimeout-t.RetryMax)
 }
 
 // watchEvery returns how often a waiter at pos reads its predecessor's
 // slot: every poll next to the head, whose leaving makes it the head;
 // every FarWatch polls farther back, where it only learns that it moves up.
-func (l *Lock) watchEvery(pos int) time.Duration {
-	cfg := l.Config()
+func (l *Lock) watchEvery(pos int) time.Duration { return watchEvery(l.Config().Timing, pos) }
+
+func watchEvery(t election.Timing, pos int) time.Duration {
 	if pos <= Near {
-		return cfg.PollInterval
+		return t.PollInterval
 	}
-	return FarWatch * cfg.PollInterval
+	return FarWatch * t.PollInterval
+}
+
+// WaiterRequestsPerHour returns the store requests a fair waiter makes per
+// hour, on average over n waiters queued behind a holder, at timing t
+// (defaults filled in): the head reads the lock every poll and beats; the
+// others read the lock every GatedPoll, the slot ahead every watchEvery,
+// and beat every beatEvery of the lease their place declares.
+func WaiterRequestsPerHour(t election.Timing, n int) (reads, writes float64) {
+	t = t.WithDefaults()
+	per := func(d time.Duration) float64 { return float64(time.Hour) / float64(d) }
+	for pos := range n {
+		d := t.LeaseDuration
+		if pos > Near {
+			d = min(FarLeases*d, lease.MaxDuration)
+		}
+		writes += per(beatEvery(t, d))
+		if pos == 0 {
+			reads += per(t.PollInterval)
+			continue
+		}
+		reads += per(election.GatedPoll(t)) + per(watchEvery(t, pos))
+	}
+	n = max(n, 1)
+	return reads / float64(n), writes / float64(n)
 }
 
 // leaveStep drops our entry from the index, then gives our slot back.
@@ -476,6 +506,12 @@ func (l *Lock) leaveStep() {
 	case f.slotVer != "" && f.ticket != 0:
 		rec := lease.Record{Holder: l.Config().ID, Token: max(f.ticket, 1), Duration: l.Config().LeaseDuration, Released: true, Nonce: l.nonce()}
 		l.queueCall(opFree, f.slot, election.Op{Kind: election.OpPut, Record: rec, Expect: f.slotVer})
+	case f.wakeHead && f.idxKnown && len(f.q) > 0:
+		// Our entry and slot are gone: the new head, woken, finds so at
+		// once, takes its turn, and names itself in the wake record before
+		// we unlock, rather than a poll later.
+		f.wakeHead = false
+		l.queueCall(opWakeHead, f.q[0].slot, election.Op{Kind: election.OpGet})
 	default:
 		f.gone = true
 	}
@@ -501,10 +537,14 @@ func (l *Lock) queueCall(op queueOp, rec int, call election.Op) {
 	l.h.Call(call, rec)
 }
 
-// QueueResult takes the answer of a call on the lock's queue; put says
-// whether it was a write.
+// QueueResult takes the answer of a call on the lock's queue, or on its
+// wake record; put says whether it was a write.
 func (l *Lock) QueueResult(r election.Result, put bool) {
-	l.queueResult(r)
+	if l.wakeBusy() { // never in flight beside a queue call
+		l.wakeResult(r)
+	} else {
+		l.queueResult(r)
+	}
 	l.after()
 }
 
@@ -576,6 +616,11 @@ func (l *Lock) queueResult(r election.Result) {
 		}
 	case opFree:
 		f.slotVer, f.ticket = "", 0 // given back, taken by another, or left to lapse
+	case opWakeHead:
+		if _, addr, _ := strings.Cut(string(r.Record.Payload), " "); r.Err == nil && addr != "" &&
+			!r.Record.Released && r.Record.Holder != l.Config().ID {
+			l.h.WakeNext(addr)
+		}
 	case opWatch, opTomb:
 		w := l.watchedEntry(f.watching)
 		switch {
@@ -757,6 +802,7 @@ func (l *Lock) gateDue() time.Time {
 func (l *Lock) leaveQueue() {
 	if f := l.fair; f != nil && !f.leaving && !f.gone {
 		f.leaving = true
+		f.wakeHead = f.open && f.addr != ""
 		switch {
 		case f.inFlight: // its answer leads on
 		case f.ticket == 0 && f.slotVer == "":

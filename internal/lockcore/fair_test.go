@@ -23,6 +23,7 @@ type host struct {
 	now   time.Time
 	store lease.Store
 	calls []call
+	wakes []string // addresses woken
 }
 
 type call struct {
@@ -41,6 +42,7 @@ func (h *host) Publish(driver.Snapshot)              {}
 func (h *host) Ended(election.Term, election.Reason) {}
 func (h *host) Reschedule()                          {}
 func (h *host) Retired()                             {}
+func (h *host) WakeNext(addr string)                 { h.wakes = append(h.wakes, addr) }
 
 // next runs the first waiting call of the given kind on the store and
 // hands the lock its answer.
@@ -198,10 +200,15 @@ func (h *host) advance(to time.Time) {
 	h.now = to
 }
 
-// counting counts a store's writes, and those refused.
+// counting counts a store's reads and writes, and the writes refused.
 type counting struct {
 	lease.Store
-	puts, conflicts int
+	gets, puts, conflicts int
+}
+
+func (c *counting) Get(ctx context.Context, name string) (lease.Record, lease.Version, error) {
+	c.gets++
+	return c.Store.Get(ctx, name)
 }
 
 func (c *counting) Put(ctx context.Context, name string, rec lease.Record, expect lease.Version) (lease.Version, error) {
@@ -428,5 +435,40 @@ func TestSlotOlderThanTheIndex(t *testing.T) {
 	rec, _, err := store.Get(context.Background(), RecordName("job", 0))
 	if err != nil || rec.Holder != "a" || rec.Token != 1 {
 		t.Fatalf("slot 0: %+v, %v; want a's, ticket 1", rec, err)
+	}
+}
+
+// TestWaiterRequestsPerHourCountsTheCadences: the plan's figure is what
+// waiters queued behind a holder make, counted at the store over an hour
+// of the lock's own clock.
+func TestWaiterRequestsPerHourCountsTheCadences(t *testing.T) {
+	for _, n := range []int{2, 5} {
+		store := &counting{Store: memlease.New()}
+		if _, err := store.Put(context.Background(), "job", lease.Record{Holder: "z", Token: 1, Duration: lease.MaxDuration, Nonce: "z"}, lease.NoVersion); err != nil {
+			t.Fatal(err)
+		}
+		var hs []*host
+		for i := range n {
+			h := newFair(t, store, string(rune('a'+i)))
+			h.join()
+			hs = append(hs, h)
+		}
+		step := func(d time.Duration) {
+			for end := hs[0].now.Add(d); hs[0].now.Before(end); {
+				to := hs[0].now.Add(50 * time.Millisecond)
+				for _, h := range hs {
+					h.advance(to)
+				}
+			}
+		}
+		step(time.Minute) // settled
+		before := store.gets + store.puts
+		step(time.Hour)
+		got := float64(store.gets+store.puts-before) / float64(n)
+		reads, writes := WaiterRequestsPerHour(hs[0].lk.Config().Timing, n)
+		want := reads + writes
+		if got < want*0.97 || got > want*1.03 {
+			t.Errorf("%d waiters: %.0f requests per waiter in an hour, the plan says %.0f", n, got, want)
+		}
 	}
 }

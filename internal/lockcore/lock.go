@@ -23,8 +23,8 @@ type Host interface {
 	Now() time.Time
 	// Call starts a store call on record rec of the lock (RecordName):
 	// RecLock, whose answer comes back through Result, or one of its fair
-	// queue's, whose answer comes back through QueueResult. A queue call
-	// must be answered within the lock's OpTimeout, with an error if need
+	// queue's or its wake record (RecWake), whose answer comes back through
+	// QueueResult. Those calls are one at a time; each must be answered within the lock's OpTimeout, with an error if need
 	// be, and the answer to a write carries the record written.
 	Call(op election.Op, rec int)
 	// Cancel abandons the call in flight on the lock's record.
@@ -44,6 +44,10 @@ type Host interface {
 	Ended(t election.Term, r election.Reason)
 	// Reschedule says that Due may have changed.
 	Reschedule()
+	// WakeNext sends a wake-up for the lock to addr (SetWake): the lock was
+	// given back, confirmed, or the head of its queue left it. It must not
+	// wait on the network.
+	WakeNext(addr string)
 	// Retired says that the lock is over: nothing more will happen.
 	Retired()
 }
@@ -54,6 +58,7 @@ type Lock struct {
 	name   string
 	d      driver.Driver // runs a Machine
 	fair   *fairState    // nil unless Fair
+	wk     *wakeState    // nil unless SetWake
 	giveUp time.Time     // the driver's release timer; its wake-up is d.Wake
 
 	try      bool // TryLock: give up at the first sight of a holder
@@ -87,10 +92,13 @@ type Machine interface {
 
 // InitMachine is Init with a Machine made by the caller.
 func (l *Lock) InitMachine(h Host, name string, m Machine, try, fair bool) {
-	*l = Lock{h: h, name: name, try: try, answered: l.answered}
+	*l = Lock{h: h, name: name, try: try, answered: l.answered, wk: l.wk}
 	l.d.Init(m, (*effects)(l), m.Config().ReleaseTimeout)
 	if fair && !try { // TryLock never waits, so it never queues
 		l.fair = &fairState{pos: -1, beatPos: -1}
+		if l.wk != nil {
+			l.fair.addr = l.wk.addr
+		}
 	}
 }
 
@@ -135,7 +143,7 @@ func (l *Lock) Fire(now time.Time) {
 // Due returns the instant of the lock's next timer; zero if none.
 func (l *Lock) Due() time.Time {
 	d := l.d.Wake()
-	for _, t := range [3]time.Time{l.giveUp, l.queueNext(), l.gateDue()} {
+	for _, t := range [4]time.Time{l.giveUp, l.queueNext(), l.gateDue(), l.wakeDue()} {
 		if !t.IsZero() && (d.IsZero() || t.Before(d)) {
 			d = t
 		}
@@ -153,6 +161,9 @@ func (l *Lock) queueNext() time.Time {
 // Stop ends the lock: the term ends, then the lease is released (owner-
 // checked), within the ReleaseTimeout.
 func (l *Lock) Stop() {
+	if l.held && l.wk != nil {
+		l.wk.unlock = true // whom to wake, read beside the release
+	}
 	l.d.Stop()
 	l.after()
 }
@@ -229,6 +240,7 @@ func (l *Lock) after() {
 		l.stopping = false
 		l.d.Stop()
 	}
+	l.wakeStep()
 	if !l.d.Done() {
 		l.h.Reschedule()
 		return
@@ -237,6 +249,14 @@ func (l *Lock) after() {
 		l.leaveQueue() // the lock is over: drop our entry, then retire
 		l.h.Reschedule()
 		return
+	}
+	if l.wakeBusy() { // its answer comes within OpTimeout
+		l.h.Reschedule()
+		return
+	}
+	if addr, id := l.wakeTarget(); addr != "" && !l.d.GaveUp() {
+		l.h.Log(slog.LevelDebug, "waking the next waiter", "lock", l.name, "waiter", id, "addr", addr)
+		l.h.WakeNext(addr)
 	}
 	l.retired = true
 	l.giveUp = time.Time{}

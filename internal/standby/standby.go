@@ -45,11 +45,12 @@ type Host interface {
 	Reschedule()
 }
 
-// Wake-ups are rate-limited: a burst of WakeBurst, then one every
-// WakeEvery. A flood of them costs at most that many extra reads.
+// Wake-ups are rate-limited as a lock's are (lockcore.WakeLimit): a burst
+// of WakeBurst, then one every WakeEvery. A flood of them costs at most
+// that many extra reads.
 const (
-	WakeBurst = 3
-	WakeEvery = time.Second
+	WakeBurst = lockcore.WakeBurst
+	WakeEvery = lockcore.WakeEvery
 )
 
 // Standby is one candidate's standby campaign. The zero value is unusable:
@@ -64,7 +65,7 @@ type Standby struct {
 	again  time.Time // campaign again at this instant; zero: not planned
 	gaveUp bool      // the campaign under way was stopped on purpose
 
-	wakeAt time.Time // the rate limit's theoretical arrival time (GCRA)
+	wakes lockcore.WakeLimit
 
 	// Renewal notices, while the candidate leads (Notify).
 	notify   bool
@@ -213,17 +214,7 @@ func (s *Standby) Hot() bool { return s.hot }
 
 // AllowWake reports whether a wake-up received at now may make the
 // candidate read: WakeBurst at once, then one every WakeEvery.
-func (s *Standby) AllowWake(now time.Time) bool {
-	tat := s.wakeAt
-	if tat.Before(now) {
-		tat = now
-	}
-	if tat.Sub(now) > (WakeBurst-1)*WakeEvery {
-		return false
-	}
-	s.wakeAt = tat.Add(WakeEvery)
-	return true
-}
+func (s *Standby) AllowWake(now time.Time) bool { return s.wakes.Allow(now) }
 
 func (s *Standby) setHot(hot bool) {
 	if s.hot != hot {
@@ -246,6 +237,7 @@ func (l *lockHost) Busy(election.Leader)                 {} // not a TryLock: ne
 func (l *lockHost) Publish(driver.Snapshot)              {}
 func (l *lockHost) Ended(election.Term, election.Reason) { (*Standby)(l).setHot(false) }
 func (l *lockHost) Reschedule()                          { l.h.Reschedule() }
+func (l *lockHost) WakeNext(string)                      {} // no SetWake: never called
 
 // Refused: the store refused for good at the first answer. The lease's own
 // Machine meets the same refusal and ends the run; until then, try again a

@@ -1,0 +1,108 @@
+package tenure
+
+import (
+	"fmt"
+	"log/slog"
+	"net"
+
+	"github.com/tenure-go/tenure/election"
+)
+
+// Wake-ups travel as UDP datagrams: one message, naming the lease or lock,
+// to the address its waiter published. They carry no authority; a receiver
+// rate-limits them and only reads sooner.
+
+// checkWake checks a wake-up address and the address advertised for it,
+// for the fields named addrField and advField.
+func checkWake(addr, advertise, addrField, advField string) error {
+	bad := func(field, format string, args ...any) error {
+		return &election.FieldError{Field: field, Reason: fmt.Sprintf(format, args...)}
+	}
+	if addr == "" {
+		if advertise != "" {
+			return bad(advField, "is set without %s", addrField)
+		}
+		return nil
+	}
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return &election.FieldError{Field: addrField, Err: err}
+	}
+	if advertise != "" {
+		if _, _, err := net.SplitHostPort(advertise); err != nil {
+			return &election.FieldError{Field: advField, Err: err}
+		}
+		return nil
+	}
+	if ip := net.ParseIP(host); host == "" || ip != nil && ip.IsUnspecified() {
+		return bad(addrField, "%q names no host that others can send to: give one, or set %s", addr, advField)
+	}
+	return nil
+}
+
+// listenWake listens on addr (checked by checkWake) and returns the
+// address to publish: advertise, or addr's host with the port bound.
+func listenWake(addr, advertise string) (net.PacketConn, string, error) {
+	conn, err := net.ListenPacket("udp", addr)
+	if err != nil {
+		return nil, "", fmt.Errorf("tenure: wake-up listener: %w", err)
+	}
+	if advertise == "" {
+		host, _, _ := net.SplitHostPort(addr)
+		_, port, _ := net.SplitHostPort(conn.LocalAddr().String())
+		advertise = net.JoinHostPort(host, port)
+	}
+	return conn, advertise, nil
+}
+
+// datagram is a message to send, and where.
+type datagram struct{ addr, msg string }
+
+// sender sends datagrams from a listener's socket on a goroutine of its
+// own, so that a loop never waits on the network: send drops a datagram
+// when those before it are still queued. It resolves each address once in
+// a row (it may be a name).
+type sender struct {
+	conn net.PacketConn
+	q    chan datagram
+	log  func(level slog.Level, msg string, args ...any)
+}
+
+func newSender(conn net.PacketConn, queue int, log func(level slog.Level, msg string, args ...any)) *sender {
+	return &sender{conn: conn, q: make(chan datagram, queue), log: log}
+}
+
+// send queues msg to addr, or drops it if the queue is full.
+func (s *sender) send(addr, msg string) {
+	select {
+	case s.q <- datagram{addr, msg}:
+	default:
+		s.log(slog.LevelDebug, "wake-up not sent: too many at once", "addr", addr)
+	}
+}
+
+// run sends the queued datagrams until quit is closed.
+func (s *sender) run(quit <-chan struct{}) {
+	var last string
+	var to net.Addr
+	for {
+		select {
+		case d := <-s.q:
+			if d.addr != last || to == nil {
+				last = d.addr
+				ua, err := net.ResolveUDPAddr("udp", d.addr)
+				if err != nil {
+					s.log(slog.LevelDebug, "not sent", "msg", d.msg, "addr", d.addr, "err", err)
+					to = nil
+					continue
+				}
+				to = ua
+			}
+			if _, err := s.conn.WriteTo([]byte(d.msg), to); err != nil {
+				s.log(slog.LevelDebug, "not sent", "msg", d.msg, "addr", d.addr, "err", err)
+			}
+		case <-quit:
+			return
+		}
+	}
+}
