@@ -148,6 +148,16 @@ func (w *world) wakeBound() time.Duration {
 	return 4*w.rtt() + w.store.lat.Bound() + time.Millisecond
 }
 
+// lockHandoffBound is I5's bound from a wake-up that reaches a waiting
+// lock while the lock is free, over a clean network: a read and a queue
+// call in flight when it arrives; for a fair waiter not yet sure of its
+// turn, the read of the slot ahead and the index's update; then the read
+// it makes at once and the take.
+func (w *world) lockHandoffBound() time.Duration {
+	w.chk.stats.LockWakeBounds++
+	return 6*w.rtt() + w.store.lat.Bound() + time.Millisecond
+}
+
 // handoffBound is releaseBound, or wakeBound where a standby reads and
 // wake-ups cross a clean network.
 func (w *world) handoffBound(in *instance) time.Duration {

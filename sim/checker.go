@@ -9,6 +9,7 @@ import (
 	"github.com/tenure-go/tenure"
 	"github.com/tenure-go/tenure/election"
 	"github.com/tenure-go/tenure/fencing"
+	"github.com/tenure-go/tenure/internal/lockcore"
 )
 
 // maxKept bounds the violations a Result keeps verbatim; all are counted.
@@ -38,7 +39,8 @@ type Stats struct {
 	// lost, and taken (that made the standby read).
 	StandbyRequests                 int
 	WakesSent, WakesLost, WakesUsed int
-	// Renewal notices sent, lost and forged; the hot standby's reads of
+	// Renewal notices sent, lost and forged (and lock wake-ups forged);
+	// the hot standby's reads of
 	// the lease, its time hot and how many times it turned hot.
 	NoticesSent, NoticesLost, NoticesForged int
 	HotReads, HotStints                     int
@@ -48,8 +50,10 @@ type Stats struct {
 	ColdBounds, WakeBounds int
 	// I5 checks made with the notice bound (noticeBound).
 	NoticeBounds int
-	StaleReads   int // reads served stale
-	Anomalies    int // fast tier: anomalies the Candidates reported (lost records, duplicate IDs)
+	// I5 checks made with the lock handoff bound (lockHandoffBound).
+	LockWakeBounds int
+	StaleReads     int // reads served stale
+	Anomalies      int // fast tier: anomalies the Candidates reported (lost records, duplicate IDs)
 }
 
 // term is one leadership term, or one hold of a lock, as the checker saw
@@ -372,6 +376,19 @@ func (c *checker) extended(in *instance, deadline time.Time) {
 	if t := c.open[in]; t != nil && c.believes(t) {
 		t.deadline = deadline
 	}
+}
+
+// lockHandoff: l's waiting call lk was woken with its lock free: someone
+// must be granted the lock within d, unless l's call was disturbed or
+// answered meanwhile (I5).
+func (c *checker) lockHandoff(l *lockClient, lk *lockcore.Lock, d time.Duration) {
+	from, name, tok := c.w.now, l.name, c.lockTok[l.name]
+	c.w.at(from+d, nil, func() {
+		if c.lockTok[name] != tok || l.lk != lk || l.dead || l.upset() || lk.Answered() {
+			return
+		}
+		c.violate(Liveness, l.in, fmt.Sprintf("%s was woken at %s with %s free, and nobody was granted it within %v", l.in.label, fmtTime(from), name, d))
+	})
 }
 
 // released: in's hold is over.

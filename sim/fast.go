@@ -294,7 +294,7 @@ func (f *fastRun) sendWake() {
 	}
 	to := f.wakeTo
 	f.wakeTo, f.waking = "", false
-	f.w.sendWake(f.in, to, false)
+	f.w.sendWake(f.in, to, false, "")
 	f.joined()
 }
 
@@ -389,7 +389,7 @@ func (f *fastRun) Publish(s driver.Snapshot) {
 		f.confirmed, f.noticeTo, f.noticeAt = s.Term.Deadline, addr, f.w.now
 	}
 	if addr != "" {
-		f.w.sendWake(f.in, addr, true)
+		f.w.sendWake(f.in, addr, true, "")
 	}
 }
 

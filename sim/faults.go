@@ -165,8 +165,9 @@ func (w *world) hook(on hook, in *instance) {
 }
 
 // sendWake sends a wake-up, or a renewal notice, from in to the instance
-// with ID to, over the network of Plan.Wake.
-func (w *world) sendWake(from *instance, to string, notice bool) {
+// with ID to, over the network of Plan.Wake; a lock client's wake-up names
+// its lock.
+func (w *world) sendWake(from *instance, to string, notice bool, lock string) {
 	var target *instance
 	for _, o := range w.liveInstances() {
 		if o.ID == to {
@@ -200,12 +201,15 @@ func (w *world) sendWake(from *instance, to string, notice bool) {
 			d += uniform(w.rng, time.Millisecond, max(wf.DelayMax, time.Millisecond))
 		}
 		w.at(w.now+d, target, func() {
-			if f, ok := target.rt.(*fastRun); ok {
+			switch rt := target.rt.(type) {
+			case *fastRun:
 				if notice {
-					f.noticed()
+					rt.noticed()
 				} else {
-					f.woken()
+					rt.woken()
 				}
+			case *lockClient:
+				rt.woken(lock)
 			}
 		})
 	}

@@ -126,7 +126,10 @@ func (l *lockClient) call() {
 	l.trace(kind + " " + l.name + " within " + wait.String())
 	lk := new(lockcore.Lock)
 	l.lk = lk
-	cfg := election.Config{ID: in.ID, Timing: in.timing, Rand: w.machineRand(in), Wall: in.wallNow}
+	cfg := election.Config{ID: in.ID, Timing: in.timing, Rand: w.machineRand(in), Wall: in.wallNow, StaleReads: w.plan.StaleReads}
+	if w.plan.Wake != nil {
+		lk.SetWake(in.ID) // the instance's ID is its address
+	}
 	if w.opt.Strategy == Naive {
 		lk.InitMachine(l, l.name, newNaive(cfg, in.wallNow), l.try, l.fair)
 	} else if err := lk.Init(l, l.name, &cfg, l.try, l.fair); err != nil {
@@ -327,6 +330,33 @@ func (l *lockClient) Ended(_ election.Term, r election.Reason) {
 
 // Reschedule: arm reads Due after every step, as the host does.
 func (l *lockClient) Reschedule() {}
+
+// WakeNext sends a wake-up for the lock over Plan.Wake's network.
+func (l *lockClient) WakeNext(addr string) {
+	l.trace("wake " + addr + " for " + l.name)
+	l.w.sendWake(l.in, addr, false, l.name)
+}
+
+// woken takes a wake-up for lock: the current call's lock reads sooner if
+// it waits for it, within the rate limit. Where the lock is free in the
+// store as the wake-up arrives over a clean network, and it is the waiter's
+// turn (a fair one at the head of its queue), someone must be granted the
+// lock within the lock handoff bound (I5).
+func (l *lockClient) woken(lock string) {
+	if l.dead || l.lk == nil || lock != l.name {
+		return
+	}
+	lk := l.lk
+	turn := lk.Turn()
+	if lk.Wake() {
+		l.w.chk.stats.WakesUsed++
+		l.trace("woken: reading " + l.name)
+		if wf := l.w.plan.Wake; wf != nil && *wf == (wakeFaults{}) && l.reg.rec.Released && turn {
+			l.w.chk.lockHandoff(l, lk, l.w.lockHandoffBound())
+		}
+	}
+	l.arm()
+}
 
 func (l *lockClient) Retired() {
 	l.trace(l.name + " over")

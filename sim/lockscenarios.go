@@ -60,7 +60,44 @@ var lockScenarios = []*Scenario{
 					w.at(w.now+d, nil, func() { w.cutOff(in.node, false) })
 				})
 		}),
+	lockScenario("lock-wake", "6 clients contend for 2 locks with TryLock and Lock; unlocks wake a waiter over a clean network, store latency has no tail, and 30% of polls are stale: a waiter woken at a free lock, or another, is granted it within the lock handoff bound", 6,
+		func(p *plan, lp *lockPlan, r *rand.Rand) {
+			p.Wake = &wakeFaults{}
+			p.Latency = noTail // a bound well below a poll: a wake-up not acted on shows
+			p.StaleReads = true
+			p.Faults.StalePPM = 300_000
+			p.Faults.StaleMax = uniform(r, 500*time.Millisecond, 3*second)
+		}),
+	lockScenario("lock-wake-fair", "8 fair waiters queue for one lock; each unlock wakes the head over a clean network, store latency has no tail: granted within the lock handoff bound", 8,
+		func(p *plan, lp *lockPlan, r *rand.Rand) {
+			lp.Names, lp.Fair, lp.TryOneIn = 1, true, 0
+			lp.Wait = [2]time.Duration{30 * second, 5 * minute}
+			lp.Hold = [2]time.Duration{200 * time.Millisecond, 2 * second}
+			lp.Think = [2]time.Duration{0, second}
+			p.Wake = &wakeFaults{}
+			p.Latency = noTail
+		}),
+	lockScenario("lock-wake-faults", "wake-ups of a fair lock lost (up to half), duplicated, delayed up to 5s and forged in bursts of up to 20, while holders crash and clients lose the store: the lock stays exclusive and fair", 8,
+		func(p *plan, lp *lockPlan, r *rand.Rand) {
+			lp.Names, lp.Fair, lp.TryOneIn = 1, true, 0
+			lp.Wait = [2]time.Duration{10 * second, 3 * minute}
+			p.Wake = &wakeFaults{LossPPM: r.IntN(500_000), DupPPM: 300_000, DelayPPM: 300_000, DelayMax: 5 * second,
+				ForgeEvery: uniform(r, 500*time.Millisecond, 5*second), ForgeBurst: 1 + r.IntN(20)}
+			p.Faults.ErrorPPM = 10_000
+			spells(p, r, span{20 * second, 40 * second}, 30*second, func() bool { return r.IntN(3) != 0 },
+				span{second, 20 * second}, crashFor)
+			spells(p, r, span{30 * second, 60 * second}, 60*second, func() bool { return r.IntN(2) == 0 },
+				span{5 * second, 30 * second}, func(w *world, in *instance, d time.Duration) {
+					w.cutOff(in.node, true)
+					w.at(w.now+d, nil, func() { w.cutOff(in.node, false) })
+				})
+			forgeNotices(p, r)
+		}),
 }
+
+// noTail is the healthy store's latency without its tail: the lock
+// handoff bound is then about a tenth of a poll.
+var noTail = latency{Min: healthyLatency.Min, Max: healthyLatency.Max}
 
 // span is a range of durations to draw from.
 type span [2]time.Duration

@@ -184,6 +184,16 @@ func TestScenariosDoWhatTheySay(t *testing.T) {
 		"lock-skew-drift": func(r *Result) string {
 			return want(r.Stats.Crashes >= 2 && r.Stats.Terms >= 50, "2 crashes and 50 grants")
 		},
+		"lock-wake": func(r *Result) string {
+			return want(r.Stats.Terms >= 50 && r.Stats.LockWakeBounds >= 10 && r.Stats.StaleReads >= 10, "50 grants, 10 woken at a free lock, stale polls")
+		},
+		"lock-wake-fair": func(r *Result) string {
+			return want(r.Stats.Terms >= 50 && r.Stats.LockWakeBounds >= 20, "50 grants, 20 heads woken at a free lock")
+		},
+		"lock-wake-faults": func(r *Result) string {
+			return want(r.Stats.Terms >= 20 && r.Stats.Crashes >= 2 && r.Stats.WakesLost >= 1 && r.Stats.NoticesForged >= 1,
+				"20 grants, crashes, wake-ups lost and forged")
+		},
 		"lock-partition": func(r *Result) string {
 			return want(r.Stats.Dropped >= 1 && r.Stats.Errors >= 1 && r.Stats.Terms >= 20, "requests dropped and refused, 20 grants")
 		},

@@ -212,14 +212,19 @@ func forgeNotices(p *plan, r *rand.Rand) {
 				return
 			}
 			in := live[w.rng.IntN(len(live))]
-			f, ok := in.rt.(*fastRun)
-			if !ok {
-				return
-			}
-			w.trace(in, line{what: mFault, text: "forged renewal notices"})
-			for range wf.ForgeBurst {
-				w.chk.stats.NoticesForged++
-				f.noticed()
+			switch rt := in.rt.(type) {
+			case *fastRun:
+				w.trace(in, line{what: mFault, text: "forged renewal notices"})
+				for range wf.ForgeBurst {
+					w.chk.stats.NoticesForged++
+					rt.noticed()
+				}
+			case *lockClient: // no notices: forged wake-ups for its lock
+				w.trace(in, line{what: mFault, text: "forged wake-ups"})
+				for range wf.ForgeBurst {
+					w.chk.stats.NoticesForged++
+					rt.woken(rt.name)
+				}
 			}
 		})
 	}

@@ -343,7 +343,8 @@ func (s *store) arrivePlain(r *request) {
 		if r.rec.Released {
 			w.chk.stats.Releases++
 		}
-		if g.exists && !g.rec.Released && r.rec.Token > g.rec.Token && !strings.Contains(g.name, lockcore.QueueSuffix) {
+		if g.exists && !g.rec.Released && r.rec.Token > g.rec.Token && !strings.Contains(g.name, lockcore.QueueSuffix) &&
+			!strings.HasSuffix(g.name, lockcore.WakeSuffix) { // a queue's and a wake record are not leases
 			s.checkWait(r.in, g.name, g.rec, g.written)
 		}
 		s.verN++
