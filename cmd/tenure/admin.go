@@ -55,8 +55,9 @@ Lists every lease and lock in the store whose name starts with PREFIX:
 holder, token, held or released, and when it was last written by the
 writer's clock (this host cannot know a record's age from one read: tenure
 status --watch observes it). Records tenure keeps beside a lease show too:
-NAME::standby (the standby's), NAME::queue (a fair lock's queue) and
-NAME::queue.N (the slot of one of its waiters).
+NAME::standby (the standby's), NAME::queue (a fair lock's queue),
+NAME::queue.N (the slot of one of its waiters) and NAME::wake (the waiter a
+lock's holder wakes on release).
 
 On DynamoDB a list scans the whole table, and bills it; on S3 it lists
 the prefix's objects and reads each.
@@ -260,8 +261,9 @@ stays):
   - released leases and locks last written more than --older-than ago;
   - --once-per slots (NAME/20261124T150500Z) that ended more than
     --older-than ago;
-  - a lease's standby record and a fair lock's queue and queue slots that
-    no one has written for --older-than (their writers are gone).
+  - a lease's standby record, a fair lock's queue and queue slots, and a
+    lock's wake record, that no one has written for --older-than (their
+    writers are gone).
 A record is removed only if its token is below the current Unix time in
 milliseconds less --older-than: whoever creates the name again mints at
 least its own Unix time in milliseconds (the lost-record rule), so a
@@ -355,7 +357,7 @@ func needless(r listed, now time.Time, olderThan time.Duration) string {
 	switch {
 	case r.Released && old:
 		return "released"
-	case strings.HasSuffix(r.Name, "::queue") || strings.HasSuffix(r.Name, "::standby") || queueSlot.MatchString(r.Name):
+	case strings.HasSuffix(r.Name, "::queue") || strings.HasSuffix(r.Name, "::standby") || strings.HasSuffix(r.Name, "::wake") || queueSlot.MatchString(r.Name):
 		if old {
 			return "no one has written it"
 		}

@@ -40,6 +40,12 @@ deadline. Signals to tenure are passed on as for run: SIGINT, SIGTERM and
 SIGQUIT to COMMAND's group, and they stop it; SIGHUP, SIGUSR1 and SIGUSR2
 to COMMAND itself, and it keeps running.
 
+With --wake ADDR, tenure listens for wake-ups on that UDP address: while it
+waits it names itself in the lock's wake record (NAME::wake), and when it
+gives the lock back it wakes the waiter named there, which takes the lock
+in a few round trips instead of up to a poll. Give it to every process that
+takes the lock; a wake-up only makes a waiter read sooner.
+
 exit status: COMMAND's (128+N if signal N killed it); 75 when another
 process held the lock for all of --wait; 79 with --once-per when another
 replica took the slot (--conflict-exit sets either); 76 when the lock was
@@ -50,6 +56,7 @@ examples:
   */5 * * * * tenure lock --once-per 5m nightly -- ./job.sh     # crontab, on every replica
   tenure lock --wait 30s --store 'dynamodb://leases?region=eu-west-1' migrate -- ./migrate.sh
   tenure lock --fair deploy -- ./deploy.sh                  # first come, first served
+  tenure lock --wake 10.0.0.5:0 --fair deploy -- ./deploy.sh  # handed over in milliseconds
 `
 
 // waitFlag is --wait: a duration, or "forever".
@@ -92,6 +99,8 @@ func lockCommand(args []string, stdout, stderr io.Writer) int {
 	oncePer := fs.Duration("once-per", 0, "run COMMAND at most once per wall-clock slot of this length (whole seconds, up to 24h), across replicas: never waits")
 	quiet := fs.Bool("quiet", false, "say nothing when another holds the lock (cron mails no one)")
 	conflictExit := fs.Int("conflict-exit", -1, "exit status when another holds the lock or took the slot (default 75, or 79 with --once-per)")
+	wake := fs.String("wake", "", "listen for wake-ups on this UDP address, e.g. 10.0.0.5:7946 or 127.0.0.1:0: woken on release, a waiter takes the lock in a few round trips")
+	wakeAdvertise := fs.String("wake-advertise", "", "the address others send wake-ups to, if not --wake's (NAT, containers)")
 	before, argv := splitArgs(args)
 	if ok, status := parseFlags(fs, before, stderr); !ok {
 		return status
@@ -137,7 +146,8 @@ func lockCommand(args []string, stdout, stderr io.Writer) int {
 		return exitUsage
 	}
 	defer tel.close()
-	l, err := tenure.NewLocker(tenure.LockerConfig{Store: store, ID: c.id, LeaseDuration: c.lease, Logger: log, MeterProvider: tel.mp})
+	l, err := tenure.NewLocker(tenure.LockerConfig{Store: store, ID: c.id, LeaseDuration: c.lease, Logger: log, MeterProvider: tel.mp,
+		WakeAddr: *wake, WakeAdvertise: *wakeAdvertise})
 	if err != nil {
 		fmt.Fprintf(stderr, "tenure lock: %v\n", err)
 		return exitUsage

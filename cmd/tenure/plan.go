@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/tenure-go/tenure/election"
+	"github.com/tenure-go/tenure/internal/lockcore"
 )
 
 const planUsage = `usage: tenure plan [flags]
@@ -23,6 +24,7 @@ examples:
   tenure plan --lease 30s --renew 10s --store s3
   tenure plan --lease 3s --renew 1s --poll 1s --standby --candidates 20
   tenure plan --lease 3s --renew 1s --poll 1s --standby --wake --candidates 3
+  tenure plan --fair --store dynamodb           # what fair lock waiters cost
   TENURE_LEASE=20s tenure plan
 `
 
@@ -43,6 +45,7 @@ func planCommand(args []string, stdout, stderr io.Writer) int {
 	candidates := fs.Int("candidates", 3, "number of candidates")
 	rtt := fs.Duration("rtt", 20*time.Millisecond, "longest store round trip to assume")
 	store := fs.String("store", "all", "whose cost to print: dynamodb, s3 or all")
+	fair := fs.Bool("fair", false, "also print what fair lock waiters cost (tenure.Fair(), tenure lock --fair): 2, 5, 10 and 50 queued behind a holder")
 	if ok, status := parseFlags(fs, args, stderr); !ok {
 		return status
 	}
@@ -86,6 +89,9 @@ func planCommand(args []string, stdout, stderr io.Writer) int {
 		p = p.WithNotices()
 	}
 	printPlan(stdout, p, prices)
+	if *fair {
+		printFair(stdout, p.Timing, prices)
+	}
 	return 0
 }
 
@@ -136,4 +142,29 @@ func count(n float64) string {
 		out += string(c)
 	}
 	return out
+}
+
+// queueBefore is what fair waiters cost with the queue that the slot
+// queue replaced (one shared record every heartbeat rewrote, half of those
+// writes refused), measured on DynamoDB Local at the default timings
+// (bench/locks; docs/performance.md): requests per waiter per hour.
+var queueBefore = map[int]float64{2: 4650, 5: 4128, 10: 3144, 50: 2921}
+
+// printFair prints the fair waiters' requests and cost per waiter.
+func printFair(w io.Writer, t election.Timing, prices []priceList) {
+	fmt.Fprintf(w, "\nFair lock waiters queued behind a holder (lease %v, poll %v), each:\n", t.LeaseDuration, t.PollInterval)
+	for _, n := range []int{2, 5, 10, 50} {
+		reads, writes := lockcore.WaiterRequestsPerHour(t, n)
+		line := fmt.Sprintf("  %2d waiters: %6s requests/h (%s reads, %s writes)", n, count(reads+writes), count(reads), count(writes))
+		if t == (election.Timing{}).WithDefaults() {
+			line += fmt.Sprintf(", %.0f%% of the %s before the slot queue", 100*(reads+writes)/queueBefore[n], count(queueBefore[n]))
+		}
+		fmt.Fprintln(w, line)
+		for _, pr := range prices {
+			// Every read priced as a strong one: the slots' are.
+			month := pr.MonthDuration.Hours() * (writes*pr.WritesPerPut*pr.WritePerMil + reads*pr.ReadPerMil) / 1e6
+			fmt.Fprintf(w, "              %s: $%.2f a month\n", pr.Name, month)
+		}
+	}
+	fmt.Fprintln(w, "  The head reads the lock every poll; the others read it once a lease and the slot ahead of them; each beats in its own slot (docs/locks.md, Fair waiting).")
 }

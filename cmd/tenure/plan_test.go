@@ -133,3 +133,21 @@ func TestMonthlyCost(t *testing.T) {
 		t.Errorf("cost: leader %v, followers %v", leader, followers)
 	}
 }
+
+// TestPlanFair: --fair prints the fair waiters' requests per waiter per
+// hour (what the slot queue's cadences add up to, checked against counted
+// requests in internal/lockcore) beside the queue's before, and their cost.
+func TestPlanFair(t *testing.T) {
+	code, out, errs := runTenure(t, "plan", "--fair", "--store", "dynamodb")
+	if code != 0 {
+		t.Fatalf("exit %d\n%s", code, errs)
+	}
+	for _, s := range []string{"10 waiters:  1,465 requests/h", "47% of the 3,144 before", "50 waiters:", "$0.24 a month"} {
+		if !strings.Contains(out, s) {
+			t.Errorf("output lacks %q:\n%s", s, out)
+		}
+	}
+	if code, out, _ := runTenure(t, "plan"); code != 0 || strings.Contains(out, "waiters") {
+		t.Errorf("plan without --fair prints the fair waiters:\n%s", out)
+	}
+}

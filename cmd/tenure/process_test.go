@@ -1162,13 +1162,14 @@ func TestProcessOperatorTools(t *testing.T) {
 		"nightly/" + old.UTC().Format("20060102T150405Z"): {Holder: "x", Token: uint64(old.UnixMilli()), Duration: time.Hour, Nonce: "n2", WrittenAt: old},
 		"old-held":      {Holder: "x", Token: uint64(old.UnixMilli()), Duration: time.Second, Nonce: "n3", WrittenAt: old},
 		"fair::queue.7": {Holder: "w", Token: 12, Duration: time.Second, Nonce: "n4", WrittenAt: old}, // a dead waiter's slot
+		"fair::wake":    {Holder: "w", Token: uint64(old.UnixMilli()), Duration: time.Second, Nonce: "n5", WrittenAt: old},
 	} {
 		if _, err := store.Put(context.Background(), name, rec, lease.NoVersion); err != nil {
 			t.Fatal(err)
 		}
 	}
 	code, out := tool("gc")
-	if code != 0 || !strings.Contains(out, "removed old-released") || !strings.Contains(out, "removed nightly/") || !strings.Contains(out, "removed fair::queue.7") {
+	if code != 0 || !strings.Contains(out, "removed old-released") || !strings.Contains(out, "removed nightly/") || !strings.Contains(out, "removed fair::queue.7") || !strings.Contains(out, "removed fair::wake") {
 		t.Errorf("gc: %d %s", code, out)
 	}
 	for _, kept := range []string{"old-held", "job", "broken"} {
