@@ -40,10 +40,15 @@ import (
 // timing is what the benchmark passes to every Locker.
 type timing struct {
 	lease, renew, poll time.Duration
+	wake               bool // listen for wake-ups on loopback
 }
 
 func (t timing) config(store lease.Store, id string) tenure.LockerConfig {
-	return tenure.LockerConfig{Store: store, ID: id, LeaseDuration: t.lease, RenewInterval: t.renew, PollInterval: t.poll}
+	c := tenure.LockerConfig{Store: store, ID: id, LeaseDuration: t.lease, RenewInterval: t.renew, PollInterval: t.poll}
+	if t.wake {
+		c.WakeAddr = "127.0.0.1:0"
+	}
+	return c
 }
 
 func main() {
@@ -60,9 +65,10 @@ func main() {
 		name     = flag.String("name", "", "locker: lock name")
 		id       = flag.String("id", "", "locker: ID")
 		fair     = flag.Bool("fair", false, "locker: wait with tenure.Fair()")
+		wake     = flag.Bool("wake", false, "Lockers listen for wake-ups on loopback (LockerConfig.WakeAddr): an Unlock wakes the next waiter")
 	)
 	flag.Parse()
-	t := timing{*leaseDur, *renew, *poll}
+	t := timing{*leaseDur, *renew, *poll, *wake}
 	if *role == "locker" {
 		if err := locker(*storeURL, *name, *id, *fair, t); err != nil {
 			fmt.Fprintln(os.Stderr, "locker:", err)
@@ -132,7 +138,7 @@ func bench(storeURL string, t timing, trials, procs int, window time.Duration, c
 	if _, err := tenure.NewLocker(tenure.LockerConfig{Store: &benchkit.Counting{}, LeaseDuration: cfg.LeaseDuration, RenewInterval: cfg.RenewInterval, PollInterval: cfg.PollInterval}); err != nil {
 		return err // refused timings
 	}
-	fmt.Printf("store %s\nlease L = %v, renew %v, poll %v (0: L/5)\n\n", storeURL, t.lease, t.renew, t.poll)
+	fmt.Printf("store %s\nlease L = %v, renew %v, poll %v (0: L/5), wake-ups %v\n\n", storeURL, t.lease, t.renew, t.poll, t.wake)
 	if trials > 0 {
 		for _, fair := range []bool{false, true} {
 			ds, err := handoffs(self, storeURL, t, trials, procs, fair)
@@ -186,7 +192,8 @@ func handoffs(self, storeURL string, t timing, trials, procs int, fair bool) ([]
 	}()
 	for i := range procs {
 		cmd := exec.Command(self, "-role", "locker", "-store", storeURL, "-name", name, "-id", fmt.Sprintf("p%d", i),
-			"-lease", t.lease.String(), "-renew", t.renew.String(), "-poll", t.poll.String(), "-fair="+strconv.FormatBool(fair))
+			"-lease", t.lease.String(), "-renew", t.renew.String(), "-poll", t.poll.String(), "-fair="+strconv.FormatBool(fair),
+			"-wake="+strconv.FormatBool(t.wake))
 		cmd.Stderr = os.Stderr
 		out, err := cmd.StdoutPipe()
 		if err != nil {
