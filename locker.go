@@ -147,6 +147,7 @@ type Locker struct {
 	wakeConn net.PacketConn // the wake-up listener; nil without WakeAddr
 	wakeAddr string         // the address published for it
 	wakes    *sender
+	sent     chan struct{} // closed once wakes has sent what was queued at Close
 
 	closeOnce sync.Once
 
@@ -211,9 +212,9 @@ func NewLocker(cfg LockerConfig) (*Locker, error) {
 			_ = l.reg.Unregister()
 			return nil, err
 		}
-		l.wakes = newSender(l.wakeConn, 64, l.log)
+		l.wakes, l.sent = newSender(l.wakeConn, 64, l.log), make(chan struct{})
 		l.h.Go(l.listen)
-		l.h.Go(func() { l.wakes.run(l.h.Quit()) })
+		l.h.Go(func() { l.wakes.run(l.h.Quit()); close(l.sent) })
 		l.log(slog.LevelInfo, "listening for wake-ups", "addr", l.wakeConn.LocalAddr().String(), "advertised", l.wakeAddr)
 	}
 	l.h.Go(func() { l.h.Run(nil, nil) })
@@ -353,6 +354,7 @@ func (l *Locker) Close() error {
 			<-l.h.Quit()
 		}
 		if l.wakeConn != nil {
+			<-l.sent // the wake-ups of the last releases go out first
 			_ = l.wakeConn.Close()
 		}
 		l.h.Wait()

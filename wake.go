@@ -81,28 +81,39 @@ func (s *sender) send(addr, msg string) {
 	}
 }
 
-// run sends the queued datagrams until quit is closed.
+// run sends the queued datagrams until quit is closed, and then those
+// still queued (an Unlock just before Close wakes its waiter all the same):
+// the socket must stay open until run returns.
 func (s *sender) run(quit <-chan struct{}) {
 	var last string
 	var to net.Addr
+	send := func(d datagram) {
+		if d.addr != last || to == nil {
+			last, to = d.addr, nil
+			ua, err := net.ResolveUDPAddr("udp", d.addr)
+			if err != nil {
+				s.log(slog.LevelDebug, "not sent", "msg", d.msg, "addr", d.addr, "err", err)
+				return
+			}
+			to = ua
+		}
+		if _, err := s.conn.WriteTo([]byte(d.msg), to); err != nil {
+			s.log(slog.LevelDebug, "not sent", "msg", d.msg, "addr", d.addr, "err", err)
+		}
+	}
 	for {
 		select {
 		case d := <-s.q:
-			if d.addr != last || to == nil {
-				last = d.addr
-				ua, err := net.ResolveUDPAddr("udp", d.addr)
-				if err != nil {
-					s.log(slog.LevelDebug, "not sent", "msg", d.msg, "addr", d.addr, "err", err)
-					to = nil
-					continue
-				}
-				to = ua
-			}
-			if _, err := s.conn.WriteTo([]byte(d.msg), to); err != nil {
-				s.log(slog.LevelDebug, "not sent", "msg", d.msg, "addr", d.addr, "err", err)
-			}
+			send(d)
 		case <-quit:
-			return
+			for {
+				select {
+				case d := <-s.q:
+					send(d)
+				default:
+					return
+				}
+			}
 		}
 	}
 }

@@ -408,6 +408,31 @@ func TestProcessWake(t *testing.T) {
 	}
 }
 
+// TestProcessLockWake: with --wake, a waiting `tenure lock` names itself in
+// the lock's wake record, and the holder that gets SIGTERM gives the lock
+// back and wakes it: its child starts long before its next poll could have
+// found the lock free (the lease is 60s, so polls are 10.8s to 13.2s apart).
+func TestProcessLockWake(t *testing.T) {
+	e := newProcEnv(t, "")
+	e.lease = time.Minute
+	a := e.tenure("lock", "--id", "a", "--wake", "127.0.0.1:0", "job")
+	e.await(20*time.Second, "a's child", func(ev event) bool { return ev.what == "start" && ev.holder == "a" })
+	w := &logWatch{want: "waiting for a wake-up", seen: make(chan struct{})}
+	e.tenureLog(w, "lock", "-v", "--id", "b", "--wake", "127.0.0.1:0", "job")
+	select {
+	case <-w.seen:
+	case <-time.After(10 * time.Second):
+		t.Fatal("b did not name itself in the wake record")
+	}
+	if err := a.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	e.await(8*time.Second, "b's child, woken", func(ev event) bool { return ev.what == "start" && ev.holder == "b" })
+	if err := a.Wait(); err != nil {
+		t.Errorf("tenure lock after SIGTERM: %v", err)
+	}
+}
+
 // TestProcessSIGHUP: SIGHUP to tenure reaches the child, which keeps
 // running and leading; SIGTERM then stops it.
 func TestProcessSIGHUP(t *testing.T) {
