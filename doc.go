@@ -36,7 +36,9 @@
 // gives them back (Lock.Unlock), under the same rules: a held lock's context
 // ends at its local deadline, a silent holder is waited out for its lease
 // stretched by MaxDrift, tokens only rise. One goroutine renews every lock of
-// a Locker. Watch follows a lease's holder without writing.
+// a Locker. With LockerConfig.WakeAddr an Unlock wakes a waiter over UDP;
+// a wake-up, like a standby's, only makes its receiver read sooner, never
+// take sooner. Watch follows a lease's holder without writing.
 //
 // # Lost records
 //

@@ -12,12 +12,7 @@ var lockScenarios = []*Scenario{
 	lockScenario("lock-contention", "12 clients contend for 2 locks with TryLock and Lock, waiting 1 to 40s", 12,
 		func(p *plan, lp *lockPlan, r *rand.Rand) {}),
 	lockScenario("lock-fair", "10 fair waiters queue for one lock: granted in ticket order", 10,
-		func(p *plan, lp *lockPlan, r *rand.Rand) {
-			lp.Names, lp.Fair, lp.TryOneIn = 1, true, 0
-			lp.Wait = [2]time.Duration{30 * second, 5 * minute}
-			lp.Hold = [2]time.Duration{200 * time.Millisecond, 2 * second}
-			lp.Think = [2]time.Duration{0, second}
-		}),
+		func(p *plan, lp *lockPlan, r *rand.Rand) { busyQueue(lp) }),
 	lockScenario("lock-holder-crash", "holders and waiters of a fair lock crash and restart; their leases and queue entries are waited out", 8,
 		func(p *plan, lp *lockPlan, r *rand.Rand) {
 			lp.Names, lp.Fair, lp.TryOneIn = 1, true, 0
@@ -70,10 +65,7 @@ var lockScenarios = []*Scenario{
 		}),
 	lockScenario("lock-wake-fair", "8 fair waiters queue for one lock; each unlock wakes the head over a clean network, store latency has no tail: granted within the lock handoff bound", 8,
 		func(p *plan, lp *lockPlan, r *rand.Rand) {
-			lp.Names, lp.Fair, lp.TryOneIn = 1, true, 0
-			lp.Wait = [2]time.Duration{30 * second, 5 * minute}
-			lp.Hold = [2]time.Duration{200 * time.Millisecond, 2 * second}
-			lp.Think = [2]time.Duration{0, second}
+			busyQueue(lp)
 			p.Wake = &wakeFaults{}
 			p.Latency = noTail
 		}),
@@ -93,6 +85,15 @@ var lockScenarios = []*Scenario{
 				})
 			forgeNotices(p, r)
 		}),
+}
+
+// busyQueue: every client waits, fair, for one lock, long enough to be
+// served, holds it briefly and comes back soon.
+func busyQueue(lp *lockPlan) {
+	lp.Names, lp.Fair, lp.TryOneIn = 1, true, 0
+	lp.Wait = [2]time.Duration{30 * second, 5 * minute}
+	lp.Hold = [2]time.Duration{200 * time.Millisecond, 2 * second}
+	lp.Think = [2]time.Duration{0, second}
 }
 
 // noTail is the healthy store's latency without its tail: the lock

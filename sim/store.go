@@ -117,6 +117,8 @@ type register struct {
 	ver    lease.Version
 	// written: when it was last written.
 	written time.Duration
+	// past: its states over the last Faults.StaleMax, for stale reads.
+	past []pastState
 }
 
 // call stages in's store call op on the record reg (nil: the lease),
@@ -165,23 +167,33 @@ func (s *store) replaced() {
 	if s.f.StalePPM == 0 {
 		return
 	}
+	s.past = s.remember(s.past, s.exists, s.rec, s.ver)
+}
+
+// remember returns past with the state (exists, rec, ver) ending now
+// added, and those that ended over StaleMax ago dropped.
+func (s *store) remember(past []pastState, exists bool, rec lease.Record, ver lease.Version) []pastState {
 	now := s.w.now
 	i := 0
-	for i < len(s.past) && s.past[i].until < now-s.f.StaleMax {
+	for i < len(past) && past[i].until < now-s.f.StaleMax {
 		i++
 	}
-	s.past = append(s.past[i:], pastState{until: now, exists: s.exists, rec: s.rec, ver: s.ver})
+	return append(past[i:], pastState{until: now, exists: exists, rec: rec, ver: ver})
 }
 
 // staleState returns the lease's state lag ago.
 func (s *store) staleState(lag time.Duration) (bool, lease.Record, lease.Version) {
-	at := s.w.now - lag
-	for _, p := range s.past {
+	return stateAt(s.past, s.w.now-lag, s.exists, s.rec, s.ver)
+}
+
+// stateAt returns the state at instant at, from past and the current one.
+func stateAt(past []pastState, at time.Duration, exists bool, rec lease.Record, ver lease.Version) (bool, lease.Record, lease.Version) {
+	for _, p := range past {
 		if at < p.until {
 			return p.exists, p.rec, p.ver
 		}
 	}
-	return s.exists, s.rec, s.ver
+	return exists, rec, ver
 }
 
 func newStore(w *world, lat latency, f faults) *store {
@@ -331,11 +343,16 @@ func (s *store) readSoon(d time.Duration) bool {
 // arrivePlain applies r to its plain record.
 func (s *store) arrivePlain(r *request) {
 	w, g := s.w, r.reg
+	exists, rec, ver := g.exists, g.rec, g.ver
+	if r.kind == election.OpGet && r.stale && s.f.StalePPM > 0 && chance(w.rng, s.f.StalePPM) {
+		exists, rec, ver = stateAt(g.past, w.now-uniform(w.rng, 0, s.f.StaleMax), exists, rec, ver)
+		w.chk.stats.StaleReads++
+	}
 	switch {
-	case r.kind == election.OpGet && !g.exists:
+	case r.kind == election.OpGet && !exists:
 		r.res = reply{err: lease.NotFound(g.name)}
 	case r.kind == election.OpGet:
-		r.res = reply{rec: g.rec.Clone(), ver: g.ver}
+		r.res = reply{rec: rec.Clone(), ver: ver}
 	case g.exists != (r.expect != lease.NoVersion) || g.exists && g.ver != r.expect:
 		w.chk.stats.Conflicts++
 		r.res = reply{err: &lease.ConflictError{Name: g.name, Current: g.rec.Clone(), Version: g.ver, Found: g.exists}}
@@ -346,6 +363,9 @@ func (s *store) arrivePlain(r *request) {
 		if g.exists && !g.rec.Released && r.rec.Token > g.rec.Token && !strings.Contains(g.name, lockcore.QueueSuffix) &&
 			!strings.HasSuffix(g.name, lockcore.WakeSuffix) { // a queue's and a wake record are not leases
 			s.checkWait(r.in, g.name, g.rec, g.written)
+		}
+		if s.f.StalePPM > 0 {
+			g.past = s.remember(g.past, g.exists, g.rec, g.ver)
 		}
 		s.verN++
 		g.ver = lease.Version("v" + strconv.Itoa(s.verN))
