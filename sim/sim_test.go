@@ -314,7 +314,8 @@ func TestScenarioNames(t *testing.T) {
 		lost-takeover-response delayed-write simultaneous-takeover partition-flapping store-brownout
 		restart-same-identity mixed-ttl slow-callbacks stop-during-renewal swarm record-lost foreign-restore
 		standby-leader-crash standby-crash standby-pause wake-handoff wake-faults notice-crash notice-faults notice-zombie stale-reads
-		lock-contention lock-fair lock-holder-crash lock-holder-pause lock-give-up lock-skew-drift lock-partition`)
+		lock-contention lock-fair lock-holder-crash lock-holder-pause lock-give-up lock-skew-drift lock-partition
+		lock-wake lock-wake-fair lock-wake-faults`)
 	var got []string
 	for _, sc := range Scenarios() {
 		got = append(got, sc.Name)
