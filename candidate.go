@@ -81,6 +81,10 @@ type Status struct {
 	// (Config.Standby): the follower that reads the lease every
 	// PollInterval.
 	Standby bool
+	// Jeopardy, while Leading, is when the term's renewals began failing
+	// (by this candidate's clock): it ends at Deadline unless one lands.
+	// Zero while they do not fail. JeopardyOf tells the term's own code.
+	Jeopardy time.Time
 }
 
 // New returns a Candidate for cfg, with the defaults of the fields left zero
@@ -471,6 +475,8 @@ func (r *runner) Elected(t election.Term) {
 func (r *runner) Demoted(_ election.Term, why election.Reason) {
 	cfg := &r.c.cfg
 	term, reason := r.term, DemotionReason(why)
+	followJeopardy(r.tctx, cfg.Clock.Now(), driver.Snapshot{}, r.c.ms, r.log) // over with the term
+	r.tctx.announce()
 	r.tctx.cancel(fmt.Errorf("tenure: term %d of lease %q ended: %s", term.Token, cfg.Lease, reason)) // before OnDemoted is even queued
 	r.tctx = nil
 	r.log(slog.LevelInfo, "demoted", "token", term.Token, "reason", reason.String())
@@ -524,13 +530,16 @@ func (r *runner) Publish(snap driver.Snapshot) {
 	}
 	if snap.Leading {
 		s.Leading, s.Token, s.Deadline = true, fencing.Token(snap.Term.Token), snap.Term.Deadline
-		if r.tctx != nil {
-			r.tctx.setDeadline(snap.Term.Deadline)
-		}
+	}
+	if r.tctx != nil {
+		s.Jeopardy = followJeopardy(r.tctx, r.c.cfg.Clock.Now(), snap, r.c.ms, r.log)
 	}
 	r.c.mu.Lock()
 	r.c.status = s
 	r.c.mu.Unlock()
+	if r.tctx != nil {
+		r.tctx.announce()
+	}
 	r.logErr(s.Err)
 	if r.sb != nil {
 		if addr := r.sb.s.Renewed(snap.Leading, snap.Term.Deadline); addr != "" {
@@ -599,8 +608,11 @@ type termContext struct {
 	clk    Clock
 	fence  fencing.Fence
 
-	mu       sync.Mutex // guards deadline
+	mu       sync.Mutex // guards what follows
 	deadline time.Time
+	jeop     driver.Jeopardy
+	changed  chan struct{} // closed at jeop's next change (JeopardyOf); nil until asked for
+	told     time.Time     // jeop's Since when changed was made
 }
 
 func newTermContext(parent context.Context, term Term, clk Clock) *termContext {
@@ -617,15 +629,43 @@ func (t *termContext) init(parent context.Context, term Term, clk Clock) {
 }
 
 // Value answers fencing's keys itself (fencing.NewContext and WithTerm,
-// without a context each): the term's fence, and its end as the clock says.
+// without a context each): the term's fence, and its end as the clock says;
+// and JeopardyOf's, the term itself.
 func (t *termContext) Value(key any) any {
 	switch key.(type) {
 	case fencekey.Fence:
 		return t.fence
 	case fencekey.Term:
 		return t.ended
+	case jeopardyKey:
+		return t
 	}
 	return t.Context.Value(key)
+}
+
+// publish takes what a step of the term's Machine published at now: the
+// deadline moves with a confirmed renewal, and the term goes into jeopardy
+// or out of it. It returns whether the jeopardy changed, and since when
+// the renewals have been failing (zero: they have not). Those waiting on
+// JeopardyOf learn of a change at announce, once the Status says it too.
+func (t *termContext) publish(now time.Time, s driver.Snapshot) (changed bool, since time.Time) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if s.Leading {
+		t.deadline = s.Term.Deadline
+	}
+	return t.jeop.Update(now, s), t.jeop.Since()
+}
+
+// announce wakes those waiting on JeopardyOf, if the jeopardy changed
+// since they asked.
+func (t *termContext) announce() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.changed != nil && t.jeop.Since() != t.told {
+		close(t.changed)
+		t.changed = nil
+	}
 }
 
 // current returns the term's deadline as of the latest renewal.
@@ -633,12 +673,6 @@ func (t *termContext) current() time.Time {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return t.deadline
-}
-
-func (t *termContext) setDeadline(d time.Time) {
-	t.mu.Lock()
-	t.deadline = d
-	t.mu.Unlock()
 }
 
 // ended cancels the context if the deadline has passed, and returns its

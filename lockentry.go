@@ -176,8 +176,9 @@ func (e *lockEntry) answer(r takeResult) {
 }
 
 func (e *lockEntry) Publish(s driver.Snapshot) {
-	if s.Leading && e.held != nil {
-		e.held.ctx.setDeadline(s.Term.Deadline)
+	if e.held != nil {
+		followJeopardy(&e.held.ctx, e.l.cfg.Clock.Now(), s, e.l.ms, e.l.log, "lock", e.Name())
+		e.held.ctx.announce()
 	}
 }
 
@@ -185,6 +186,8 @@ func (e *lockEntry) Ended(t election.Term, r election.Reason) {
 	e.uncount()
 	e.l.ms.demoted(DemotionReason(r))
 	if e.held != nil {
+		followJeopardy(&e.held.ctx, e.l.cfg.Clock.Now(), driver.Snapshot{}, e.l.ms, e.l.log, "lock", e.Name()) // over with the term
+		e.held.ctx.announce()
 		e.held.ctx.cancel(fmt.Errorf("tenure: lock %q (token %d) ended: %s", e.Name(), t.Token, DemotionReason(r)))
 	}
 	if r != election.ReasonShutDown {

@@ -40,6 +40,7 @@ const meterName = "github.com/tenure-go/tenure"
 
 type metrics struct {
 	terms, demotions, anomalies, calls metric.Int64Counter
+	jeopardy                           metric.Int64UpDownCounter
 	duration                           metric.Float64Histogram
 	base                               attribute.KeyValue
 	opts                               metric.MeasurementOption // base alone
@@ -57,6 +58,8 @@ func newMetrics(mp metric.MeterProvider, base attribute.KeyValue) (*metrics, met
 	ms.demotions, e = m.Int64Counter("tenure.demotions", metric.WithDescription("Terms ended, by reason."), metric.WithUnit("{term}"))
 	err = errors.Join(err, e)
 	ms.anomalies, e = m.Int64Counter("tenure.anomalies", metric.WithDescription("Lost or invalid records, and duplicate IDs, seen in the store."), metric.WithUnit("{event}"))
+	err = errors.Join(err, e)
+	ms.jeopardy, e = m.Int64UpDownCounter("tenure.jeopardy", metric.WithDescription("Held terms whose renewals are failing: each ends at its deadline unless one lands."), metric.WithUnit("{term}"))
 	err = errors.Join(err, e)
 	ms.calls, e = m.Int64Counter("tenure.store.calls", metric.WithDescription("Store calls, by operation and outcome."), metric.WithUnit("{call}"))
 	err = errors.Join(err, e)
@@ -103,5 +106,7 @@ func (ms *metrics) elected() { ms.terms.Add(context.Background(), 1, ms.opts) }
 func (ms *metrics) demoted(r DemotionReason) {
 	ms.demotions.Add(context.Background(), 1, metric.WithAttributes(ms.base, attribute.String("reason", r.String())))
 }
+
+func (ms *metrics) jeopardized(delta int64) { ms.jeopardy.Add(context.Background(), delta, ms.opts) }
 
 func (ms *metrics) anomaly() { ms.anomalies.Add(context.Background(), 1, ms.opts) }

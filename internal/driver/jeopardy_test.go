@@ -1,0 +1,45 @@
+package driver
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/tenure-go/tenure/election"
+)
+
+// TestJeopardy: a failed renewal puts the term in jeopardy, once; another
+// failure changes nothing; a confirmed renewal (the deadline moves on)
+// makes it safe, even if a later error is still the last one; the term's
+// end ends it.
+func TestJeopardy(t *testing.T) {
+	t0 := time.Unix(1e9, 0)
+	leading := func(deadline time.Duration, err error) Snapshot {
+		return Snapshot{Leading: true, Term: election.Term{Token: 1, Deadline: t0.Add(deadline)}, Err: err}
+	}
+	failed := errors.New("timeout")
+	var j Jeopardy
+	steps := []struct {
+		s      Snapshot
+		change bool
+		in     bool
+	}{
+		{leading(9*time.Second, nil), false, false},     // elected
+		{leading(9*time.Second, failed), true, true},    // a renewal fails
+		{leading(9*time.Second, failed), false, true},   // and another
+		{leading(9*time.Second, nil), false, true},      // a read answers: no renewal yet
+		{leading(13*time.Second, nil), true, false},     // one is confirmed
+		{leading(13*time.Second, failed), true, true},   // fails again
+		{Snapshot{Err: failed}, true, false},            // the term ends
+		{leading(20*time.Second, failed), false, false}, // a new term, its first snapshot
+	}
+	for i, st := range steps {
+		now := t0.Add(time.Duration(i) * time.Second)
+		if got := j.Update(now, st.s); got != st.change || !j.Since().IsZero() != st.in {
+			t.Fatalf("step %d: changed %v, in jeopardy %v; want %v, %v", i, got, !j.Since().IsZero(), st.change, st.in)
+		}
+		if st.change && st.in && !j.Since().Equal(now) {
+			t.Fatalf("step %d: since %v, want %v", i, j.Since(), now)
+		}
+	}
+}

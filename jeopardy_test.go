@@ -1,0 +1,120 @@
+package tenure_test
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/tenure-go/tenure"
+	"github.com/tenure-go/tenure/lease"
+	"github.com/tenure-go/tenure/lease/memlease"
+)
+
+// outage fails every write while down is set: a store that answers reads
+// and refuses to take writes, as in a brownout.
+type outage struct {
+	lease.Store
+	down atomic.Bool
+}
+
+func (o *outage) Put(ctx context.Context, name string, rec lease.Record, expect lease.Version) (lease.Version, error) {
+	if o.down.Load() {
+		return "", errors.New("store unavailable")
+	}
+	return o.Store.Put(ctx, name, rec, expect)
+}
+
+// awaitJeopardy waits on the term's context until it is in jeopardy (in)
+// or out of it, and returns what JeopardyOf says then.
+func awaitJeopardy(t *testing.T, ctx context.Context, in bool) tenure.Jeopardy {
+	t.Helper()
+	for {
+		j, now, changed := tenure.JeopardyOf(ctx)
+		if now == in {
+			return j
+		}
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			t.Fatalf("the term ended before it was in jeopardy: %v (want %v)", context.Cause(ctx), in)
+		}
+	}
+}
+
+// TestLeaderJeopardy: while the leader's renewals fail it still leads,
+// and the term's code learns it is in jeopardy (JeopardyOf, Status) from
+// the first failure, well before the deadline; when a renewal lands, it
+// learns the term is safe again. A term that ends for want of renewals was
+// in jeopardy first.
+func TestLeaderJeopardy(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		store := &outage{Store: memlease.New()}
+		terms := make(chan context.Context, 2)
+		c, err := tenure.New(tenure.Config{Lease: "x", Store: store, ID: "a", Callbacks: tenure.Callbacks{
+			OnElected: func(ctx context.Context, _ tenure.Term) { terms <- ctx; <-ctx.Done() },
+		}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- c.Run(ctx) }()
+		term := <-terms
+		if _, in, _ := tenure.JeopardyOf(term); in {
+			t.Fatal("in jeopardy at once")
+		}
+		store.down.Store(true)
+		failedAt := time.Now()
+		j := awaitJeopardy(t, term, true)
+		st := c.Status()
+		if !st.Leading || !st.Jeopardy.Equal(j.Since) || j.Since.Before(failedAt) || !j.Deadline.Equal(st.Deadline) {
+			t.Fatalf("jeopardy %+v, status %+v", j, st)
+		}
+		if slack := j.Deadline.Sub(time.Now()); slack < time.Second {
+			t.Fatalf("in jeopardy only %v before the deadline", slack)
+		}
+		store.down.Store(false)
+		awaitJeopardy(t, term, false)
+		if st := c.Status(); !st.Leading || !st.Jeopardy.IsZero() {
+			t.Fatalf("status after a renewal landed: %+v", st)
+		}
+		// For good this time: the term ends at its deadline, in jeopardy
+		// until then.
+		store.down.Store(true)
+		j = awaitJeopardy(t, term, true)
+		<-term.Done()
+		if now := time.Now(); now.Before(j.Deadline) {
+			t.Fatalf("term ended at %v, before the deadline %v it was told", now, j.Deadline)
+		}
+		cancel()
+		<-done
+	})
+}
+
+// TestLockJeopardy: the same for a held lock, through its Context.
+func TestLockJeopardy(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		store := &outage{Store: memlease.New()}
+		l := newLocker(t, store, "a")
+		h, err := l.Lock(context.Background(), "job")
+		if err != nil {
+			t.Fatal(err)
+		}
+		store.down.Store(true)
+		j := awaitJeopardy(t, h.Context(), true)
+		if !j.Deadline.Equal(h.Deadline()) || h.Context().Err() != nil {
+			t.Fatalf("jeopardy %+v; lock deadline %v, err %v", j, h.Deadline(), h.Context().Err())
+		}
+		store.down.Store(false)
+		awaitJeopardy(t, h.Context(), false)
+		if err := h.Unlock(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		if _, in, changed := tenure.JeopardyOf(context.Background()); in || changed != nil {
+			t.Fatal("JeopardyOf a context of no term")
+		}
+	})
+}
