@@ -3,6 +3,7 @@ package sim
 import (
 	"fmt"
 	"log/slog"
+	"strconv"
 	"time"
 
 	"github.com/tenure-go/tenure"
@@ -28,6 +29,7 @@ type fastRun struct {
 	ht     hostTimer
 	giveUp time.Time // the release timer; zero if none
 	exited bool      // the loop returned; the deferred cleanup runs
+	jeop   driver.Jeopardy
 	term   *fastTerm
 	disp   dispatcher
 	notif  notifier
@@ -57,7 +59,9 @@ type fastRun struct {
 type fastTerm struct {
 	tok       uint64
 	cancelled bool
-	deadline  time.Time // the term context's own check (termContext.ended); zero: none
+	deadline  time.Time     // the term context's own check (termContext.ended); zero: none
+	start     time.Duration // true time of the election
+	jeopardy  bool          // reported in jeopardy (driver.Jeopardy) at some point
 }
 
 // over models the term context's Done and Err: cancelled by the loop, or
@@ -381,6 +385,10 @@ func (f *fastRun) Publish(s driver.Snapshot) {
 	if s.Leading && f.term != nil {
 		f.term.deadline = s.Term.Deadline
 	}
+	if f.jeop.Update(f.now(), s) && !f.jeop.Since().IsZero() && f.term != nil {
+		f.term.jeopardy = true
+		f.w.trace(f.in, line{what: mFault, text: "in jeopardy: renewals failing"})
+	}
 	if f.sb == nil {
 		return
 	}
@@ -398,7 +406,7 @@ func (f *fastRun) Elected(et election.Term) {
 		f.sb.Follow(false) // a leader is no standby
 		f.sb.Notify(f.w.plan.Wake != nil)
 	}
-	t := &fastTerm{tok: et.Token}
+	t := &fastTerm{tok: et.Token, start: f.w.now}
 	if _, ok := f.m.Term(); ok { // the naive baseline has no deadline to check
 		t.deadline = et.Deadline
 	}
@@ -417,6 +425,10 @@ func (f *fastRun) Demoted(et election.Term, r election.Reason) {
 	t.cancelled = true
 	f.disp.cancelled(t)
 	reason := tenure.DemotionReason(r).String()
+	if (r == election.ReasonStoreUnavailable || r == election.ReasonExpired) && !t.jeopardy && !f.in.paused && f.in.resumedAt < t.start {
+		f.w.stage(item{in: f.in, src: srcRunner, kind: itViolation, inv: Callbacks,
+			s: "term " + strconv.FormatUint(t.tok, 10) + " ended for want of renewals (" + reason + ") and was never reported in jeopardy"})
+	}
 	f.w.stage(item{in: f.in, src: srcRunner, kind: itDemoted, tok: t.tok, s: reason, deadline: et.Deadline})
 	f.disp.push(&job{kind: jDemoted, term: t, reason: reason})
 	if f.sb != nil {

@@ -80,6 +80,9 @@ type lockClient struct {
 	failed bool          // a queue call failed since the call
 	ticket uint64        // last confirmed ticket of a fair call
 
+	jeop     driver.Jeopardy
+	jeopardy bool // the current hold was reported in jeopardy
+
 	lockReq  *request  // the call in flight on the lock's record
 	queueReq *request  // and on its queue's record
 	queueBy  time.Time // that call's timeout
@@ -295,6 +298,7 @@ func (l *lockClient) Cancel() {
 func (l *lockClient) Log(slog.Level, string, ...any) {}
 
 func (l *lockClient) Granted(t election.Term) {
+	l.jeopardy = false
 	l.answered("granted, token " + strconv.FormatUint(t.Token, 10))
 	if l.w.opt.Strategy == Naive {
 		t.Deadline = time.Time{} // nothing to check it by
@@ -321,9 +325,19 @@ func (l *lockClient) Publish(s driver.Snapshot) {
 	if s.Leading && l.w.opt.Strategy != Naive {
 		l.w.chk.extended(l.in, s.Term.Deadline)
 	}
+	if l.jeop.Update(l.now(), s) && !l.jeop.Since().IsZero() {
+		l.jeopardy = true
+		l.trace(l.name + ": in jeopardy: renewals failing")
+	}
 }
 
-func (l *lockClient) Ended(_ election.Term, r election.Reason) {
+// Ended: a hold that ends for want of renewals, its process never paused,
+// was reported in jeopardy first (I4).
+func (l *lockClient) Ended(t election.Term, r election.Reason) {
+	if (r == election.ReasonStoreUnavailable || r == election.ReasonExpired) && !l.jeopardy && !l.pausedSinceCall() && l.w.opt.Strategy != Naive {
+		l.w.chk.violate(Callbacks, l.in, fmt.Sprintf("%s's hold of %s (token %d) ended for want of renewals (%s) and was never reported in jeopardy", l.in.label, l.name, t.Token, r))
+	}
+	l.jeopardy = false
 	l.trace(l.name + " ended: " + r.String())
 	l.w.chk.released(l.in)
 }
