@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/tenure-go/tenure"
 	"github.com/tenure-go/tenure/election"
 )
 
@@ -130,9 +131,10 @@ func (s *signals) detach() {
 // grace) and returns once the child and all it started are gone. It tells
 // the supervisor each new deadline, so that the deadline holds even while
 // tenure cannot act.
-func supervise(term context.Context, deadline func() time.Time, c *child, early, grace time.Duration, sigs *signals, logf func(string, ...any)) outcome {
+func supervise(term context.Context, deadline func() time.Time, c *child, early, grace time.Duration, sigs *signals, onJeopardy os.Signal, logf func(string, ...any)) outcome {
 	ch := sigs.attach()
 	defer sigs.detach()
+	wasIn := false // in jeopardy when last looked
 	// Renewals move the deadline; the supervisor hears of each within a
 	// tick, long before the old deadline's stop (a renewal comes a lead
 	// window less a renew interval before it).
@@ -141,6 +143,13 @@ func supervise(term context.Context, deadline func() time.Time, c *child, early,
 	for {
 		d := deadline()
 		c.setDeadline(d)
+		j, in, jch := tenure.JeopardyOf(term)
+		if in && !wasIn && onJeopardy != nil {
+			logf("renewals failing since %v; the term ends at %v unless one lands: sending %v to the command",
+				j.Since.Format(time.RFC3339Nano), j.Deadline.Format(time.RFC3339Nano), onJeopardy)
+			c.signal(onJeopardy)
+		}
+		wasIn = in
 		var tc <-chan time.Time
 		timer := time.NewTimer(max(time.Until(d.Add(-early)), 0))
 		if !d.IsZero() && early > 0 {
@@ -151,6 +160,8 @@ func supervise(term context.Context, deadline func() time.Time, c *child, early,
 			timer.Stop()
 			return exited
 		case <-tick.C:
+			timer.Stop()
+		case <-jch:
 			timer.Stop()
 		case <-term.Done():
 			timer.Stop()

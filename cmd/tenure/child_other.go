@@ -3,10 +3,12 @@
 package main
 
 import (
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
 	"os/signal"
+	"strings"
 	"time"
 )
 
@@ -63,3 +65,11 @@ func suspend(*child, os.Signal) bool   { return false }
 func supervisorMain(args []string) int { return exitUsage }
 
 const supervisorArg = "_supervise"
+
+// parseSignal: only an interrupt can be sent to a process here.
+func parseSignal(s string) (os.Signal, error) {
+	if strings.EqualFold(strings.TrimPrefix(strings.ToUpper(s), "SIG"), "INT") {
+		return os.Interrupt, nil
+	}
+	return nil, fmt.Errorf("only INT can be sent to a command on this platform")
+}

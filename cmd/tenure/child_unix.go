@@ -15,6 +15,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // child is the command tenure runs under a lease or a lock, behind its
@@ -194,4 +196,20 @@ func suspend(c *child, sig os.Signal) bool {
 		return true
 	}
 	return false
+}
+
+// parseSignal parses a signal's name, with or without SIG (USR1, SIGUSR1),
+// or its number.
+func parseSignal(s string) (os.Signal, error) {
+	if n, err := strconv.Atoi(s); err == nil && n > 0 && unix.SignalName(syscall.Signal(n)) != "" {
+		return syscall.Signal(n), nil
+	}
+	name := strings.ToUpper(s)
+	if !strings.HasPrefix(name, "SIG") {
+		name = "SIG" + name
+	}
+	if sig := unix.SignalNum(name); sig != 0 {
+		return sig, nil
+	}
+	return nil, fmt.Errorf("not a signal: want a name such as USR1 or SIGHUP, or a number")
 }

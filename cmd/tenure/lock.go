@@ -36,9 +36,10 @@ supervisor that kills everything COMMAND started when COMMAND exits or
 tenure dies (kill -9 included), and at the lock's deadline. If the lock is
 lost while COMMAND runs (its renewals failed), COMMAND's tree gets SIGTERM,
 then SIGKILL after --grace; the stop begins --grace before the lock's
-deadline. Signals to tenure are passed on as for run: SIGINT, SIGTERM and
-SIGQUIT to COMMAND's group, and they stop it; SIGHUP, SIGUSR1 and SIGUSR2
-to COMMAND itself, and it keeps running.
+deadline. --on-jeopardy SIGNAL sends COMMAND that signal as soon as a
+renewal fails, as for run. Signals to tenure are passed on as for run:
+SIGINT, SIGTERM and SIGQUIT to COMMAND's group, and they stop it; SIGHUP,
+SIGUSR1 and SIGUSR2 to COMMAND itself, and it keeps running.
 
 With --wake ADDR, tenure listens for wake-ups on that UDP address: while it
 waits it names itself in the lock's wake record (NAME::wake), and when it
@@ -246,7 +247,7 @@ func lockCommand(args []string, stdout, stderr io.Writer) int {
 		log.Warn(fmt.Sprintf(format, args...), "lock", name, "token", h.Token())
 	}
 	tel.child.started()
-	out := supervise(h.Context(), h.Deadline, child, early, c.grace, sigs, logf)
+	out := supervise(h.Context(), h.Deadline, child, early, c.grace, sigs, c.jeopardySig, logf)
 	status = child.status()
 	tel.child.exited(status)
 	uctx, ucancel := context.WithTimeout(context.Background(), c.lease)

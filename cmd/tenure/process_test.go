@@ -433,6 +433,63 @@ func TestProcessLockWake(t *testing.T) {
 	}
 }
 
+// TestProcessOnJeopardy: with --on-jeopardy HUP, the child gets SIGHUP once
+// the leader's renewals begin to fail (the lease's current version file
+// made unreadable), and keeps running and leading; once the store reads
+// again a renewal lands and nothing more is sent.
+func TestProcessOnJeopardy(t *testing.T) {
+	e := newProcEnv(t, "")
+	e.lease = 10 * time.Second // 7s from the first failed renewal to the deadline
+	safe := &logWatch{want: "out of jeopardy: a renewal landed", seen: make(chan struct{})}
+	a := e.tenureLog(safe, "run", "-v", "--id", "a", "--on-jeopardy", "HUP", "job")
+	first := e.await(20*time.Second, "a's child", func(ev event) bool { return ev.what == "start" })
+	dir := filepath.Join(strings.TrimPrefix(e.store, "file://"), "job.lease")
+	latest := func() string {
+		names, err := os.ReadDir(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		top := -1
+		for _, n := range names {
+			if v, err := strconv.Atoi(n.Name()); err == nil && v > top {
+				top = v
+			}
+		}
+		return filepath.Join(dir, strconv.Itoa(top))
+	}
+	// The record's version file becomes a directory: reads and writes of
+	// the lease fail (for root too) until it is put back.
+	cur := latest()
+	if err := os.Rename(cur, cur+".saved"); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(cur, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	e.await(10*time.Second, "SIGHUP at the child", func(ev event) bool { return ev.what == "hup" && ev.pid == first.pid })
+	if err := os.Remove(cur); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(cur+".saved", cur); err != nil {
+		t.Fatal(err)
+	}
+	// Still leading, the same child: a renewal lands, and it writes on.
+	select {
+	case <-safe.seen:
+	case <-time.After(10 * time.Second):
+		t.Fatal("no renewal landed once the store read again")
+	}
+	e.awaitAfter(5*time.Second, "a write after the outage",
+		func(ev event) bool { return ev.what == "hup" && ev.pid == first.pid },
+		func(ev event) bool { return ev.what == "accepted" && ev.pid == first.pid })
+	if err := a.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Wait(); err != nil {
+		t.Fatalf("tenure after SIGTERM: %v", err)
+	}
+}
+
 // TestProcessSIGHUP: SIGHUP to tenure reaches the child, which keeps
 // running and leading; SIGTERM then stops it.
 func TestProcessSIGHUP(t *testing.T) {

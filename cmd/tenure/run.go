@@ -37,6 +37,8 @@ type holder struct {
 	id, payload string
 	metricsAddr string
 	serviceName string
+	onJeopardy  string    // --on-jeopardy, as given
+	jeopardySig os.Signal // and as parsed; nil: none
 }
 
 // defaultStore is a directory of this user's, the same whatever the
@@ -64,6 +66,7 @@ func (h *holder) register(fs *flag.FlagSet) {
 	fs.StringVar(&h.payload, "payload", "", "stored with the lease for others to read, e.g. this host's address (at most 1 KiB)")
 	fs.StringVar(&h.serviceName, "service-name", "tenure", "service.name in the metrics' resource, unless OTEL_SERVICE_NAME is set")
 	fs.StringVar(&h.metricsAddr, "metrics-addr", "", "serve /metrics, /livez, /readyz and /leader on this address, e.g. 127.0.0.1:9464 (default: nothing listens)")
+	fs.StringVar(&h.onJeopardy, "on-jeopardy", "", "send this signal (e.g. USR1) to the command when renewals begin to fail: it still holds the lease until the deadline, and may checkpoint")
 }
 
 // check refuses durations that mean nothing (0 never silently means a
@@ -79,6 +82,14 @@ func (h *holder) check(fs *flag.FlagSet, stderr io.Writer) bool {
 	}
 	if h.grace == 0 {
 		h.grace = defaultGrace(h.lease)
+	}
+	if h.onJeopardy != "" {
+		sig, err := parseSignal(h.onJeopardy)
+		if err != nil {
+			fmt.Fprintf(stderr, "%s: --on-jeopardy %q: %v\n", fs.Name(), h.onJeopardy, err)
+			return false
+		}
+		h.jeopardySig = sig
 	}
 	return true
 }
@@ -176,6 +187,11 @@ SIGTERM, then SIGKILL after --grace, or at once if the deadline has
 passed. When renewals fail, the stop begins --grace before the term's
 deadline, so that the command is gone before another process can take
 over; the default --grace is what fits (2.99s at the default 10s lease).
+With --on-jeopardy SIGNAL (USR1, HUP...), the command gets SIGNAL as soon
+as a renewal fails: the term is in jeopardy, still held until its deadline
+unless a renewal lands, and the command may checkpoint before it is
+stopped. It gets it again at the next jeopardy of the term, never twice in
+one.
 SIGINT, SIGTERM and SIGQUIT to tenure are passed on to the command's
 process group (SIGKILL after --grace); once it exits, the lease is
 released and tenure exits with its status. SIGHUP, SIGUSR1 and SIGUSR2 are
@@ -257,7 +273,7 @@ func runCommand(args []string, stdout, stderr io.Writer) int {
 		return exitUsage
 	}
 	defer tel.close()
-	r := &runner{store: c.store, holdOff: 2 * (c.lease / 5), argv: argv, grace: c.grace, onExit: *onExit, onLost: *onLost, maxRestarts: *maxRestarts,
+	r := &runner{store: c.store, holdOff: 2 * (c.lease / 5), argv: argv, grace: c.grace, jeopardySig: c.jeopardySig, onExit: *onExit, onLost: *onLost, maxRestarts: *maxRestarts,
 		log: log, stdout: stdout, stderr: stderr, cancel: cancel, child: tel.child}
 	cand, err := tenure.New(tenure.Config{
 		Lease: name, Store: store, ID: c.id, LeaseDuration: c.lease, Payload: []byte(c.payload), Logger: log,
@@ -330,6 +346,7 @@ type runner struct {
 	holdOff        time.Duration // the Candidate's ResignHoldOff: 2 × its poll interval
 	argv           []string
 	grace, early   time.Duration
+	jeopardySig    os.Signal // --on-jeopardy; nil: none
 	onExit, onLost string
 	maxRestarts    int
 	log            *slog.Logger
@@ -434,7 +451,7 @@ func (r *runner) elected(ctx context.Context, term tenure.Term) {
 			return time.Time{} // the term is over
 		}
 		logf := func(format string, args ...any) { r.log.Warn(fmt.Sprintf(format, args...), "token", term.Token) }
-		out := supervise(ctx, deadline, c, r.early, r.grace, r.sigs, logf)
+		out := supervise(ctx, deadline, c, r.early, r.grace, r.sigs, r.jeopardySig, logf)
 		status := c.status()
 		r.child.exited(status)
 		switch out {
