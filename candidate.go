@@ -610,9 +610,24 @@ type termContext struct {
 
 	mu       sync.Mutex // guards what follows
 	deadline time.Time
-	jeop     driver.Jeopardy
-	changed  chan struct{} // closed at jeop's next change (JeopardyOf); nil until asked for
-	told     time.Time     // jeop's Since when changed was made
+	jp       *termJeopardy // nil until a renewal fails or JeopardyOf asks: held locks are many
+}
+
+// termJeopardy is a term's jeopardy, and those waiting on its change.
+type termJeopardy struct {
+	j       driver.Jeopardy
+	changed chan struct{} // closed at j's next change (JeopardyOf); nil until asked for
+	told    time.Time     // j's Since when changed was made
+}
+
+// jeopardy returns the term's jeopardy, made on first use from the
+// deadline of the last confirmed renewal; t.mu is held.
+func (t *termContext) jeopardy(now time.Time) *termJeopardy {
+	if t.jp == nil {
+		t.jp = new(termJeopardy)
+		t.jp.j.Update(now, driver.Snapshot{Leading: true, Term: election.Term{Deadline: t.deadline}})
+	}
+	return t.jp
 }
 
 func newTermContext(parent context.Context, term Term, clk Clock) *termContext {
@@ -651,10 +666,17 @@ func (t *termContext) Value(key any) any {
 func (t *termContext) publish(now time.Time, s driver.Snapshot) (changed bool, since time.Time) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	if t.jp == nil && (!s.Leading || s.Err == nil) {
+		if s.Leading {
+			t.deadline = s.Term.Deadline
+		}
+		return false, time.Time{} // safe, as it was
+	}
+	jp := t.jeopardy(now)
 	if s.Leading {
 		t.deadline = s.Term.Deadline
 	}
-	return t.jeop.Update(now, s), t.jeop.Since()
+	return jp.j.Update(now, s), jp.j.Since()
 }
 
 // announce wakes those waiting on JeopardyOf, if the jeopardy changed
@@ -662,9 +684,9 @@ func (t *termContext) publish(now time.Time, s driver.Snapshot) (changed bool, s
 func (t *termContext) announce() {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if t.changed != nil && t.jeop.Since() != t.told {
-		close(t.changed)
-		t.changed = nil
+	if jp := t.jp; jp != nil && jp.changed != nil && jp.j.Since() != jp.told {
+		close(jp.changed)
+		jp.changed = nil
 	}
 }
 

@@ -42,18 +42,19 @@ func JeopardyOf(ctx context.Context) (j Jeopardy, in bool, changed <-chan struct
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	since := t.jeop.Since()
-	if t.changed != nil && since != t.told {
-		close(t.changed) // a change not yet announced: those who asked before learn of it
-		t.changed = nil
+	jp := t.jeopardy(t.clk.Now())
+	since := jp.j.Since()
+	if jp.changed != nil && since != jp.told {
+		close(jp.changed) // a change not yet announced: those who asked before learn of it
+		jp.changed = nil
 	}
-	if t.changed == nil {
-		t.changed, t.told = make(chan struct{}), since
+	if jp.changed == nil {
+		jp.changed, jp.told = make(chan struct{}), since
 	}
 	if !since.IsZero() {
 		j = Jeopardy{Since: since, Deadline: t.deadline}
 	}
-	return j, !since.IsZero(), t.changed
+	return j, !since.IsZero(), jp.changed
 }
 
 // followJeopardy takes a step's snapshot into the term's context, and logs

@@ -11,6 +11,7 @@ import (
 	"github.com/tenure-go/tenure"
 	"github.com/tenure-go/tenure/lease"
 	"github.com/tenure-go/tenure/lease/memlease"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 )
 
 // outage fails every write while down is set: a store that answers reads
@@ -73,7 +74,7 @@ func TestLeaderJeopardy(t *testing.T) {
 		if !st.Leading || !st.Jeopardy.Equal(j.Since) || j.Since.Before(failedAt) || !j.Deadline.Equal(st.Deadline) {
 			t.Fatalf("jeopardy %+v, status %+v", j, st)
 		}
-		if slack := j.Deadline.Sub(time.Now()); slack < time.Second {
+		if slack := time.Until(j.Deadline); slack < time.Second {
 			t.Fatalf("in jeopardy only %v before the deadline", slack)
 		}
 		store.down.Store(false)
@@ -94,11 +95,17 @@ func TestLeaderJeopardy(t *testing.T) {
 	})
 }
 
-// TestLockJeopardy: the same for a held lock, through its Context.
+// TestLockJeopardy: the same for a held lock, through its Context; the
+// tenure.jeopardy counter counts it while it lasts.
 func TestLockJeopardy(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		store := &outage{Store: memlease.New()}
-		l := newLocker(t, store, "a")
+		reader := sdkmetric.NewManualReader()
+		l, err := tenure.NewLocker(tenure.LockerConfig{Store: store, ID: "a", MeterProvider: sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer l.Close()
 		h, err := l.Lock(context.Background(), "job")
 		if err != nil {
 			t.Fatal(err)
@@ -108,8 +115,14 @@ func TestLockJeopardy(t *testing.T) {
 		if !j.Deadline.Equal(h.Deadline()) || h.Context().Err() != nil {
 			t.Fatalf("jeopardy %+v; lock deadline %v, err %v", j, h.Deadline(), h.Context().Err())
 		}
+		if n := sum(collect(t, reader)["tenure.jeopardy"]); n != 1 {
+			t.Fatalf("tenure.jeopardy %d in jeopardy, want 1", n)
+		}
 		store.down.Store(false)
 		awaitJeopardy(t, h.Context(), false)
+		if n := sum(collect(t, reader)["tenure.jeopardy"]); n != 0 {
+			t.Fatalf("tenure.jeopardy %d once safe, want 0", n)
+		}
 		if err := h.Unlock(context.Background()); err != nil {
 			t.Fatal(err)
 		}
