@@ -382,54 +382,36 @@ func (l *logWatch) Write(b []byte) (int, error) {
 	return os.Stderr.Write(b)
 }
 
-// TestProcessWake: with --wake, the follower is the standby, and when the
-// leader gets SIGTERM it releases the lease and wakes it: the follower's
-// child starts long before its next poll could have found the lease free.
-// The lease is 60s, so polls are 10.8s to 13.2s apart, and b read the
-// lease just before it became the standby.
+// TestProcessWake: with --wake, a follower of `tenure run` is the standby,
+// and a waiting `tenure lock` names itself in the lock's wake record; when
+// the holder gets SIGTERM it gives the lease back and wakes it: the
+// waiter's child starts long before its next poll could have found the
+// lease free. The lease is 60s, so polls are 10.8s to 13.2s apart.
 func TestProcessWake(t *testing.T) {
-	e := newProcEnv(t, "")
-	e.lease = time.Minute
-	a := e.tenure("run", "--id", "a", "--wake", "127.0.0.1:0", "job")
-	e.await(20*time.Second, "a's child", func(ev event) bool { return ev.what == "start" && ev.holder == "a" })
-	w := &logWatch{want: "standby: reading the lease every PollInterval", seen: make(chan struct{})}
-	e.tenureLog(w, "run", "-v", "--id", "b", "--wake", "127.0.0.1:0", "job")
-	select {
-	case <-w.seen:
-	case <-time.After(10 * time.Second):
-		t.Fatal("b did not become the standby")
-	}
-	if err := a.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	e.await(8*time.Second, "b's child, woken", func(ev event) bool { return ev.what == "start" && ev.holder == "b" })
-	if err := a.Wait(); err != nil {
-		t.Errorf("tenure after SIGTERM: %v", err)
-	}
-}
-
-// TestProcessLockWake: with --wake, a waiting `tenure lock` names itself in
-// the lock's wake record, and the holder that gets SIGTERM gives the lock
-// back and wakes it: its child starts long before its next poll could have
-// found the lock free (the lease is 60s, so polls are 10.8s to 13.2s apart).
-func TestProcessLockWake(t *testing.T) {
-	e := newProcEnv(t, "")
-	e.lease = time.Minute
-	a := e.tenure("lock", "--id", "a", "--wake", "127.0.0.1:0", "job")
-	e.await(20*time.Second, "a's child", func(ev event) bool { return ev.what == "start" && ev.holder == "a" })
-	w := &logWatch{want: "waiting for a wake-up", seen: make(chan struct{})}
-	e.tenureLog(w, "lock", "-v", "--id", "b", "--wake", "127.0.0.1:0", "job")
-	select {
-	case <-w.seen:
-	case <-time.After(10 * time.Second):
-		t.Fatal("b did not name itself in the wake record")
-	}
-	if err := a.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	e.await(8*time.Second, "b's child, woken", func(ev event) bool { return ev.what == "start" && ev.holder == "b" })
-	if err := a.Wait(); err != nil {
-		t.Errorf("tenure lock after SIGTERM: %v", err)
+	for _, c := range []struct{ cmd, ready, what string }{
+		{"run", "standby: reading the lease every PollInterval", "become the standby"},
+		{"lock", "waiting for a wake-up", "name itself in the wake record"},
+	} {
+		t.Run(c.cmd, func(t *testing.T) {
+			e := newProcEnv(t, "")
+			e.lease = time.Minute
+			a := e.tenure(c.cmd, "--id", "a", "--wake", "127.0.0.1:0", "job")
+			e.await(20*time.Second, "a's child", func(ev event) bool { return ev.what == "start" && ev.holder == "a" })
+			w := &logWatch{want: c.ready, seen: make(chan struct{})}
+			e.tenureLog(w, c.cmd, "-v", "--id", "b", "--wake", "127.0.0.1:0", "job")
+			select {
+			case <-w.seen:
+			case <-time.After(10 * time.Second):
+				t.Fatalf("b did not %s", c.what)
+			}
+			if err := a.Process.Signal(syscall.SIGTERM); err != nil {
+				t.Fatal(err)
+			}
+			e.await(8*time.Second, "b's child, woken", func(ev event) bool { return ev.what == "start" && ev.holder == "b" })
+			if err := a.Wait(); err != nil {
+				t.Errorf("tenure %s after SIGTERM: %v", c.cmd, err)
+			}
+		})
 	}
 }
 
