@@ -385,9 +385,9 @@ func (f *fastRun) Publish(s driver.Snapshot) {
 	if s.Leading && f.term != nil {
 		f.term.deadline = s.Term.Deadline
 	}
+	// Not traced: the real tier's trace must match this one line for line.
 	if f.jeop.Update(f.now(), s) && !f.jeop.Since().IsZero() && f.term != nil {
 		f.term.jeopardy = true
-		f.w.trace(f.in, line{what: mFault, text: "in jeopardy: renewals failing"})
 	}
 	if f.sb == nil {
 		return

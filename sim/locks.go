@@ -326,8 +326,7 @@ func (l *lockClient) Publish(s driver.Snapshot) {
 		l.w.chk.extended(l.in, s.Term.Deadline)
 	}
 	if l.jeop.Update(l.now(), s) && !l.jeop.Since().IsZero() {
-		l.jeopardy = true
-		l.trace(l.name + ": in jeopardy: renewals failing")
+		l.jeopardy = true // not traced, as for a Candidate
 	}
 }
 
