@@ -63,8 +63,7 @@ type wakeState struct {
 	addr  string // ours, for the record; "" to wake others only
 	limit WakeLimit
 
-	op       uint8 // wakeRegister or wakeRead in flight; 0 none
-	rec      lease.Record
+	op       uint8         // wakeRegister or wakeRead in flight; 0 none
 	ver      lease.Version // the record's version as last seen; "" unknown
 	found    bool
 	behind   uint64    // the lock's token our registration (or another's we left) is behind; 0 none
@@ -146,7 +145,7 @@ func (l *Lock) wakeStep() {
 		if expect == "" || !wk.found {
 			expect = lease.NoVersion
 		}
-		wk.op, wk.rec = wakeRegister, rec
+		wk.op = wakeRegister
 		l.h.Call(election.Op{Kind: election.OpPut, Record: rec, Expect: expect}, RecWake)
 	}
 }
@@ -183,10 +182,10 @@ func (l *Lock) wakeResult(r election.Result) {
 			wk.target, wk.targetID = string(r.Record.Payload), r.Record.Holder
 		}
 	case r.Err == nil:
-		wk.rec, wk.ver, wk.found, wk.behind = r.Record, r.Version, true, r.Record.Token
+		wk.ver, wk.found, wk.behind = r.Version, true, r.Record.Token
 		l.h.Log(slog.LevelDebug, "waiting for a wake-up", "lock", l.name, "addr", wk.addr)
 	case ce != nil:
-		wk.rec, wk.ver, wk.found = ce.Current, ce.Version, ce.Found
+		wk.ver, wk.found = ce.Version, ce.Found
 		cur := ce.Current
 		// Another waiter registered behind the same holder (or a later
 		// one): leave it, unless we are the head of a fair queue.
