@@ -67,6 +67,7 @@ type wakeState struct {
 	ver      lease.Version // the record's version as last seen; "" unknown
 	found    bool
 	behind   uint64    // the lock's token our registration (or another's we left) is behind; 0 none
+	probed   uint64    // the lock's token we last read the record behind (a plain waiter reads before it writes)
 	retryAt  time.Time // after a failed call
 	unlock   bool      // we give the lock back: read the record
 	read     bool      // and it was read
@@ -77,6 +78,7 @@ type wakeState struct {
 const (
 	wakeRegister uint8 = iota + 1
 	wakeRead
+	wakeProbe // a plain waiter's read before it registers
 )
 
 // SetWake gives the lock a wake-up address (before Start): it registers as
@@ -137,6 +139,12 @@ func (l *Lock) wakeStep() {
 	case wk.unlock && !wk.read:
 		wk.op = wakeRead
 		l.h.Call(election.Op{Kind: election.OpGet}, RecWake)
+	case l.wantRegister() && (l.fair == nil || l.fair.gone) && wk.probed != l.Leader().Token:
+		// A plain waiter reads first: another has most likely registered
+		// behind this holder already, and a read costs less than a write
+		// the store refuses.
+		wk.op = wakeProbe
+		l.h.Call(election.Op{Kind: election.OpGet, Stale: l.Config().StaleReads}, RecWake)
 	case l.wantRegister():
 		cfg := l.Config()
 		ld := l.Leader()
@@ -180,6 +188,12 @@ func (l *Lock) wakeResult(r election.Result) {
 		wk.read = true
 		if r.Err == nil && !r.Record.Released && r.Record.Holder != l.Config().ID && len(r.Record.Payload) > 0 {
 			wk.target, wk.targetID = string(r.Record.Payload), r.Record.Holder
+		}
+	case op == wakeProbe && (r.Err == nil || errors.Is(r.Err, lease.ErrNotFound)):
+		t := l.Leader().Token
+		wk.probed, wk.ver, wk.found = t, r.Version, r.Err == nil
+		if cur := r.Record; r.Err == nil && !cur.Released && cur.Token >= t {
+			wk.behind = t // registered behind this holder already (by us, or another): leave it
 		}
 	case r.Err == nil:
 		wk.ver, wk.found, wk.behind = r.Version, true, r.Record.Token

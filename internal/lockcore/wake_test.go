@@ -63,7 +63,8 @@ func TestUnlockWakesTheRegisteredWaiter(t *testing.T) {
 		if !b.pending(RecWake) {
 			t.Fatal("b does not register in the wake record")
 		}
-		b.next(true)
+		b.next(true) // b reads the wake record: nobody is there
+		b.next(true) // and registers
 		rec, _, err := store.Get(context.Background(), "job"+WakeSuffix)
 		if err != nil || rec.Holder != "b" || string(rec.Payload) != "b:1" {
 			t.Fatalf("wake record %+v, %v; want b's, at b:1", rec, err)
@@ -100,6 +101,26 @@ func TestUnlockWakesTheRegisteredWaiter(t *testing.T) {
 	}
 }
 
+// TestPlainWaitersReadBeforeTheyRegister: a plain waiter that finds
+// another registered behind the same holder leaves it, without a write.
+func TestPlainWaitersReadBeforeTheyRegister(t *testing.T) {
+	store := &counting{Store: memlease.New()}
+	if _, err := store.Put(context.Background(), "job", lease.Record{Holder: "z", Token: 1, Duration: lease.MaxDuration, Nonce: "z"}, lease.NoVersion); err != nil {
+		t.Fatal(err)
+	}
+	b := newWaker(t, store, "b", "b:1", false)
+	b.steps(4, time.Millisecond) // reads the lock, reads the record, registers
+	c := newWaker(t, store, "c", "c:1", false)
+	puts := store.puts
+	c.steps(4, time.Millisecond)
+	if store.puts != puts {
+		t.Fatalf("c wrote %d times behind the holder b registered behind", store.puts-puts)
+	}
+	if rec, _, err := store.Get(context.Background(), "job"+WakeSuffix); err != nil || rec.Holder != "b" {
+		t.Fatalf("wake record %+v, %v; want b's", rec, err)
+	}
+}
+
 // TestWakeUpsAreRateLimited: a waiter takes WakeBurst wake-ups at once,
 // then one every WakeEvery; each only reads.
 func TestWakeUpsAreRateLimited(t *testing.T) {
@@ -109,7 +130,8 @@ func TestWakeUpsAreRateLimited(t *testing.T) {
 	}
 	b := newWaker(t, store, "b", "b:1", false)
 	b.next(false)
-	b.next(true) // registered
+	b.next(true) // b reads the wake record
+	b.next(true) // and registers
 	taken := 0
 	for range 10 {
 		if b.lk.Wake() {
