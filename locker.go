@@ -499,8 +499,8 @@ func (l *Locker) begin(e *lockEntry) {
 	if e.keep {
 		e.Keep()
 	}
-	if l.wakes != nil && !e.keep {
-		e.SetWake(l.wakeAddr)
+	if l.wakes != nil && !e.keep && lease.ValidateName(e.Name()+lockcore.WakeSuffix) == nil {
+		e.SetWake(l.wakeAddr) // a name too long for its wake record goes without: polls find it free
 	}
 	e.cfg, e.started, e.live = nil, true, true
 	l.live++

@@ -3,10 +3,13 @@ package tenure_test
 import (
 	"context"
 	"log/slog"
+	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/tenure-go/tenure"
+	"github.com/tenure-go/tenure/lease"
 	"github.com/tenure-go/tenure/lease/memlease"
 )
 
@@ -77,4 +80,44 @@ func TestLockerWakeUps(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestLockerWakeNameTooLong: a lock whose name leaves no room for its wake
+// record is taken and given back without wake-ups, and no call is made on
+// a record the store would refuse to name.
+func TestLockerWakeNameTooLong(t *testing.T) {
+	store := &names{Store: memlease.New()}
+	l, err := tenure.NewLocker(tenure.LockerConfig{Store: store, ID: "a", WakeAddr: "127.0.0.1:0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	name := strings.Repeat("n", lease.MaxNameLen)
+	h, err := l.Lock(context.Background(), name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Unlock(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if bad := store.invalid.Load(); bad != 0 {
+		t.Fatalf("%d calls on records with invalid names", bad)
+	}
+}
+
+// names counts calls on records whose names are not valid.
+type names struct {
+	lease.Store
+	invalid atomic.Int32
+}
+
+func (n *names) check(name string) {
+	if lease.ValidateName(name) != nil {
+		n.invalid.Add(1)
+	}
+}
+
+func (n *names) Get(ctx context.Context, name string) (lease.Record, lease.Version, error) {
+	n.check(name)
+	return n.Store.Get(ctx, name)
 }
