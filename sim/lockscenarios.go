@@ -73,8 +73,7 @@ var lockScenarios = []*Scenario{
 		func(p *plan, lp *lockPlan, r *rand.Rand) {
 			lp.Names, lp.Fair, lp.TryOneIn = 1, true, 0
 			lp.Wait = [2]time.Duration{10 * second, 3 * minute}
-			p.Wake = &wakeFaults{LossPPM: r.IntN(500_000), DupPPM: 300_000, DelayPPM: 300_000, DelayMax: 5 * second,
-				ForgeEvery: uniform(r, 500*time.Millisecond, 5*second), ForgeBurst: 1 + r.IntN(20)}
+			p.Wake = forgingWake(r)
 			p.Faults.ErrorPPM = 10_000
 			spells(p, r, span{20 * second, 40 * second}, 30*second, func() bool { return r.IntN(3) != 0 },
 				span{second, 20 * second}, crashFor)

@@ -105,8 +105,7 @@ var standbyScenarios = []*Scenario{
 		standby: true,
 		build: func(p *plan, r *rand.Rand) {
 			withStandby(p)
-			p.Wake = &wakeFaults{LossPPM: r.IntN(500_000), DupPPM: 300_000, DelayPPM: 300_000, DelayMax: 5 * second,
-				ForgeEvery: uniform(r, 500*time.Millisecond, 5*second), ForgeBurst: 1 + r.IntN(20)}
+			p.Wake = forgingWake(r)
 			t := uniform(r, 40*second, 60*second)
 			for i := range 4 {
 				if i%2 == 0 {
@@ -198,6 +197,14 @@ var staleScenarios = []*Scenario{
 			p.Duration = t
 		},
 	},
+}
+
+// forgingWake is a wake-up network that loses up to half, duplicates and
+// delays 30% (by up to 5s), and carries forged bursts of up to 20 (with
+// forgeNotices).
+func forgingWake(r *rand.Rand) *wakeFaults {
+	return &wakeFaults{LossPPM: r.IntN(500_000), DupPPM: 300_000, DelayPPM: 300_000, DelayMax: 5 * second,
+		ForgeEvery: uniform(r, 500*time.Millisecond, 5*second), ForgeBurst: 1 + r.IntN(20)}
 }
 
 // forgeNotices has forged renewal notices (Plan.Wake's ForgeBurst at
