@@ -27,6 +27,12 @@ type lockEntry struct {
 	next   *lockEntry   // the next call of this Locker waiting for the name
 	flight *host.Flight // the call in flight on the lock's record
 
+	// A semaphore (Slots): its calls, and the call on each slot's record.
+	sem         *lockcore.Sem
+	slots       int
+	semCalls    map[*host.Flight]semCall
+	slotFlights []*host.Flight
+
 	try     bool
 	fair    bool
 	keep    bool // OncePer: the lock is never given back
@@ -56,6 +62,13 @@ func (e *lockEntry) waitedFor(err error) error {
 	case !e.started: // waiting behind a call of this Locker
 		if a := e.l.names[e.Name()]; a != nil && a.held != nil {
 			ld = election.Leader{Holder: e.l.cfg.ID, Token: uint64(a.held.Token())}
+		}
+	case e.sem != nil:
+		ls := e.sem.Holders()
+		for _, h := range ls {
+			if h.Holder != "" {
+				return lockedBySlots(e.Name(), ls, err)
+			}
 		}
 	default:
 		ld = e.Leader()
@@ -120,6 +133,10 @@ func (e *lockEntry) Cancel() {
 
 // CallDone takes the outcome of one of the lock's calls.
 func (e *lockEntry) CallDone(f *host.Flight, res election.Result) {
+	if e.sem != nil {
+		e.semDone(f, res)
+		return
+	}
 	if f == e.flight {
 		e.flight = nil // its context is done: let it go
 	}
@@ -134,8 +151,11 @@ func (e *lockEntry) CallDone(f *host.Flight, res election.Result) {
 
 // Due is the lock's next wake-up, none once it is retired.
 func (e *lockEntry) Due() time.Time {
-	if !e.live {
+	switch {
+	case !e.live:
 		return time.Time{}
+	case e.sem != nil:
+		return e.sem.Due()
 	}
 	return e.Lock.Due()
 }
@@ -147,8 +167,12 @@ func (e *lockEntry) Log(level slog.Level, msg string, args ...any) {
 	e.l.log(level, msg, args...)
 }
 
-func (e *lockEntry) Granted(t election.Term) {
-	term := Term{Lease: e.Name(), Holder: e.l.cfg.ID, Token: fencing.Token(t.Token), Deadline: t.Deadline, Payload: e.Config().Payload}
+func (e *lockEntry) Granted(t election.Term) { e.grant(e.Name(), t) }
+
+// grant answers the caller with the lock held for term t of the lease
+// name (a semaphore's slot record, or the lock's).
+func (e *lockEntry) grant(name string, t election.Term) {
+	term := Term{Lease: name, Holder: e.l.cfg.ID, Token: fencing.Token(t.Token), Deadline: t.Deadline, Payload: e.Config().Payload}
 	e.held = &Lock{e: e}
 	e.held.ctx.init(context.Background(), term, e.l.cfg.Clock)
 	e.counted = true

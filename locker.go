@@ -38,6 +38,10 @@ type LockedError struct {
 	Holder  string
 	Token   fencing.Token
 	Payload []byte
+	// Holders lists the holder of every slot of a semaphore (Slots), in
+	// slot order, as last seen (Holder "": free, or not known); Holder,
+	// Token and Payload are then the first listed holder's. Nil for a lock.
+	Holders []SlotHolder
 	// Err is the context's error when Lock gave up waiting (errors.Is
 	// finds context.DeadlineExceeded through it), nil for TryLock.
 	Err error
@@ -45,6 +49,17 @@ type LockedError struct {
 
 func (e *LockedError) Error() string {
 	msg := fmt.Sprintf("tenure: lock %q is held by %q (token %d)", e.Name, e.Holder, e.Token)
+	if e.Holders != nil {
+		msg = fmt.Sprintf("tenure: lock %q: all %d slots are held:", e.Name, len(e.Holders))
+		for _, h := range e.Holders {
+			if h.Holder == "" {
+				msg += fmt.Sprintf(" %d by nobody known;", h.Slot)
+				continue
+			}
+			msg += fmt.Sprintf(" %d by %q (token %d);", h.Slot, h.Holder, h.Token)
+		}
+		msg = strings.TrimSuffix(msg, ";")
+	}
 	if e.Err != nil {
 		msg += ": gave up waiting: " + e.Err.Error()
 	}
@@ -119,6 +134,8 @@ type lockOptions struct {
 	ttl     time.Duration
 	fair    bool
 	every   time.Duration // OncePer
+	slots   int           // Slots
+	sem     bool          // Slots was given
 }
 
 // WithPayload stores b with the lock while it is held, for others to read
@@ -266,11 +283,16 @@ type Lock struct {
 	e   *lockEntry
 }
 
-// Name returns the lock's name.
-func (h *Lock) Name() string { return h.ctx.fence.Lease }
+// Name returns the lock's name (as asked for, without a slot).
+func (h *Lock) Name() string { return h.e.Name() }
 
-// Token returns the lock's fencing token: above every earlier holder's.
+// Token returns the lock's fencing token: above every earlier holder's
+// (of the same slot, with Slots).
 func (h *Lock) Token() fencing.Token { return h.ctx.fence.Token }
+
+// Slot returns which slot of its semaphore the lock holds (Slots), from 0
+// to n-1; 0 for a lock without Slots.
+func (h *Lock) Slot() int { return max(h.e.slot(), 0) }
 
 // Context returns a context cancelled at the lock's local deadline (unless
 // renewed), when the lock is lost, on Unlock and on Close. It carries the
@@ -378,7 +400,11 @@ func (l *Locker) take(ctx context.Context, name string, try bool, opts []LockOpt
 	for _, opt := range opts {
 		opt(&o)
 	}
-	if o.fair && !try {
+	if o.sem {
+		if err := checkSlots(name, o, try); err != nil {
+			return nil, err
+		}
+	} else if o.fair && !try {
 		if err := lease.ValidateName(lockcore.LongestName(name)); err != nil {
 			return nil, fmt.Errorf("tenure: lock %q: too long for a fair lock, whose queue's records are named up to %q: %w", name, lockcore.LongestName(name), err)
 		}
@@ -402,7 +428,7 @@ func (l *Locker) take(ctx context.Context, name string, try bool, opts []LockOpt
 		ec = &c
 	}
 	result := make(chan takeResult, 1)
-	e := &lockEntry{l: l, try: try, cfg: ec, fair: o.fair, keep: o.every != 0, result: result}
+	e := &lockEntry{l: l, try: try, cfg: ec, fair: o.fair, keep: o.every != 0, slots: o.slots, result: result}
 	e.SetName(name)
 	if !l.do(func() { l.add(e) }) {
 		return nil, ErrClosed
@@ -489,6 +515,18 @@ func (l *Locker) add(e *lockEntry) {
 func (l *Locker) begin(e *lockEntry) {
 	if e.Answered() { // its caller gave up while it waited in this process
 		l.dequeue(e)
+		return
+	}
+	if e.slots != 0 {
+		e.sem = new(lockcore.Sem)
+		if err := e.sem.Init((*semHost)(e), e.Name(), e.slots, e.cfg, e.try, e.fair, nil); err != nil {
+			e.fail(err) // checked in take: not reached
+			l.dequeue(e)
+			return
+		}
+		e.cfg, e.started, e.live = nil, true, true
+		l.live++
+		e.sem.Start()
 		return
 	}
 	if err := e.Init(e, e.Name(), e.cfg, e.try, e.fair); err != nil {

@@ -61,12 +61,13 @@ type Lock struct {
 	wk     *wakeState    // nil unless SetWake
 	giveUp time.Time     // the driver's release timer; its wake-up is d.Wake
 
-	try      bool // TryLock: give up at the first sight of a holder
-	answered bool
-	held     bool // a term began and has not ended
-	stopping bool // stop the driver once its current step is over
-	lost     bool // the term ended: a lock is not taken again by itself
-	retired  bool
+	try        bool // TryLock: give up at the first sight of a holder
+	gateClosed bool // a semaphore's slot waits for the queue's turn (Sem.follow)
+	answered   bool
+	held       bool // a term began and has not ended
+	stopping   bool // stop the driver once its current step is over
+	lost       bool // the term ended: a lock is not taken again by itself
+	retired    bool
 }
 
 // Init makes l a lock on name for h, with a Machine for cfg (which it
