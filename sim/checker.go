@@ -52,8 +52,11 @@ type Stats struct {
 	NoticeBounds int
 	// I5 checks made with the lock handoff bound (lockHandoffBound).
 	LockWakeBounds int
-	StaleReads     int // reads served stale
-	Anomalies      int // fast tier: anomalies the Candidates reported (lost records, duplicate IDs)
+	// SemFull counts grants of a semaphore's last free slot: its every
+	// slot then held in belief.
+	SemFull    int
+	StaleReads int // reads served stale
+	Anomalies  int // fast tier: anomalies the Candidates reported (lost records, duplicate IDs)
 }
 
 // term is one leadership term, or one hold of a lock, as the checker saw
@@ -62,7 +65,8 @@ type term struct {
 	in         *instance
 	tok        uint64
 	start, end time.Duration // end is -1 while the term is open
-	lock       string        // the lock held; "": the lease
+	lock       string        // the lock held (a semaphore's slot); "": the lease
+	sem        string        // the semaphore whose slot it is; "": none
 	deadline   time.Time     // a lock's: its holder believes until then on its clock; zero: until it ends
 }
 
@@ -346,22 +350,39 @@ func (c *checker) answered(l *lockClient, what string) {
 // lock (I1), the token is above every earlier grant's (I2), and no live,
 // undisturbed fair waiter with an earlier ticket still waits (I7).
 func (c *checker) granted(l *lockClient, t election.Term) {
-	in := l.in
+	in, lock, sem := l.in, l.held, ""
+	if l.sem != nil {
+		sem = l.name
+	}
+	holders := 0 // of sem's slots, in belief
 	for _, o := range c.w.insts {
-		if h := c.open[o]; h != nil && o != in && h.lock == l.name && c.believes(h) {
-			c.violate(OneLeader, in, fmt.Sprintf("%s is granted %s (token %d) while %s believes it holds it (token %d)", in.label, l.name, t.Token, o.label, h.tok))
+		h := c.open[o]
+		if h == nil || o == in || !c.believes(h) {
+			continue
+		}
+		if h.lock == lock {
+			c.violate(OneLeader, in, fmt.Sprintf("%s is granted %s (token %d) while %s believes it holds it (token %d)", in.label, lock, t.Token, o.label, h.tok))
+		}
+		if sem != "" && h.sem == sem {
+			holders++
 		}
 	}
-	if t.Token <= c.lockTok[l.name] {
-		c.violate(Tokens, in, fmt.Sprintf("%s is granted %s with token %d, not above %d granted before", in.label, l.name, t.Token, c.lockTok[l.name]))
+	if sem != "" && holders == l.sem.N()-1 {
+		c.stats.SemFull++
 	}
-	c.lockTok[l.name] = max(c.lockTok[l.name], t.Token)
+	if sem != "" && holders >= l.sem.N() {
+		c.violate(OneLeader, in, fmt.Sprintf("%s is granted %s (token %d) while %d others believe they hold a slot of %s, of %d", in.label, lock, t.Token, holders, sem, l.sem.N()))
+	}
+	if t.Token <= c.lockTok[lock] {
+		c.violate(Tokens, in, fmt.Sprintf("%s is granted %s with token %d, not above %d granted before", in.label, lock, t.Token, c.lockTok[lock]))
+	}
+	c.lockTok[lock] = max(c.lockTok[lock], t.Token)
 	for _, q := range c.waiting {
 		if l.fair && l.ticket != 0 && q != l && q.fair && q.name == l.name && q.ticket != 0 && q.ticket < l.ticket && !q.upset() {
 			c.violate(FairOrder, in, fmt.Sprintf("%s is granted %s with ticket %d while %s waits, live, with ticket %d", in.label, l.name, l.ticket, q.in.label, q.ticket))
 		}
 	}
-	h := &term{in: in, tok: t.Token, start: c.w.now, end: -1, lock: l.name, deadline: t.Deadline}
+	h := &term{in: in, tok: t.Token, start: c.w.now, end: -1, lock: lock, sem: sem, deadline: t.Deadline}
 	c.open[in] = h
 	c.terms = append(c.terms, h)
 	c.stats.Terms++

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"slices"
 	"strconv"
 	"time"
 
@@ -31,6 +32,7 @@ type lockPlan struct {
 	Wait     [2]time.Duration // each call's deadline, drawn in this range
 	Hold     [2]time.Duration // how long a granted lock is held
 	Think    [2]time.Duration // between a lock's end and the next call
+	Slots    int              // each name is a semaphore of Slots slots; 0: a lock
 }
 
 // lockScenario makes a scenario of n nodes running lock clients, with
@@ -71,7 +73,9 @@ type lockClient struct {
 	dead bool
 
 	lk     *lockcore.Lock // the current call's lock; nil between calls
+	sem    *lockcore.Sem  // or its semaphore call (Slots)
 	name   string
+	held   string    // the record held: the lock's, or the slot's
 	reg    *register // its record
 	try    bool
 	fair   bool
@@ -86,6 +90,15 @@ type lockClient struct {
 	lockReq  *request  // the call in flight on the lock's record
 	queueReq *request  // and on its queue's record
 	queueBy  time.Time // that call's timeout
+	semReqs  []semReq  // a semaphore's calls in flight
+}
+
+// semReq is a semaphore's call in flight: its slot and record, and its
+// timeout unless its slot's lock times it (RecLock).
+type semReq struct {
+	r         *request
+	slot, rec int
+	by        time.Time
 }
 
 func newLockClient(in *instance) instRuntime {
@@ -127,6 +140,10 @@ func (l *lockClient) call() {
 		kind = "Lock(Fair)"
 	}
 	l.trace(kind + " " + l.name + " within " + wait.String())
+	if lp.Slots > 0 {
+		l.callSem(wait)
+		return
+	}
 	lk := new(lockcore.Lock)
 	l.lk = lk
 	cfg := election.Config{ID: in.ID, Timing: in.timing, Rand: w.machineRand(in), Wall: in.wallNow, StaleReads: w.plan.StaleReads}
@@ -174,6 +191,16 @@ func (l *lockClient) arm() {
 	if l.lk != nil {
 		at = l.lk.Due()
 	}
+	if l.sem != nil {
+		at = l.sem.Due()
+		for _, q := range l.semReqs {
+			if !q.by.IsZero() && (at.IsZero() || q.by.Before(at)) {
+				at = q.by
+			}
+		}
+		l.ht.set(at, l.semRequests()...)
+		return
+	}
 	if !l.queueBy.IsZero() && (at.IsZero() || l.queueBy.Before(at)) {
 		at = l.queueBy
 	}
@@ -184,6 +211,8 @@ func (l *lockClient) settleOwed() {
 	switch {
 	case l.dead:
 		l.ht.owed = false
+	case l.ht.owed && l.sem != nil:
+		l.ht.check(l.semRequests()...)
 	case l.ht.owed:
 		l.ht.check(l.lockReq, l.queueReq)
 	}
@@ -194,6 +223,8 @@ func (l *lockClient) fire(tm *timer) {
 	case l.dead:
 	case tm.fire != nil:
 		tm.fire()
+	case l.sem != nil && l.ht.fired(tm):
+		l.semFire()
 	case l.ht.fired(tm):
 		now := l.now()
 		if !l.queueBy.IsZero() && !now.Before(l.queueBy) { // the queue call's context times out
@@ -210,6 +241,10 @@ func (l *lockClient) fire(tm *timer) {
 }
 
 func (l *lockClient) deliver(r *request) {
+	if !l.dead && l.sem != nil {
+		l.semDeliver(r)
+		return
+	}
 	if l.dead || l.lk == nil {
 		return
 	}
@@ -243,6 +278,14 @@ func (l *lockClient) queueDone(res election.Result, put bool) {
 // stop: the shutdown answers a call still waiting and gives the lock up;
 // the process ends once its lock is over.
 func (l *lockClient) stop() {
+	if l.sem != nil {
+		if l.sem.Answer() {
+			l.answered("shut down")
+		}
+		l.sem.Stop()
+		l.arm()
+		return
+	}
 	if l.lk == nil {
 		l.finish()
 		return
@@ -270,7 +313,7 @@ func (l *lockClient) observed() election.Leader { return election.Leader{} }
 func (l *lockClient) poll()                     {}
 
 func (l *lockClient) release(r *request) {
-	if r != l.lockReq && r != l.queueReq {
+	if r != l.lockReq && r != l.queueReq && !slices.ContainsFunc(l.semReqs, func(q semReq) bool { return q.r == r }) {
 		l.w.spareReqs = append(l.w.spareReqs, r)
 	}
 }
@@ -298,20 +341,27 @@ func (l *lockClient) Cancel() {
 func (l *lockClient) Log(slog.Level, string, ...any) {}
 
 func (l *lockClient) Granted(t election.Term) {
+	if l.sem == nil {
+		l.held = l.name
+	}
 	l.jeopardy = false
 	l.answered("granted, token " + strconv.FormatUint(t.Token, 10))
 	if l.w.opt.Strategy == Naive {
 		t.Deadline = time.Time{} // nothing to check it by
 	}
 	l.w.chk.granted(l, t)
-	lk := l.lk
+	lk, sem := l.lk, l.sem
 	lp := l.w.plan.Locks
 	l.after(uniform(l.rng, lp.Hold[0], lp.Hold[1]), func() {
-		if l.lk == lk {
+		switch {
+		case lk != nil && l.lk == lk:
 			l.trace("unlock " + l.name)
 			lk.Stop()
-			l.arm()
+		case sem != nil && l.sem == sem:
+			l.trace("unlock " + l.held)
+			sem.Stop()
 		}
+		l.arm()
 	})
 }
 
@@ -334,10 +384,10 @@ func (l *lockClient) Publish(s driver.Snapshot) {
 // was reported in jeopardy first (I4).
 func (l *lockClient) Ended(t election.Term, r election.Reason) {
 	if (r == election.ReasonStoreUnavailable || r == election.ReasonExpired) && !l.jeopardy && !l.pausedSinceCall() && l.w.opt.Strategy != Naive {
-		l.w.chk.violate(Callbacks, l.in, fmt.Sprintf("%s's hold of %s (token %d) ended for want of renewals (%s) and was never reported in jeopardy", l.in.label, l.name, t.Token, r))
+		l.w.chk.violate(Callbacks, l.in, fmt.Sprintf("%s's hold of %s (token %d) ended for want of renewals (%s) and was never reported in jeopardy", l.in.label, l.held, t.Token, r))
 	}
 	l.jeopardy = false
-	l.trace(l.name + " ended: " + r.String())
+	l.trace(l.held + " ended: " + r.String())
 	l.w.chk.released(l.in)
 }
 
@@ -356,7 +406,7 @@ func (l *lockClient) WakeNext(addr string) {
 // turn (a fair one at the head of its queue), someone must be granted the
 // lock within the lock handoff bound (I5).
 func (l *lockClient) woken(lock string) {
-	if l.dead || l.lk == nil || lock != l.name {
+	if l.dead || l.lk == nil || lock != l.name { // a semaphore has no wake-ups
 		return
 	}
 	lk := l.lk
@@ -374,7 +424,7 @@ func (l *lockClient) woken(lock string) {
 func (l *lockClient) Retired() {
 	l.trace(l.name + " over")
 	l.w.chk.released(l.in)
-	l.lk, l.lockReq, l.queueReq, l.queueBy = nil, nil, nil, time.Time{}
+	l.lk, l.sem, l.lockReq, l.queueReq, l.queueBy, l.semReqs = nil, nil, nil, nil, time.Time{}, l.semReqs[:0]
 	if l.in.stopped {
 		l.finish()
 		return

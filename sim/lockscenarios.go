@@ -84,6 +84,30 @@ var lockScenarios = []*Scenario{
 				})
 			forgeNotices(p, r)
 		}),
+	lockScenario("lock-sem", "10 clients contend for 2 semaphores of 3 slots with TryLock and Lock; holders crash and pause past their lease, clients lose the store, wall clocks 10 to 60s apart: never more than 3 believe they hold a slot of a name", 10,
+		func(p *plan, lp *lockPlan, r *rand.Rand) {
+			lp.Slots = 3
+			lp.Wait = [2]time.Duration{second, 60 * second}
+			for _, n := range p.Nodes {
+				n.skew(uniform(r, -60*second, 60*second))
+			}
+			p.Faults.ErrorPPM = 10_000
+			spells(p, r, span{20 * second, 40 * second}, 30*second, nil, span{second, 20 * second}, crashFor)
+			spells(p, r, span{30 * second, 60 * second}, 60*second, nil, span{2 * second, 40 * second},
+				func(w *world, in *instance, d time.Duration) { w.pause(in, d, false) })
+			spells(p, r, span{30 * second, 60 * second}, 60*second, func() bool { return r.IntN(2) == 0 },
+				span{5 * second, 30 * second}, func(w *world, in *instance, d time.Duration) {
+					w.cutOff(in.node, true)
+					w.at(w.now+d, nil, func() { w.cutOff(in.node, false) })
+				})
+		}),
+	lockScenario("lock-sem-fair", "8 fair waiters queue for a semaphore of 2 slots while holders crash: granted in ticket order across both slots", 8,
+		func(p *plan, lp *lockPlan, r *rand.Rand) {
+			busyQueue(lp)
+			lp.Slots = 2
+			spells(p, r, span{20 * second, 40 * second}, 30*second, func() bool { return r.IntN(3) != 0 },
+				span{second, 20 * second}, crashFor)
+		}),
 }
 
 // busyQueue: every client waits, fair, for one lock, long enough to be
@@ -137,7 +161,7 @@ func (w *world) pick(holder bool) *instance {
 	for _, in := range w.liveInstances() {
 		l := in.rt.(*lockClient)
 		t := w.chk.open[in]
-		if !in.paused && !in.node.cut && l.lk != nil && (t != nil && w.chk.believes(t)) == holder {
+		if !in.paused && !in.node.cut && (l.lk != nil || l.sem != nil) && (t != nil && w.chk.believes(t)) == holder {
 			c = append(c, in)
 		}
 	}

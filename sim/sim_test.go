@@ -194,6 +194,13 @@ func TestScenariosDoWhatTheySay(t *testing.T) {
 			return want(r.Stats.Terms >= 20 && r.Stats.Crashes >= 2 && r.Stats.WakesLost >= 1 && r.Stats.NoticesForged >= 1,
 				"20 grants, crashes, wake-ups lost and forged")
 		},
+		"lock-sem": func(r *Result) string {
+			return want(r.Stats.Terms >= 50 && r.Stats.SemFull >= 5 && r.Stats.Crashes >= 2 && r.Stats.Pauses >= 1,
+				"50 grants, 5 of a last free slot, crashes and pauses")
+		},
+		"lock-sem-fair": func(r *Result) string {
+			return want(r.Stats.Terms >= 50 && r.Stats.SemFull >= 10 && r.Stats.Crashes >= 2, "50 grants, 10 of a last free slot, crashes")
+		},
 		"lock-partition": func(r *Result) string {
 			return want(r.Stats.Dropped >= 1 && r.Stats.Errors >= 1 && r.Stats.Terms >= 20, "requests dropped and refused, 20 grants")
 		},
@@ -240,6 +247,7 @@ func TestBaselinesFail(t *testing.T) {
 		{"vm-suspend", Options{Resource: Unfenced}, Fencing},
 		{"record-lost", Options{Strategy: Naive}, Tokens},
 		{"lock-skew-drift", Options{Strategy: Naive}, OneLeader},
+		{"lock-sem", Options{Strategy: Naive}, OneLeader},
 	} {
 		for seed := uint64(1); seed <= 10; seed++ {
 			r := Run(Lookup(tc.scenario), seed, tc.opt)
@@ -315,7 +323,7 @@ func TestScenarioNames(t *testing.T) {
 		restart-same-identity mixed-ttl slow-callbacks stop-during-renewal swarm record-lost foreign-restore
 		standby-leader-crash standby-crash standby-pause wake-handoff wake-faults notice-crash notice-faults notice-zombie stale-reads
 		lock-contention lock-fair lock-holder-crash lock-holder-pause lock-give-up lock-skew-drift lock-partition
-		lock-wake lock-wake-fair lock-wake-faults`)
+		lock-wake lock-wake-fair lock-wake-faults lock-sem lock-sem-fair`)
 	var got []string
 	for _, sc := range Scenarios() {
 		got = append(got, sc.Name)
