@@ -3,7 +3,9 @@ package tenure_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -504,4 +506,100 @@ func TestIntegrationLocker(t *testing.T) {
 		}
 	}
 	onEveryStore(t, "tenure-locks", check)
+}
+
+// Semaphores on each real server: two slots held at once, a TryLock
+// refused listing both holders, another n refused, six contending callers
+// never more than two at once with each slot's tokens increasing, and a
+// silent holder's slot taken after its lease.
+func TestIntegrationSemaphore(t *testing.T) {
+	check := func(t *testing.T, store lease.Store) {
+		ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+		defer cancel()
+		locker := func(id string, st lease.Store) *tenure.Locker {
+			l, err := tenure.NewLocker(tenure.LockerConfig{Store: st, ID: id, LeaseDuration: e2eLease, OpTimeout: time.Second, RetryMax: 200 * time.Millisecond})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { l.Close() })
+			return l
+		}
+		cut := leasetest.NewFaults(store) // b's link to the server
+		a, b, c := locker("a", store), locker("b", cut), locker("c", store)
+		ha, err := a.TryLock(ctx, "e2e/pool", tenure.Slots(2))
+		if err != nil {
+			t.Fatal(err)
+		}
+		hb, err := b.TryLock(ctx, "e2e/pool", tenure.Slots(2))
+		if err != nil || hb.Slot() == ha.Slot() {
+			t.Fatalf("b: %v (slot %v beside a's %d)", err, hb, ha.Slot())
+		}
+		var le *tenure.LockedError
+		if _, err := c.TryLock(ctx, "e2e/pool", tenure.Slots(2)); !errors.As(err, &le) || len(le.Holders) != 2 ||
+			le.Holders[ha.Slot()].Holder != "a" || le.Holders[hb.Slot()].Token != hb.Token() {
+			t.Fatalf("TryLock with both slots held: %v", err)
+		}
+		if _, err := c.TryLock(ctx, "e2e/pool", tenure.Slots(3)); !errors.Is(err, tenure.ErrSlotsMismatch) {
+			t.Fatalf("Slots(3) on a pool of 2: %v", err)
+		}
+
+		// b goes silent: c waits out its lease and takes its slot.
+		cut.FailAll()
+		silent := time.Now()
+		hc, err := c.Lock(ctx, "e2e/pool", tenure.Slots(2))
+		if err != nil || hc.Slot() != hb.Slot() || hc.Token() <= hb.Token() {
+			t.Fatalf("c after b went silent: %v (slot %v)", err, hc)
+		}
+		if took := time.Since(silent); took < e2eLease || took > e2eTakeover {
+			t.Errorf("b's slot taken %v after it went silent; want between %v and %v", took, e2eLease, e2eTakeover)
+		}
+		if hb.Context().Err() == nil {
+			t.Error("b still believes it holds its slot")
+		}
+		for _, h := range []*tenure.Lock{ha, hc} {
+			if err := h.Unlock(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+
+		// Six callers, two slots, three rounds each.
+		var mu sync.Mutex
+		holding, most := 0, 0
+		last := map[int]fencing.Token{}
+		var wg sync.WaitGroup
+		for i := range 6 {
+			l := locker(fmt.Sprintf("w%d", i), store)
+			wg.Go(func() {
+				for range 3 {
+					h, err := l.Lock(ctx, "e2e/pool", tenure.Slots(2))
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					mu.Lock()
+					holding++
+					most = max(most, holding)
+					if h.Token() <= last[h.Slot()] {
+						t.Errorf("slot %d granted with token %d after %d", h.Slot(), h.Token(), last[h.Slot()])
+					}
+					last[h.Slot()] = h.Token()
+					mu.Unlock()
+					if _, _, err := store.Get(ctx, "e2e/pool::slots"); err != nil { // the work: a round trip
+						t.Error(err)
+					}
+					mu.Lock()
+					holding--
+					mu.Unlock()
+					if err := h.Unlock(ctx); err != nil {
+						t.Error(err)
+					}
+				}
+			})
+		}
+		wg.Wait()
+		if most > 2 {
+			t.Errorf("%d held at once, of 2 slots", most)
+		}
+	}
+	onEveryStore(t, "tenure-sem", check)
 }

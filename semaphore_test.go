@@ -10,7 +10,9 @@ import (
 	"time"
 
 	"github.com/tenure-go/tenure"
+	"github.com/tenure-go/tenure/election"
 	"github.com/tenure-go/tenure/fencing"
+	"github.com/tenure-go/tenure/internal/lockcore"
 	"github.com/tenure-go/tenure/lease/leasetest"
 	"github.com/tenure-go/tenure/lease/memlease"
 )
@@ -182,4 +184,39 @@ func TestSemaphoreFair(t *testing.T) {
 			t.Fatalf("granted in the order %v", order)
 		}
 	})
+}
+
+// What tenure plan --slots prints for a waiter is what one makes: counted
+// at the store over an hour with every slot held.
+func TestSemRequestsPerHourCountsTheCadences(t *testing.T) {
+	for _, fair := range []bool{false, true} {
+		synctest.Test(t, func(t *testing.T) {
+			ctx := context.Background()
+			mem := memlease.New()
+			opts := []tenure.LockOption{tenure.Slots(3)}
+			if fair {
+				opts = append(opts, tenure.Fair())
+			}
+			for i := range 3 {
+				if _, err := newLocker(t, mem, fmt.Sprintf("h%d", i)).Lock(ctx, "pool", opts...); err != nil {
+					t.Fatal(err)
+				}
+			}
+			counted := leasetest.NewFaults(mem)
+			w := newLocker(t, counted, "w")
+			wctx, cancel := context.WithCancel(ctx)
+			defer cancel()
+			go w.Lock(wctx, "pool", opts...)
+			wait(time.Minute) // settled
+			g0, p0 := counted.Counts()
+			wait(time.Hour)
+			g1, p1 := counted.Counts()
+			_, reads, writes := lockcore.SemRequestsPerHour(election.Timing{}.WithDefaults(), 3, 1, fair)
+			got := float64(g1 - g0 + p1 - p0)
+			t.Logf("fair %v: %.0f requests (%d reads); plan %.0f", fair, got, g1-g0, reads+writes)
+			if want := reads + writes; got < want*0.97 || got > want*1.03 {
+				t.Errorf("fair %v: a waiter made %.0f requests (%d reads) in an hour; the plan says %.0f (%.0f reads)", fair, got, g1-g0, want, reads)
+			}
+		})
+	}
 }

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strconv"
+	"strings"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -41,6 +43,13 @@ renewal fails, as for run. Signals to tenure are passed on as for run:
 SIGINT, SIGTERM and SIGQUIT to COMMAND's group, and they stop it; SIGHUP,
 SIGUSR1 and SIGUSR2 to COMMAND itself, and it keeps running.
 
+With --slots N, NAME is a semaphore of N slots: up to N processes run
+COMMAND at once, each holding one slot, and COMMAND also gets TENURE_SLOT
+(0 to N-1); TENURE_TOKEN is that slot's token. Every process taking NAME
+must give the same N (the first fixes it in NAME::slots; another is
+refused, status 2). --wait 0 reports every slot's holder when all are
+taken. Each waiter reads the N slots every poll.
+
 With --wake ADDR, tenure listens for wake-ups on that UDP address: while it
 waits it names itself in the lock's wake record (NAME::wake), and when it
 gives the lock back it wakes the waiter named there, which takes the lock
@@ -58,6 +67,7 @@ examples:
   tenure lock --wait 30s --store 'dynamodb://leases?region=eu-west-1' migrate -- ./migrate.sh
   tenure lock --fair deploy -- ./deploy.sh                  # first come, first served
   tenure lock --wake 10.0.0.5:0 --fair deploy -- ./deploy.sh  # handed over in milliseconds
+  tenure lock --slots 3 --fair encoder -- ./encode.sh        # at most 3 at once, in turn
 `
 
 // waitFlag is --wait: a duration, or "forever".
@@ -102,6 +112,7 @@ func lockCommand(args []string, stdout, stderr io.Writer) int {
 	conflictExit := fs.Int("conflict-exit", -1, "exit status when another holds the lock or took the slot (default 75, or 79 with --once-per)")
 	wake := fs.String("wake", "", "listen for wake-ups on this UDP address, e.g. 10.0.0.5:7946 or 127.0.0.1:0: woken on release, a waiter takes the lock in a few round trips")
 	wakeAdvertise := fs.String("wake-advertise", "", "the address others send wake-ups to, if not --wake's (NAT, containers)")
+	slots := fs.Int("slots", 0, "take one of this many slots of NAME, a semaphore: at most this many hold it at once (1 to 64)")
 	before, argv := splitArgs(args)
 	if ok, status := parseFlags(fs, before, stderr); !ok {
 		return status
@@ -122,6 +133,17 @@ func lockCommand(args []string, stdout, stderr io.Writer) int {
 		return exitUsage
 	case *fair:
 		fmt.Fprintln(stderr, "tenure lock: --once-per and --fair do not go together: a slot is never waited for")
+		return exitUsage
+	case *slots != 0:
+		fmt.Fprintln(stderr, "tenure lock: --once-per and --slots do not go together")
+		return exitUsage
+	}
+	if isSet(fs, "slots") && (*slots < 1 || *slots > tenure.MaxSlots) {
+		fmt.Fprintf(stderr, "tenure lock: --slots %d: want 1 to %d\n", *slots, tenure.MaxSlots)
+		return exitUsage
+	}
+	if *slots != 0 && *wake != "" {
+		fmt.Fprintln(stderr, "tenure lock: --slots and --wake do not go together yet: a semaphore's waiters find a free slot by polling")
 		return exitUsage
 	}
 	if *oncePer != 0 {
@@ -176,6 +198,9 @@ func lockCommand(args []string, stdout, stderr io.Writer) int {
 	if *oncePer != 0 {
 		opts = append(opts, tenure.OncePer(*oncePer))
 	}
+	if *slots != 0 {
+		opts = append(opts, tenure.Slots(*slots))
+	}
 	// The store must answer within startupWait, or the wait ends.
 	unreachable := make(chan struct{})
 	go func() {
@@ -212,6 +237,15 @@ func lockCommand(args []string, stdout, stderr io.Writer) int {
 		case errors.Is(err, tenure.ErrSlotTaken) && errors.As(err, &le):
 			log.Info("the slot was taken: nothing to do", "lock", le.Name, "holder", le.Holder, "token", le.Token)
 			return conflict
+		case errors.As(err, &le) && le.Holders != nil:
+			if !*quiet {
+				during := ""
+				if le.Err != nil {
+					during = " for all of --wait " + wait.String()
+				}
+				fmt.Fprintf(stderr, "tenure lock: %q: all %d slots were held%s:%s\n", name, len(le.Holders), during, slotList(le.Holders))
+			}
+			return conflict
 		case errors.As(err, &le):
 			if !*quiet {
 				if le.Err != nil {
@@ -228,7 +262,7 @@ func lockCommand(args []string, stdout, stderr io.Writer) int {
 			return conflict
 		case errors.Is(err, lease.ErrPermanent), errors.Is(err, lease.ErrInvalidRecord):
 			return c.storeFailed("tenure lock", err, stderr)
-		case errors.As(err, new(*election.FieldError)), errors.Is(err, lease.ErrInvalidName):
+		case errors.As(err, new(*election.FieldError)), errors.Is(err, lease.ErrInvalidName), errors.Is(err, tenure.ErrSlotsMismatch):
 			fmt.Fprintf(stderr, "tenure lock: %v\n", err)
 			return exitUsage
 		}
@@ -237,7 +271,12 @@ func lockCommand(args []string, stdout, stderr io.Writer) int {
 	}
 	name = h.Name() // with --once-per, the slot's
 	log.Info("locked: starting the command", "lock", name, "token", h.Token())
-	child, err := startChild(argv, childEnv(name, l.ID(), uint64(h.Token())), stdout, stderr, early, c.grace)
+	env := childEnv(name, l.ID(), uint64(h.Token()))
+	if *slots != 0 {
+		env = append(env, "TENURE_SLOT="+strconv.Itoa(h.Slot()))
+		log.Info("holding a slot", "lock", name, "slot", h.Slot(), "of", *slots)
+	}
+	child, err := startChild(argv, env, stdout, stderr, early, c.grace)
 	if err != nil {
 		fmt.Fprintf(stderr, "tenure lock: %v\n", err)
 		_ = h.Unlock(context.Background())
@@ -269,4 +308,17 @@ func isClosed(ch chan struct{}) bool {
 	default:
 		return false
 	}
+}
+
+// slotList says who holds each slot of a semaphore.
+func slotList(hs []tenure.SlotHolder) string {
+	var b strings.Builder
+	for _, h := range hs {
+		if h.Holder == "" {
+			fmt.Fprintf(&b, " slot %d by nobody known;", h.Slot)
+			continue
+		}
+		fmt.Fprintf(&b, " slot %d by %q (token %d);", h.Slot, h.Holder, h.Token)
+	}
+	return strings.TrimSuffix(b.String(), ";")
 }

@@ -25,6 +25,7 @@ examples:
   tenure plan --lease 3s --renew 1s --poll 1s --standby --candidates 20
   tenure plan --lease 3s --renew 1s --poll 1s --standby --wake --candidates 3
   tenure plan --fair --store dynamodb           # what fair lock waiters cost
+  tenure plan --slots 3 --store dynamodb        # what a semaphore's holders and waiters cost
   TENURE_LEASE=20s tenure plan
 `
 
@@ -46,8 +47,13 @@ func planCommand(args []string, stdout, stderr io.Writer) int {
 	rtt := fs.Duration("rtt", 20*time.Millisecond, "longest store round trip to assume")
 	store := fs.String("store", "all", "whose cost to print: dynamodb, s3 or all")
 	fair := fs.Bool("fair", false, "also print what fair lock waiters cost (tenure.Fair(), tenure lock --fair): 2, 5, 10 and 50 queued behind a holder")
+	slots := fs.Int("slots", 0, "also print what a semaphore of this many slots costs per holder and per waiter (tenure.Slots, tenure lock --slots); with --fair, fair waiters")
 	if ok, status := parseFlags(fs, args, stderr); !ok {
 		return status
+	}
+	if *slots < 0 || *slots > lockcore.MaxSlots {
+		fmt.Fprintf(stderr, "tenure plan: --slots %d: want 1 to %d\n", *slots, lockcore.MaxSlots)
+		return exitUsage
 	}
 	if fs.NArg() > 0 {
 		fmt.Fprintf(stderr, "tenure plan: unexpected argument %q\n", fs.Arg(0))
@@ -89,8 +95,11 @@ func planCommand(args []string, stdout, stderr io.Writer) int {
 		p = p.WithNotices()
 	}
 	printPlan(stdout, p, prices)
-	if *fair {
+	if *fair && *slots == 0 {
 		printFair(stdout, p.Timing, prices)
+	}
+	if *slots > 0 {
+		printSlots(stdout, p.Timing, *slots, *fair, prices)
 	}
 	return 0
 }
@@ -167,4 +176,36 @@ func printFair(w io.Writer, t election.Timing, prices []priceList) {
 		}
 	}
 	fmt.Fprintln(w, "  The head reads the lock every poll; the others read it once a lease and the slot ahead of them; each beats in its own slot (docs/locks.md, Fair waiting).")
+}
+
+// printSlots prints what a semaphore's holders and waiters cost.
+func printSlots(w io.Writer, t election.Timing, n int, fair bool, prices []priceList) {
+	kind := "waiters"
+	if fair {
+		kind = "fair waiters"
+	}
+	fmt.Fprintf(w, "\nA semaphore of %d slots (lease %v, renew %v, poll %v):\n", n, t.LeaseDuration, t.RenewInterval, t.PollInterval)
+	month := func(pr priceList, reads, writes float64) float64 {
+		return pr.MonthDuration.Hours() * (writes*pr.WritesPerPut*pr.WritePerMil + reads*pr.ReadPerMil) / 1e6 // every read priced strong
+	}
+	holder, _, _ := lockcore.SemRequestsPerHour(t, n, 1, fair)
+	fmt.Fprintf(w, "  each holder: %s requests/h (renewals of its slot)", count(holder))
+	for _, pr := range prices {
+		fmt.Fprintf(w, "; %s $%.2f a month", pr.Name, month(pr, 0, holder))
+	}
+	fmt.Fprintln(w)
+	for _, k := range []int{1, 5, 20} {
+		_, reads, writes := lockcore.SemRequestsPerHour(t, n, k, fair)
+		fmt.Fprintf(w, "  %2d %s, each: %s requests/h (%s reads, %s writes)", k, kind, count(reads+writes), count(reads), count(writes))
+		for _, pr := range prices {
+			fmt.Fprintf(w, "; %s $%.2f a month", pr.Name, month(pr, reads, writes))
+		}
+		fmt.Fprintln(w)
+	}
+	if fair {
+		fmt.Fprintf(w, "  A fair waiter waits in the name's queue as a fair lock's does, and reads its %d slots every poll at the head, every %v behind it.\n", n, election.GatedPoll(t))
+	} else {
+		fmt.Fprintf(w, "  A waiter reads each of the %d slots every poll: the cost grows with the slots, not with the waiters.\n", n)
+	}
+	fmt.Fprintf(w, "  Taking a slot: %d reads (the count record and every slot, at once) and a write, besides.\n", n+1)
 }

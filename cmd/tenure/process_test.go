@@ -1286,3 +1286,54 @@ func TestProcessMissingTable(t *testing.T) {
 		}
 	}
 }
+
+// TestProcessSemaphore: `tenure lock --slots 2` runs two commands at once,
+// each with its own TENURE_SLOT; a third with --wait 0 exits 75 naming both
+// holders; --slots 3 is refused (exit 2); a stopped holder's slot is the
+// next one's.
+func TestProcessSemaphore(t *testing.T) {
+	onStores(t, func(t *testing.T, e *procEnv) {
+		hold := `log "slot$TENURE_SLOT"; trap 'exit 0' TERM; while :; do sleep 0.1; done`
+		a := e.tenureSh(os.Stderr, hold, "lock", "--slots", "2", "--id", "a", "pool")
+		b := e.tenureSh(os.Stderr, hold, "lock", "--slots", "2", "--id", "b", "pool")
+		slotOf := func(id string) string {
+			ev := e.await(20*time.Second, id+"'s command", func(ev event) bool { return strings.HasPrefix(ev.what, "slot") && ev.holder == id })
+			return strings.TrimPrefix(ev.what, "slot")
+		}
+		sa, sb := slotOf("a"), slotOf("b")
+		if sa == sb || sa+sb != "01" && sa+sb != "10" {
+			t.Fatalf("a holds slot %q, b slot %q", sa, sb)
+		}
+		run := func(args ...string) (int, string) {
+			cmd := exec.Command(tenureBinary(t), args...)
+			cmd.Env = append(append(os.Environ(), e.env...), "TENURE_STORE="+e.store)
+			out, err := cmd.CombinedOutput()
+			if ee, ok := err.(*exec.ExitError); ok {
+				return ee.ExitCode(), string(out)
+			}
+			return 0, string(out)
+		}
+		if code, out := run("lock", "--slots", "2", "--wait", "0", "--id", "c", "pool", "--", "true"); code != exitLocked ||
+			!strings.Contains(out, `by "a"`) || !strings.Contains(out, `by "b"`) {
+			t.Errorf("--wait 0 with both slots held: exit %d, %q; want %d naming a and b", code, out, exitLocked)
+		}
+		if code, out := run("lock", "--slots", "3", "--wait", "0", "--id", "c", "pool", "--", "true"); code != exitUsage || !strings.Contains(out, "2 slots") {
+			t.Errorf("--slots 3 on a pool of 2: exit %d, %q; want %d", code, out, exitUsage)
+		}
+		if err := a.Process.Signal(syscall.SIGTERM); err != nil {
+			t.Fatal(err)
+		}
+		if err := a.Wait(); err != nil {
+			t.Fatalf("a after SIGTERM: %v", err)
+		}
+		if code, out := run("lock", "--slots", "2", "--wait", "0", "--id", "c", "pool", "--", "sh", "-c", `echo "slot=$TENURE_SLOT token=$TENURE_TOKEN"`); code != 0 || !strings.Contains(out, "slot="+sa+" ") {
+			t.Errorf("after a's release: exit %d, %q; want a's slot %s", code, out, sa)
+		}
+		if err := b.Process.Signal(syscall.SIGTERM); err != nil {
+			t.Fatal(err)
+		}
+		if err := b.Wait(); err != nil {
+			t.Fatalf("b after SIGTERM: %v", err)
+		}
+	})
+}

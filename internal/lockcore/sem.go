@@ -616,3 +616,24 @@ func (sl *slotLock) Retired() {
 	}
 	sl.lk = nil
 }
+
+// SemRequestsPerHour returns what the callers of a semaphore of n slots
+// make per hour at timing t (defaults filled in): a holder renews its slot
+// as a lock's holder does; a waiter, one of waiters waiting for a slot,
+// reads every slot every poll, or, fair, costs what a fair lock's waiter
+// costs (WaiterRequestsPerHour) plus reads of its other n-1 slots, every
+// poll at the head of the queue and every GatedPoll behind it. Taking a
+// slot costs n+1 reads (n+2 fair) and a write beside.
+func SemRequestsPerHour(t election.Timing, n, waiters int, fair bool) (holderWrites, waiterReads, waiterWrites float64) {
+	t = t.WithDefaults()
+	per := func(d time.Duration) float64 { return float64(time.Hour) / float64(d) }
+	holderWrites = per(t.RenewInterval)
+	waiters = max(waiters, 1)
+	if !fair {
+		return holderWrites, float64(n) * per(t.PollInterval), 0
+	}
+	waiterReads, waiterWrites = WaiterRequestsPerHour(t, waiters)
+	head := 1 / float64(waiters)
+	waiterReads += float64(n-1) * (head*per(t.PollInterval) + (1-head)*per(election.GatedPoll(t)))
+	return holderWrites, waiterReads, waiterWrites
+}
