@@ -38,7 +38,10 @@
 // stretched by MaxDrift, tokens only rise. One goroutine renews every lock of
 // a Locker. With LockerConfig.WakeAddr an Unlock wakes a waiter over UDP;
 // a wake-up, like a standby's, only makes its receiver read sooner, never
-// take sooner. Watch follows a lease's holder without writing.
+// take sooner. With Slots(n) a name is a semaphore: each slot a lock of
+// its own with its own tokens, at most n holders in belief, n fixed for
+// every caller by the first. Watch follows a lease's holder without
+// writing.
 //
 // # Lost records
 //

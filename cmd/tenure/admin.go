@@ -56,8 +56,9 @@ holder, token, held or released, and when it was last written by the
 writer's clock (this host cannot know a record's age from one read: tenure
 status --watch observes it). Records tenure keeps beside a lease show too:
 NAME::standby (the standby's), NAME::queue (a fair lock's queue),
-NAME::queue.N (the slot of one of its waiters) and NAME::wake (the waiter a
-lock's holder wakes on release).
+NAME::queue.N (the slot of one of its waiters), NAME::wake (the waiter a
+lock's holder wakes on release), and a semaphore's slots NAME::slot.I and
+count NAME::slots (its number of slots, kept: tenure gc leaves it).
 
 On DynamoDB a list scans the whole table, and bills it; on S3 it lists
 the prefix's objects and reads each.

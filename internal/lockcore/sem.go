@@ -112,6 +112,20 @@ type SemHost interface {
 // another number of slots than the name's holders use.
 var ErrSlotsMismatch = errors.New("tenure: the semaphore's holders use another number of slots")
 
+// slotsError is the error of a call for want slots of a semaphore that
+// has have.
+type slotsError struct {
+	name       string
+	have, want int
+}
+
+func (e *slotsError) Error() string {
+	return fmt.Sprintf("tenure: lock %q has %d slots (%s), not %d: every caller must ask for the same number; to change it, stop every holder, then tenure release --force %s",
+		e.name, e.have, e.name+SlotsSuffix, e.want, e.name+SlotsSuffix)
+}
+
+func (e *slotsError) Is(target error) bool { return target == ErrSlotsMismatch }
+
 // Sem is one call for a slot of a semaphore. The zero Sem is unusable:
 // call Init.
 type Sem struct {
@@ -470,8 +484,7 @@ func (s *Sem) checked() {
 			s.refuse(fmt.Errorf("tenure: lock %q: its count record %q holds %q by %q, not a number of slots by %q: remove it (tenure release --force) once nobody holds a slot", s.name, s.name+SlotsSuffix, c.rec.Payload, c.rec.Holder, slotsHolder))
 			return
 		case n != s.n:
-			s.refuse(fmt.Errorf("%w: lock %q has %d slots (%s), not %d: every holder must ask for the same number; to change it, stop every holder and remove the record (tenure release --force %q)",
-				ErrSlotsMismatch, s.name, n, s.name+SlotsSuffix, s.n, s.name+SlotsSuffix))
+			s.refuse(&slotsError{s.name, n, s.n})
 			return
 		}
 	} else {
