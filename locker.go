@@ -440,7 +440,10 @@ func (l *Locker) take(ctx context.Context, name string, try bool, opts []LockOpt
 		// Give up: whatever the store holds of ours is released. The
 		// error says who held the lock meanwhile, as last seen.
 		var gaveUp error
-		l.do(func() { gaveUp = e.waitedFor(ctx.Err()); e.fail(gaveUp); e.stopEntry() })
+		ran := make(chan struct{}) // Do returns once the loop has f, not once f ran
+		if l.do(func() { gaveUp = e.waitedFor(ctx.Err()); e.fail(gaveUp); e.stopEntry(); close(ran) }) {
+			<-ran
+		}
 		r := <-result
 		if r.lock != nil { // taken just now: give it back
 			_ = r.lock.Unlock(context.WithoutCancel(ctx))
