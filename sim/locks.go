@@ -155,15 +155,38 @@ func (l *lockClient) call() {
 	} else if err := lk.Init(l, l.name, &cfg, l.try, l.fair); err != nil {
 		panic(fmt.Sprintf("sim: %s: %v", in.label, err)) // the timing passed Validate
 	}
-	w.chk.asked(l)
+	l.begin(lk, wait)
+}
+
+// call is a lock client's call: a lock's, or a semaphore's.
+type call interface {
+	Answer() bool
+	Stop()
+	Start()
+}
+
+// current returns the call under way, or nil.
+func (l *lockClient) current() call {
+	switch {
+	case l.sem != nil:
+		return l.sem
+	case l.lk != nil:
+		return l.lk
+	}
+	return nil
+}
+
+// begin starts c, to be given up at the caller's deadline, wait from now.
+func (l *lockClient) begin(c call, wait time.Duration) {
+	l.w.chk.asked(l)
 	l.after(wait, func() { // the caller's context is done
-		if l.lk == lk && lk.Answer() {
+		if l.current() == c && c.Answer() {
 			l.answered("gave up")
-			lk.Stop()
+			c.Stop()
 			l.arm()
 		}
 	})
-	lk.Start()
+	c.Start()
 	l.arm()
 }
 

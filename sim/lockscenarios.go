@@ -50,10 +50,7 @@ var lockScenarios = []*Scenario{
 			lp.Wait = [2]time.Duration{10 * second, 3 * minute}
 			p.Faults.ErrorPPM = 20_000
 			spells(p, r, span{20 * second, 40 * second}, 60*second, func() bool { return r.IntN(2) == 0 },
-				span{5 * second, 40 * second}, func(w *world, in *instance, d time.Duration) {
-					w.cutOff(in.node, true)
-					w.at(w.now+d, nil, func() { w.cutOff(in.node, false) })
-				})
+				span{5 * second, 40 * second}, cutFor)
 		}),
 	lockScenario("lock-wake", "6 clients contend for 2 locks with TryLock and Lock; unlocks wake a waiter over a clean network, store latency has no tail, and 30% of polls are stale: a waiter woken at a free lock, or another, is granted it within the lock handoff bound", 6,
 		func(p *plan, lp *lockPlan, r *rand.Rand) {
@@ -78,10 +75,7 @@ var lockScenarios = []*Scenario{
 			spells(p, r, span{20 * second, 40 * second}, 30*second, func() bool { return r.IntN(3) != 0 },
 				span{second, 20 * second}, crashFor)
 			spells(p, r, span{30 * second, 60 * second}, 60*second, func() bool { return r.IntN(2) == 0 },
-				span{5 * second, 30 * second}, func(w *world, in *instance, d time.Duration) {
-					w.cutOff(in.node, true)
-					w.at(w.now+d, nil, func() { w.cutOff(in.node, false) })
-				})
+				span{5 * second, 30 * second}, cutFor)
 			forgeNotices(p, r)
 		}),
 	lockScenario("lock-sem", "10 clients contend for 2 semaphores of 3 slots with TryLock and Lock; holders crash and pause past their lease, clients lose the store, wall clocks 10 to 60s apart: never more than 3 believe they hold a slot of a name", 10,
@@ -96,10 +90,7 @@ var lockScenarios = []*Scenario{
 			spells(p, r, span{30 * second, 60 * second}, 60*second, nil, span{2 * second, 40 * second},
 				func(w *world, in *instance, d time.Duration) { w.pause(in, d, false) })
 			spells(p, r, span{30 * second, 60 * second}, 60*second, func() bool { return r.IntN(2) == 0 },
-				span{5 * second, 30 * second}, func(w *world, in *instance, d time.Duration) {
-					w.cutOff(in.node, true)
-					w.at(w.now+d, nil, func() { w.cutOff(in.node, false) })
-				})
+				span{5 * second, 30 * second}, cutFor)
 		}),
 	lockScenario("lock-sem-fair", "8 fair waiters queue for a semaphore of 2 slots while holders crash: granted in ticket order across both slots", 8,
 		func(p *plan, lp *lockPlan, r *rand.Rand) {
@@ -151,6 +142,12 @@ func crashFor(w *world, in *instance, d time.Duration) {
 			w.restart(in.node, true)
 		}
 	})
+}
+
+// cutFor cuts in's node off from the store for d.
+func cutFor(w *world, in *instance, d time.Duration) {
+	w.cutOff(in.node, true)
+	w.at(w.now+d, nil, func() { w.cutOff(in.node, false) })
 }
 
 // pick returns a lock client that believes it holds its lock (holder), or

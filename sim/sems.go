@@ -34,16 +34,7 @@ func (l *lockClient) callSem(wait time.Duration) {
 	if err := sem.Init((*semClient)(l), l.name, w.plan.Locks.Slots, &cfg, l.try, l.fair, mk); err != nil {
 		panic(fmt.Sprintf("sim: %s: %v", in.label, err)) // the timing passed Validate
 	}
-	w.chk.asked(l)
-	l.after(wait, func() { // the caller's context is done
-		if l.sem == sem && sem.Answer() {
-			l.answered("gave up")
-			sem.Stop()
-			l.arm()
-		}
-	})
-	sem.Start()
-	l.arm()
+	l.begin(sem, wait)
 }
 
 func (l *lockClient) semRequests() []*request {
