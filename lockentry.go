@@ -151,13 +151,10 @@ func (e *lockEntry) CallDone(f *host.Flight, res election.Result) {
 
 // Due is the lock's next wake-up, none once it is retired.
 func (e *lockEntry) Due() time.Time {
-	switch {
-	case !e.live:
+	if !e.live {
 		return time.Time{}
-	case e.sem != nil:
-		return e.sem.Due()
 	}
-	return e.Lock.Due()
+	return e.call().Due()
 }
 
 func (e *lockEntry) Log(level slog.Level, msg string, args ...any) {

@@ -79,74 +79,47 @@ func lockedBySlots(name string, ls []election.Leader, err error) *LockedError {
 	return le
 }
 
-// The entry's methods that differ for a semaphore (lockEntry.sem).
+// entryCall is what the Locker asks of an entry's call, whether a lock's
+// (lockcore.Lock) or a semaphore's (lockcore.Sem).
+type entryCall interface {
+	Answer() bool
+	Answered() bool
+	Stop()
+	Err() error
+	GaveUp() bool
+	Config() *election.Config
+	Fire(now time.Time)
+	Due() time.Time
+}
 
+// call returns the entry's call: its semaphore's, if it has one.
+func (e *lockEntry) call() entryCall {
+	if e.sem != nil {
+		return e.sem
+	}
+	return &e.Lock
+}
+
+// The entry's methods that differ for a semaphore: they shadow the
+// embedded Lock's.
+
+func (e *lockEntry) Answer() bool             { return e.call().Answer() }
+func (e *lockEntry) Answered() bool           { return e.call().Answered() }
+func (e *lockEntry) Stop()                    { e.call().Stop() }
+func (e *lockEntry) Err() error               { return e.call().Err() }
+func (e *lockEntry) GaveUp() bool             { return e.call().GaveUp() }
+func (e *lockEntry) Config() *election.Config { return e.call().Config() }
+func (e *lockEntry) Fire(now time.Time)       { e.call().Fire(now) }
+
+// Wake: a semaphore has no wake-ups.
+func (e *lockEntry) Wake() bool { return e.sem == nil && e.Lock.Wake() }
+
+// slot returns the semaphore's slot held, or -1.
 func (e *lockEntry) slot() int {
 	if e.sem == nil {
 		return -1
 	}
 	return e.sem.Slot()
-}
-
-// Answer claims the one answer to the caller.
-func (e *lockEntry) Answer() bool {
-	if e.sem != nil {
-		return e.sem.Answer()
-	}
-	return e.Lock.Answer()
-}
-
-// Answered reports whether the caller has had its answer.
-func (e *lockEntry) Answered() bool {
-	if e.sem != nil {
-		return e.sem.Answered()
-	}
-	return e.Lock.Answered()
-}
-
-// Stop ends the lock, or the semaphore call.
-func (e *lockEntry) Stop() {
-	if e.sem != nil {
-		e.sem.Stop()
-		return
-	}
-	e.Lock.Stop()
-}
-
-// Wake: a semaphore has no wake-ups.
-func (e *lockEntry) Wake() bool { return e.sem == nil && e.Lock.Wake() }
-
-// Err returns the last store error.
-func (e *lockEntry) Err() error {
-	if e.sem != nil {
-		return e.sem.Err()
-	}
-	return e.Lock.Err()
-}
-
-// GaveUp reports whether the release went unconfirmed.
-func (e *lockEntry) GaveUp() bool {
-	if e.sem != nil {
-		return e.sem.GaveUp()
-	}
-	return e.Lock.GaveUp()
-}
-
-// Config returns the Machines' configuration.
-func (e *lockEntry) Config() *election.Config {
-	if e.sem != nil {
-		return e.sem.Config()
-	}
-	return e.Lock.Config()
-}
-
-// Fire runs whatever is due at now.
-func (e *lockEntry) Fire(now time.Time) {
-	if e.sem != nil {
-		e.sem.Fire(now)
-		return
-	}
-	e.Lock.Fire(now)
 }
 
 // semCall is a semaphore's store call in flight: its slot and record.

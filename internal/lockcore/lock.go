@@ -1,8 +1,8 @@
 // Package lockcore is one lock of a tenure.Locker without the goroutines:
 // an election.Machine under the shared driver (internal/driver), the rules
 // that make a campaign a lock (give up at the first holder for TryLock, never
-// take the lock again once the term ended), and fair waiting in the lock's
-// queue. A Host carries out what it asks (store calls, answers to the
+// take the lock again once the term ended), fair waiting in the lock's
+// queue, wake-ups, and semaphores (Sem: n slots, each a Lock). A Host carries out what it asks (store calls, answers to the
 // caller) and calls it back one event at a time, so the same code runs in
 // the Locker's loop and in the simulator's fast tier.
 package lockcore
@@ -62,7 +62,7 @@ type Lock struct {
 	giveUp time.Time     // the driver's release timer; its wake-up is d.Wake
 
 	try        bool // TryLock: give up at the first sight of a holder
-	gateClosed bool // a semaphore's slot waits for the queue's turn (Sem.follow)
+	gateClosed bool // another lock's turn holds this one back (setGate)
 	answered   bool
 	held       bool // a term began and has not ended
 	stopping   bool // stop the driver once its current step is over
@@ -107,14 +107,31 @@ func (l *Lock) InitMachine(h Host, name string, m Machine, try, fair bool) {
 // stays taken until its lease runs out). Call it before Start.
 func (l *Lock) Keep() { l.d.Keep() }
 
-// Start begins campaigning for the lock (in turn, if fair).
+// Start begins campaigning for the lock (in turn, if fair; once its gate
+// opens, if shut by setGate).
 func (l *Lock) Start() {
-	if l.fair != nil {
+	if l.fair != nil || l.gateClosed {
 		l.d.Gate(true)
+	}
+	if l.fair != nil {
 		l.fair.next = l.h.Now()
 	}
 	l.d.Start()
 	l.after()
+}
+
+// setGate holds a plain lock back (closed) or lets it campaign, for a lock
+// whose turn another decides: a semaphore's slot follows slot 0's turn in
+// the queue. Before Start it only says how the lock starts.
+func (l *Lock) setGate(closed bool, started bool) {
+	if l.gateClosed == closed {
+		return
+	}
+	l.gateClosed = closed
+	if started {
+		l.d.Gate(closed)
+		l.after()
+	}
 }
 
 // Result takes the answer of a call on the lock's record.

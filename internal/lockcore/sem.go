@@ -141,6 +141,7 @@ type Sem struct {
 	calls     int // the semaphore's own calls in flight
 	count     countState
 	seen      []election.Leader // per slot: the holder last read; "" free
+	unread    []bool            // per slot: its read failed, so not known free
 	probeErr  error             // a slot's read failed
 	queued    bool              // fair: the queue's index lists waiters
 	free      []int             // slots read free, not yet tried, in random order
@@ -152,7 +153,6 @@ type Sem struct {
 	stopping bool
 	lost     bool
 	retired  bool
-	err      error // the first permanent error
 }
 
 type semPhase uint8
@@ -189,15 +189,15 @@ func (s *Sem) Init(h SemHost, name string, n int, cfg *election.Config, try, fai
 	if n < 1 || n > MaxSlots {
 		return fmt.Errorf("tenure: lock %q: %d slots: a semaphore has 1 to %d", name, n, MaxSlots)
 	}
+	if err := cfg.Validate(); err != nil {
+		return err
+	}
 	if mk == nil {
 		mk = func() (Machine, error) { return election.NewShared(cfg) }
 	}
-	if _, err := mk(); err != nil {
-		return err
-	}
 	*s = Sem{h: h, name: name, n: n, cfg: cfg, mk: mk, try: try, fair: fair && !try, held: -1, answered: s.answered}
 	s.slots = make([]slotLock, n)
-	s.seen = make([]election.Leader, n)
+	s.seen, s.unread = make([]election.Leader, n), make([]bool, n)
 	for i := range s.slots {
 		s.slots[i] = slotLock{s: s, i: i}
 	}
@@ -262,14 +262,12 @@ func (s *Sem) ownResult(slot, rec int, r election.Result) {
 			c.err = r.Err
 		}
 	case RecProbe:
+		s.seen[slot], s.unread[slot] = election.Leader{}, false
 		switch {
 		case r.Err == nil && !r.Record.Released:
 			s.seen[slot] = election.Leader{Holder: r.Record.Holder, Token: r.Record.Token, Payload: r.Record.Payload}
-		case r.Err == nil || notFound:
-			s.seen[slot] = election.Leader{}
-		default:
-			s.seen[slot] = election.Leader{Holder: "?"} // not known: not tried
-			s.probeErr = r.Err
+		case r.Err != nil && !notFound:
+			s.unread[slot], s.probeErr = true, r.Err // not known free: not tried
 		}
 	case RecIndex:
 		// Unreadable or listing anyone: queue, whose code says what is wrong.
@@ -325,9 +323,6 @@ func (s *Sem) Answer() bool {
 // Answered reports whether the caller has had its answer.
 func (s *Sem) Answered() bool { return s.answered }
 
-// Name returns the semaphore's name; N its number of slots.
-func (s *Sem) Name() string { return s.name }
-
 // N returns the semaphore's number of slots.
 func (s *Sem) N() int { return s.n }
 
@@ -336,9 +331,6 @@ func (s *Sem) Config() *election.Config { return s.cfg }
 
 // Slot returns the slot held, or -1.
 func (s *Sem) Slot() int { return s.held }
-
-// Held reports whether a term is under way.
-func (s *Sem) Held() bool { return s.heldLock != nil && s.heldLock.Held() }
 
 // GaveUp reports whether the held slot's release went unconfirmed.
 func (s *Sem) GaveUp() bool { return s.heldLock != nil && s.heldLock.GaveUp() }
@@ -368,9 +360,6 @@ func (s *Sem) Holders() []election.Leader {
 		if lk := s.slots[i].lk; lk != nil {
 			ls[i] = lk.Leader()
 		}
-		if ls[i].Holder == "?" {
-			ls[i] = election.Leader{}
-		}
 	}
 	return ls
 }
@@ -384,9 +373,6 @@ func (s *Sem) Ticket() uint64 {
 }
 
 func (s *Sem) refuse(err error) {
-	if s.err == nil {
-		s.err = err
-	}
 	if s.Answer() {
 		s.h.Refused(err)
 	}
@@ -504,8 +490,8 @@ func (s *Sem) checked() {
 	}
 	s.free = s.free[:0]
 	if !s.queued {
-		for i, ld := range s.seen {
-			if ld.Holder == "" {
+		for i := range s.seen {
+			if s.readFree(i) {
 				s.free = append(s.free, i)
 			}
 		}
@@ -516,13 +502,16 @@ func (s *Sem) checked() {
 }
 
 func (s *Sem) anyFree() bool {
-	for _, ld := range s.seen {
-		if ld.Holder == "" {
+	for i := range s.seen {
+		if s.readFree(i) {
 			return true
 		}
 	}
 	return false
 }
+
+// readFree reports whether slot i was read free.
+func (s *Sem) readFree(i int) bool { return s.seen[i].Holder == "" && !s.unread[i] }
 
 // tryNext tries the next slot read free, once the one tried is over; with
 // none left, a TryLock is busy and a Lock waits on every slot.
@@ -562,10 +551,8 @@ func (s *Sem) follow() {
 	lead := s.slots[0].lk
 	open := lead == nil || lead.Turn()
 	for i := 1; i < s.n; i++ {
-		if lk := s.slots[i].lk; lk != nil && lk.gateClosed == open {
-			lk.gateClosed = !open
-			lk.d.Gate(!open)
-			lk.after()
+		if lk := s.slots[i].lk; lk != nil {
+			lk.setGate(!open, true)
 		}
 	}
 }
@@ -574,14 +561,13 @@ func (s *Sem) startSlot(i int, try, fair bool) {
 	sl := &s.slots[i]
 	m, err := s.mk()
 	if err != nil {
-		s.refuse(err) // Init made one: not reached
+		s.refuse(err) // Init validated cfg: not reached
 		return
 	}
 	sl.lk = new(Lock)
 	sl.lk.InitMachine(sl, s.name, m, try, fair)
-	if s.fair && !try && i > 0 { // it follows slot 0's turn in the queue
-		sl.lk.gateClosed = true
-		sl.lk.d.Gate(true)
+	if s.fair && !try && i > 0 {
+		sl.lk.setGate(true, false) // it follows slot 0's turn in the queue
 	}
 	sl.lk.Start()
 }
