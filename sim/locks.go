@@ -301,22 +301,15 @@ func (l *lockClient) queueDone(res election.Result, put bool) {
 // stop: the shutdown answers a call still waiting and gives the lock up;
 // the process ends once its lock is over.
 func (l *lockClient) stop() {
-	if l.sem != nil {
-		if l.sem.Answer() {
-			l.answered("shut down")
-		}
-		l.sem.Stop()
-		l.arm()
-		return
-	}
-	if l.lk == nil {
+	c := l.current()
+	if c == nil {
 		l.finish()
 		return
 	}
-	if l.lk.Answer() {
+	if c.Answer() {
 		l.answered("shut down")
 	}
-	l.lk.Stop()
+	c.Stop()
 	l.arm()
 }
 
