@@ -104,6 +104,9 @@ const (
 	ReasonInvalidRecord = DemotionReason(election.ReasonInvalidRecord)
 	// ReasonResigned: Candidate.Resign ended the term.
 	ReasonResigned = DemotionReason(election.ReasonResigned)
+	// ReasonHandedOver: a live candidate of higher priority was waiting
+	// (Config.Priority), and the lease was given back for it to take.
+	ReasonHandedOver = DemotionReason(election.ReasonHandedOver)
 )
 
 func (r DemotionReason) String() string { return election.Reason(r).String() }

@@ -259,6 +259,7 @@ type runner struct {
 	tctx *termContext // nil outside a term
 
 	resigns []chan struct{} // Resign calls waiting for the lease to be given back
+	handing bool            // a hand-over (Config.Priority) has yet to give the lease back
 	sb      *sbRun          // nil without Config.Standby
 	woken   chan struct{}   // closed once the lease is given back: wake the standby; nil if none waits
 	warnAt  time.Time       // next warning about a wedged OnElected
@@ -361,11 +362,11 @@ func (r *runner) run(ctx context.Context) error {
 // after runs on the loop after each event.
 func (r *runner) after() {
 	r.c.loopAt.Store(r.Now().UnixNano())
-	if len(r.resigns) > 0 && !r.d.Resigning() {
+	if (len(r.resigns) > 0 || r.handing) && !r.d.Resigning() {
 		for _, done := range r.resigns {
 			close(done)
 		}
-		r.resigns = nil
+		r.resigns, r.handing = nil, false
 		r.wakeNow()
 	}
 	if r.sb != nil {
@@ -410,7 +411,7 @@ func (r *runner) stop() {
 	r.d.Stop()
 	if r.sb != nil {
 		r.sb.s.Follow(false)
-		r.sb.s.Notify(false)
+		r.sb.s.Lead(false)
 	}
 }
 
@@ -461,7 +462,7 @@ func (r *runner) Elected(t election.Term) {
 	r.log(slog.LevelInfo, "elected", "token", term.Token)
 	if r.sb != nil {
 		r.sb.s.Follow(false) // a leader is no standby: give the record back
-		r.sb.s.Notify(r.sb.conn != nil)
+		r.sb.s.Lead(true)
 	}
 	r.c.ms.elected()
 	if o := r.c.obs; o != nil {
@@ -489,7 +490,7 @@ func (r *runner) Demoted(_ election.Term, why election.Reason) {
 	}
 	r.warnAt = r.Now().Add(cfg.Margin)
 	if r.sb != nil {
-		r.sb.s.Notify(false)
+		r.sb.s.Lead(false)
 		if !r.d.Stopping() {
 			r.sb.s.Follow(true)
 		}

@@ -122,6 +122,31 @@ type Config struct {
 	// host with the port bound, so WakeAddr must then name a host.
 	WakeAdvertise string
 
+	// Priority makes this candidate preferred to those of lower priority
+	// (higher is preferred; default 0, and all equal: no candidate is).
+	// The standby is then the follower of highest priority: one of higher
+	// priority takes its place at its next cold poll. A leader that finds
+	// the standby of higher priority than its own, alive (its record
+	// rewritten since the leader last read it, once a cold poll), hands
+	// the lease over once its term is PriorityHoldOff old: the term ends
+	// (ReasonHandedOver), the lease is given back and the standby woken
+	// (with WakeAddr; else it finds the lease free at its next poll). If
+	// nobody has taken it by ResignHoldOff later, the leader takes it back.
+	// Equal priorities never hand over. Priority decides who gives the
+	// lease up and who is woken, never who may take it or when: every
+	// takeover keeps the lease rules.
+	//
+	// A non-zero Priority turns Standby on; every candidate of the lease
+	// needs Standby (or a Priority) for priorities to work. See
+	// docs/protocol.md, "Preferred leaders".
+	Priority int
+	// PriorityHoldOff: a leader hands the lease over to a candidate of
+	// higher priority only once its term is this old, so that a preferred
+	// candidate that keeps crashing and coming back moves the lease at
+	// most once a hold-off. Default: the standby record's lease,
+	// 3×ColdPollInterval [1m].
+	PriorityHoldOff time.Duration
+
 	// Clock supplies time. Default: clock.New() from
 	// github.com/benbjohnson/clock, the system clock.
 	Clock Clock
@@ -175,8 +200,13 @@ func (c *Config) checkStandby() error {
 	bad := func(field, format string, args ...any) error {
 		return &election.FieldError{Field: field, Reason: fmt.Sprintf(format, args...)}
 	}
+	if err := election.CheckDuration("PriorityHoldOff", c.PriorityHoldOff, 0); err != nil {
+		return err
+	}
 	if !c.Standby {
 		switch {
+		case c.PriorityHoldOff != 0:
+			return bad("PriorityHoldOff", "is set but Standby is off: set Priority, or Standby")
 		case c.ColdPollInterval != 0:
 			return bad("ColdPollInterval", "is set but Standby is off")
 		case c.WakeAddr != "" || c.WakeAdvertise != "":
@@ -194,6 +224,9 @@ func (c *Config) checkStandby() error {
 // set to it: the timings (election.Timing.WithDefaults), ID, Clock and Rand.
 // It checks nothing.
 func (c Config) WithDefaults() Config {
+	if c.Priority != 0 {
+		c.Standby = true // priorities work through the standby
+	}
 	t := timingOf(&c)
 	if c.Standby {
 		t = t.WithStandby()
@@ -203,6 +236,9 @@ func (c Config) WithDefaults() Config {
 	setTiming(&c, t)
 	if c.ResignHoldOff == 0 {
 		c.ResignHoldOff = 2 * c.PollInterval
+	}
+	if c.Standby && c.PriorityHoldOff == 0 {
+		c.PriorityHoldOff = election.StandbyTiming(t).LeaseDuration
 	}
 	withDefaults(&c.ID, &c.Clock, &c.Rand)
 	return c
@@ -236,10 +272,10 @@ func (c *Config) staleReads() bool {
 	return ok && !c.StrongPolls
 }
 
-// standbyConfig is the configuration of the standby record's Machine: its
-// own timing, and the wake-up address as its payload.
-func (c *Config) standbyConfig(wake string) election.Config {
-	return election.Config{ID: c.ID, Timing: election.StandbyTiming(timingOf(c)), Payload: []byte(wake), Rand: c.Rand, Wall: wallOf(c.Clock), StaleReads: c.staleReads()}
+// standbyConfig is the configuration of the standby record's Machine, on
+// its own timing; standby.New adds the payload.
+func (c *Config) standbyConfig() election.Config {
+	return election.Config{ID: c.ID, Timing: election.StandbyTiming(timingOf(c)), Rand: c.Rand, Wall: wallOf(c.Clock), StaleReads: c.staleReads()}
 }
 
 // wallOf returns the wall clock of clk: its Wall method if it has one (a

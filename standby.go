@@ -50,8 +50,7 @@ func (r *runner) startStandby() error {
 		r.h.Go(func() { sb.notices.run(r.h.Quit()) })
 		r.log(slog.LevelInfo, "listening for wake-ups", "addr", conn.LocalAddr().String(), "advertised", addr)
 	}
-	scfg := cfg.standbyConfig(addr)
-	sb.s = standby.New(sb, cfg.Lease, &scfg)
+	sb.s = standby.New(sb, cfg.Lease, cfg.standbyConfig(), addr, standby.Preference{Priority: cfg.Priority, HoldOff: cfg.PriorityHoldOff})
 	r.sb = sb
 	r.d.SetCold(true)
 	sb.cold = true
@@ -152,6 +151,20 @@ func (sb *sbRun) Hot(hot bool) {
 
 func (sb *sbRun) Reschedule() {} // the runner fixes its entries after every event
 
+// HandOver gives the lease back for the standby, whose priority is higher,
+// and wakes it once the release is confirmed. Priority decides only this,
+// and who is woken: never who may take the lease, or when.
+func (sb *sbRun) HandOver(holder string, priority int) {
+	r := sb.r
+	if r.d.Stopping() {
+		return // the release under way wakes the standby
+	}
+	r.log(slog.LevelInfo, "handing the lease over to a candidate of higher priority", "standby", holder, "priority", priority, "ours", r.c.cfg.Priority)
+	r.wakeAfterRelease()
+	r.handing = true
+	r.d.HandOver(r.c.cfg.ResignHoldOff)
+}
+
 // wakeStandby reads the standby's record now, and sends its holder a
 // wake-up once released is closed: once the lease given back is
 // confirmed. It gives up if the run ends first without that.
@@ -163,7 +176,8 @@ func (r *runner) wakeStandby(released <-chan struct{}) {
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(r.runCtx), cfg.OpTimeout)
 		rec, _, err := cfg.Store.Get(ctx, cfg.Lease+election.StandbySuffix)
 		cancel()
-		if err != nil || rec.Released || rec.Holder == cfg.ID || len(rec.Payload) == 0 {
+		addr, _ := standby.Parse(rec.Payload)
+		if err != nil || rec.Released || rec.Holder == cfg.ID || addr == "" {
 			r.log(slog.LevelDebug, "no standby to wake", "holder", rec.Holder, "released", rec.Released, "err", err)
 			return
 		}
@@ -176,13 +190,13 @@ func (r *runner) wakeStandby(released <-chan struct{}) {
 				return
 			}
 		}
-		conn, err := net.Dial("udp", string(rec.Payload))
+		conn, err := net.Dial("udp", addr)
 		if err != nil {
 			r.log(slog.LevelDebug, "wake-up not sent", "standby", rec.Holder, "err", err)
 			return
 		}
 		_, err = conn.Write([]byte(wakeMsg(cfg.Lease)))
 		_ = conn.Close()
-		r.log(slog.LevelDebug, "woke the standby", "standby", rec.Holder, "addr", string(rec.Payload), "err", err)
+		r.log(slog.LevelDebug, "woke the standby", "standby", rec.Holder, "addr", addr, "err", err)
 	})
 }

@@ -36,6 +36,14 @@ type Config struct {
 	// is at least the wall time in Unix milliseconds. Nil: the wall reading of
 	// the time given with the input, which is right for time.Now.
 	Wall func() time.Time
+	// Preempt, if set, lets a follower take a record held by another at
+	// once, as if it had been released, when Preempt returns true for the
+	// record it read. It is for records whose holder's belief protects
+	// nothing: a candidate's standby record, which a follower of higher
+	// priority (tenure's Config.Priority) takes from one of lower. The
+	// holder learns at its next renewal, which conflicts. Never set it for
+	// a lease: its holder would act on a term another had taken.
+	Preempt func(held lease.Record) bool
 }
 
 // FieldError is a Config field whose value breaks a rule, alone or together

@@ -288,12 +288,24 @@ func (m *Machine) Release(now time.Time) Output {
 // campaigns again only holdOff after now. An acquiring write that lands
 // meanwhile is given back too. Resigning reports when it is over.
 func (m *Machine) Resign(now time.Time, holdOff time.Duration) Output {
+	return m.resign(now, holdOff, ReasonResigned)
+}
+
+// HandOver is Resign for a candidate of higher priority: the term ends
+// with ReasonHandedOver. The machine follows the lease meanwhile and, if
+// it still finds it free once holdOff is over, takes it back, so that a
+// candidate that died before it took the lease is not waited on.
+func (m *Machine) HandOver(now time.Time, holdOff time.Duration) Output {
+	return m.resign(now, holdOff, ReasonHandedOver)
+}
+
+func (m *Machine) resign(now time.Time, holdOff time.Duration, why Reason) Output {
 	if m.phase == running {
 		m.holdUntil = m.at(now.Add(holdOff))
 		switch m.state {
 		case leading:
 			m.resigning = true
-			m.demote(now, ReasonResigned)
+			m.demote(now, why)
 			if !m.held { // never announced: nothing to wait for
 				m.schedule(now, doResign)
 			}
@@ -981,7 +993,7 @@ func (m *Machine) free() bool {
 	if m.maxSeen > 0 && (!m.exists || m.rec.Token < m.maxSeen) {
 		return false
 	}
-	return !m.exists || m.rec.Released
+	return !m.exists || m.rec.Released || m.cfg.Preempt != nil && m.rec.Holder != m.cfg.ID && m.cfg.Preempt(m.rec)
 }
 
 // follow schedules a follower's next step: take the lease when the protocol
@@ -990,8 +1002,21 @@ func (m *Machine) follow(now time.Time) {
 	if m.phase != running || m.state == leading {
 		return
 	}
+	if m.resigning && !m.held {
+		// Resign's give-back is still owed: a renewal in flight when the
+		// term ended may have landed since, and the record be ours.
+		m.schedule(now, doResign)
+		return
+	}
 	poll := m.pollAfter(now)
 	if m.held || m.gated || now.Before(m.time(m.holdUntil)) {
+		if hold := m.time(m.holdUntil); !m.held && !m.gated && m.free() && hold.Before(poll) {
+			// Free when the hold-off ends: take it then (reading first, as
+			// what we know will be old), not a poll later, which may be a
+			// cold one.
+			m.schedule(hold, doAcquire)
+			return
+		}
 		m.schedule(poll, doPoll)
 		return
 	}

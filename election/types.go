@@ -144,6 +144,9 @@ const (
 	ReasonInvalidRecord
 	// ReasonResigned: the candidate resigned (Candidate.Resign).
 	ReasonResigned
+	// ReasonHandedOver: the candidate gave the lease back for a live
+	// candidate of higher priority to take (Machine.HandOver).
+	ReasonHandedOver
 )
 
 func (r Reason) String() string {
@@ -162,6 +165,8 @@ func (r Reason) String() string {
 		return "invalid lease record"
 	case ReasonResigned:
 		return "resigned"
+	case ReasonHandedOver:
+		return "handed over"
 	}
 	return "unknown reason"
 }

@@ -245,3 +245,14 @@ func (s *nodeSpec) timing() election.Timing {
 }
 
 func (s *nodeSpec) maxDrift() float64 { return s.Timing.WithDefaults().MaxDrift }
+
+// The hold-offs of a process with timing t, as tenure.Config's defaults
+// set them: Resign's (2 polls) and a hand-over's (the standby's lease).
+func resignHoldOff(t election.Timing) time.Duration { return 2 * t.PollInterval }
+
+func (s *nodeSpec) priorityHoldOff(t election.Timing) time.Duration {
+	if s.PriorityHoldOff > 0 {
+		return s.PriorityHoldOff
+	}
+	return election.StandbyTiming(t).LeaseDuration
+}

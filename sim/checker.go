@@ -10,6 +10,7 @@ import (
 	"github.com/tenure-go/tenure/election"
 	"github.com/tenure-go/tenure/fencing"
 	"github.com/tenure-go/tenure/internal/lockcore"
+	"github.com/tenure-go/tenure/internal/standby"
 )
 
 // maxKept bounds the violations a Result keeps verbatim; all are counted.
@@ -54,9 +55,12 @@ type Stats struct {
 	LockWakeBounds int
 	// SemFull counts grants of a semaphore's last free slot: its every
 	// slot then held in belief.
-	SemFull    int
-	StaleReads int // reads served stale
-	Anomalies  int // fast tier: anomalies the Candidates reported (lost records, duplicate IDs)
+	SemFull int
+	// Hand-overs to a candidate of higher priority (Config.Priority), and
+	// the checks that the highest priority leads (expectPreferred).
+	Handovers, PreferredChecks int
+	StaleReads                 int // reads served stale
+	Anomalies                  int // fast tier: anomalies the Candidates reported (lost records, duplicate IDs)
 }
 
 // term is one leadership term, or one hold of a lock, as the checker saw
@@ -241,6 +245,14 @@ func (c *checker) reasonFits(in *instance, t *term, reason string) {
 	case tenure.ReasonRecordLost.String():
 		if s.lostAt < t.start {
 			why = "but the record was neither deleted nor written back during the term"
+		}
+	case tenure.ReasonHandedOver.String():
+		// The standby record it read names a higher priority; the record
+		// outlives its holder's crash by a standby lease, far longer than
+		// the read took.
+		_, p := standby.Parse(s.sb.rec.Payload)
+		if f, ok := in.rt.(*fastRun); !ok || !s.sb.exists || s.sb.rec.Released || p <= f.priority {
+			why = "but the standby record names no higher priority"
 		}
 	case tenure.ReasonExpired.String(), tenure.ReasonStoreUnavailable.String():
 		if !in.deadline.IsZero() && in.local().Before(in.deadline) {

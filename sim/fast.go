@@ -47,6 +47,8 @@ type fastRun struct {
 	waking, released bool
 	quitWake         bool // the run ended without a confirmed release: no wake-up
 	returned         bool // Run returned (finish)
+	handing          bool // a hand-over has yet to give the lease back
+	priority         int  // Config.Priority
 	// Renewal notices (Plan.Wake), for noticeBound: the last confirmed
 	// write's deadline, and where and when its notice went ("" if none).
 	confirmed time.Time
@@ -91,8 +93,10 @@ func newFastRun(in *instance) instRuntime {
 		if in.w.plan.Wake != nil {
 			addr = in.ID // the address published: how a wake-up finds it here
 		}
-		sc := election.Config{ID: in.ID, Timing: election.StandbyTiming(in.timing), Payload: []byte(addr), Rand: ec.Rand, Wall: in.wallNow}
-		f.sb = standby.New((*fastSB)(f), leaseName, &sc)
+		sc := election.Config{ID: in.ID, Timing: election.StandbyTiming(in.timing), Rand: ec.Rand, Wall: in.wallNow}
+		spec := in.node.spec
+		f.priority = spec.Priority
+		f.sb = standby.New((*fastSB)(f), leaseName, sc, addr, standby.Preference{Priority: spec.Priority, HoldOff: spec.priorityHoldOff(in.timing)})
 	}
 	return f
 }
@@ -202,18 +206,23 @@ func (f *fastRun) stop() {
 	if f.dead || f.exited {
 		return
 	}
-	if f.sb != nil && f.term != nil && f.w.plan.Wake != nil && !f.waking {
-		// wakeAfterRelease: read the standby record now.
-		f.waking = true
-		req := &request{in: f.in, kind: election.OpGet, reg: f.w.store.sb, wake: true}
-		f.w.stage(item{in: f.in, src: srcStore, kind: itRequest, req: req})
-	}
+	f.wakeAfterRelease()
 	f.d.Stop()
 	if f.sb != nil {
 		f.sb.Follow(false)
-		f.sb.Notify(false)
+		f.sb.Lead(false)
 	}
 	f.loop()
+}
+
+// wakeAfterRelease reads the standby record now, to wake its holder once
+// the lease is given back.
+func (f *fastRun) wakeAfterRelease() {
+	if f.sb != nil && f.term != nil && f.w.plan.Wake != nil && !f.waking {
+		f.waking, f.released = true, false
+		req := &request{in: f.in, kind: election.OpGet, reg: f.w.store.sb, wake: true}
+		f.w.stage(item{in: f.in, src: srcStore, kind: itRequest, req: req})
+	}
 }
 
 // loop models the end of an iteration of the Candidate's loop (runner.after
@@ -222,6 +231,14 @@ func (f *fastRun) stop() {
 func (f *fastRun) loop() {
 	if f.exited {
 		return
+	}
+	if f.handing && !f.d.Resigning() {
+		// Given back: the wake-up goes out (runner.after).
+		f.handing = false
+		if f.waking {
+			f.released = true
+			f.sendWake()
+		}
 	}
 	if f.sb != nil {
 		if cold := !f.hot; cold != f.cold {
@@ -281,12 +298,13 @@ func (f *fastRun) wakeRead(req *request) {
 		return
 	}
 	rec := req.res.rec
-	if f.quitWake || req.res.err != nil || rec.Released || rec.Holder == f.in.ID || len(rec.Payload) == 0 {
+	addr, _ := standby.Parse(rec.Payload)
+	if f.quitWake || req.res.err != nil || rec.Released || rec.Holder == f.in.ID || addr == "" {
 		f.waking = false
 		f.joined() // Run waits for this read
 		return
 	}
-	f.wakeTo = string(rec.Payload)
+	f.wakeTo = addr
 	f.sendWake()
 }
 
@@ -404,7 +422,7 @@ func (f *fastRun) Publish(s driver.Snapshot) {
 func (f *fastRun) Elected(et election.Term) {
 	if f.sb != nil {
 		f.sb.Follow(false) // a leader is no standby
-		f.sb.Notify(f.w.plan.Wake != nil)
+		f.sb.Lead(true)
 	}
 	t := &fastTerm{tok: et.Token, start: f.w.now}
 	if _, ok := f.m.Term(); ok { // the naive baseline has no deadline to check
@@ -432,7 +450,7 @@ func (f *fastRun) Demoted(et election.Term, r election.Reason) {
 	f.w.stage(item{in: f.in, src: srcRunner, kind: itDemoted, tok: t.tok, s: reason, deadline: et.Deadline})
 	f.disp.push(&job{kind: jDemoted, term: t, reason: reason})
 	if f.sb != nil {
-		f.sb.Notify(false)
+		f.sb.Lead(false)
 		if !f.d.Stopping() {
 			f.sb.Follow(true)
 		}
@@ -469,6 +487,18 @@ func (s *fastSB) Cancel() {
 func (s *fastSB) Log(slog.Level, string, ...any) {}
 func (s *fastSB) Hot(hot bool)                   { s.hot = hot }
 func (s *fastSB) Reschedule()                    {} // loop arms the timer
+
+// HandOver is sbRun's: the wake-up planned, the driver's HandOver.
+func (s *fastSB) HandOver(string, int) {
+	f := (*fastRun)(s)
+	if f.d.Stopping() {
+		return
+	}
+	f.wakeAfterRelease()
+	f.handing = true
+	f.w.handingOver(f.in)
+	f.d.HandOver(resignHoldOff(f.in.timing))
+}
 
 // hotStandby reports whether in is the standby, reading the lease at the
 // hot cadence.

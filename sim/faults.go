@@ -74,12 +74,13 @@ func (w *world) cutOff(n *node, on bool) {
 	}
 	n.cut = on
 	if on {
-		n.cutAt = w.now
+		n.cutAt, w.upset = w.now, w.now
 		w.fault(n.Name, "cut off from the store")
 		if w.tl != nil {
 			w.tl.cutStart(n, w.now)
 		}
 	} else {
+		w.upset = w.now
 		w.fault(n.Name, "reconnected to the store")
 		if w.tl != nil {
 			w.tl.cutEnd(n, w.now)

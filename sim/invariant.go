@@ -36,13 +36,19 @@ const (
 	// when no waiter that took its ticket earlier is still waiting while
 	// live (never paused, cut off or refused by the store since).
 	FairOrder
+	// Preference (I8, preferred-leader scenarios): a leader hands the lease
+	// over (Config.Priority) only once its term is PriorityHoldOff old, and
+	// a leader follows within the hand-over bound (world.handingOver); once
+	// the candidates have been up and unfaulted for the preference bound,
+	// one of the highest priority live leads (world.expectPreferred).
+	Preference
 
-	numInvariants = int(FairOrder)
+	numInvariants = int(Preference)
 )
 
-var invariantNames = [...]string{"", "one leader", "tokens", "fencing", "callbacks", "liveness", "goroutines", "fair order"}
+var invariantNames = [...]string{"", "one leader", "tokens", "fencing", "callbacks", "liveness", "goroutines", "fair order", "preference"}
 
-// String returns the short name, "I1" to "I7".
+// String returns the short name, "I1" to "I8".
 func (i Invariant) String() string { return fmt.Sprintf("I%d", int(i)) }
 
 // Name returns what the invariant is about, e.g. "one leader".
@@ -54,7 +60,7 @@ func (i Invariant) Name() string {
 }
 
 // Set is a set of invariants.
-type Set uint8
+type Set uint16
 
 // All holds every invariant.
 const All = Set(1<<(numInvariants+1) - 2)

@@ -60,6 +60,7 @@ func (w *world) crash(in *instance) {
 		return
 	}
 	w.fault(in.label, "crash")
+	w.upset = w.now
 	w.chk.crashed(in)
 	in.crashed = true
 	if w.tl != nil {
@@ -75,6 +76,7 @@ func (w *world) crash(in *instance) {
 func (w *world) stop(in *instance) {
 	w.at(w.now, in, func() {
 		w.fault(in.label, "stop")
+		w.upset = w.now
 		in.stopped = true
 		in.rt.stop()
 	})
@@ -88,6 +90,7 @@ func (w *world) pause(in *instance, d time.Duration, freeze bool) {
 		return
 	}
 	in.paused, in.frozen, in.pausedAt = true, freeze, w.now
+	w.upset = w.now
 	if freeze {
 		w.fault(in.label, "suspend the VM for %v (clock stops)", d)
 		w.setRate(in.node, ppbFrozen)
@@ -104,7 +107,7 @@ func (w *world) resume(in *instance) {
 	}
 	n := in.node
 	in.paused = false
-	in.resumedAt = w.now
+	in.resumedAt, w.upset = w.now, w.now
 	if in.frozen {
 		in.frozen = false
 		w.setRate(n, n.spec.PPB)

@@ -79,6 +79,11 @@ type nodeSpec struct {
 	WallOffset time.Duration   // wall reading minus monotonic reading
 	PPB        int64           // clock rate error, parts per billion
 	Timing     election.Timing // zero fields take their defaults
+	// Priority is Config.Priority of the node's next process (a scenario
+	// may change it before a restart: a new version). With a standby.
+	Priority int
+	// PriorityHoldOff is Config.PriorityHoldOff; zero: its default.
+	PriorityHoldOff time.Duration
 }
 
 // slow makes callbacks slow: one call in OneIn takes up to the given time.

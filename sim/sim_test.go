@@ -168,6 +168,18 @@ func TestScenariosDoWhatTheySay(t *testing.T) {
 		"notice-zombie": func(r *Result) string {
 			return want(r.Stats.Pauses >= 1 && r.Stats.NoticeBounds >= 2, "zombies, held to the notice bound")
 		},
+		"prefer-rolling": func(r *Result) string {
+			return want(r.Stats.Handovers >= 1 && r.Stats.PreferredChecks == 1 && r.Stats.Releases >= 7,
+				"hand-overs to the new version, 7 graceful restarts, the preference check")
+		},
+		"prefer-flap": func(r *Result) string {
+			return want(r.Stats.Handovers >= 1 && r.Stats.Crashes >= 3 && r.Stats.PreferredChecks == 1,
+				"hand-overs to a candidate that crashes 3 times or more, the preference check")
+		},
+		"prefer-faults": func(r *Result) string {
+			return want(r.Stats.Handovers >= 1 && r.Stats.Crashes >= 2 && r.Stats.Pauses >= 1 && r.Stats.Dropped >= 1 && r.Stats.PreferredChecks == 1,
+				"hand-overs, crashes, pauses, a cut-off, the preference check")
+		},
 		"stale-reads": func(r *Result) string {
 			return want(r.Stats.StaleReads >= 50 && r.Stats.Anomalies == 0 && r.Stats.Terms >= 4 && r.Stats.Releases >= 2,
 				"stale polls, no false alarm of a lost record, takeovers after crashes and releases")
@@ -321,7 +333,8 @@ func TestScenarioNames(t *testing.T) {
 		drift-beyond-bound gc-pause vm-suspend leader-cut-off long-tail-latency lost-renewal-response
 		lost-takeover-response delayed-write simultaneous-takeover partition-flapping store-brownout
 		restart-same-identity mixed-ttl slow-callbacks stop-during-renewal swarm record-lost foreign-restore
-		standby-leader-crash standby-crash standby-pause wake-handoff wake-faults notice-crash notice-faults notice-zombie stale-reads
+		standby-leader-crash standby-crash standby-pause wake-handoff wake-faults notice-crash notice-faults notice-zombie
+		prefer-rolling prefer-flap prefer-faults stale-reads
 		lock-contention lock-fair lock-holder-crash lock-holder-pause lock-give-up lock-skew-drift lock-partition
 		lock-wake lock-wake-fair lock-wake-faults lock-sem lock-sem-fair`)
 	var got []string

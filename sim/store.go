@@ -9,6 +9,7 @@ import (
 
 	"github.com/tenure-go/tenure/election"
 	"github.com/tenure-go/tenure/internal/lockcore"
+	"github.com/tenure-go/tenure/internal/standby"
 	"github.com/tenure-go/tenure/lease"
 )
 
@@ -361,7 +362,8 @@ func (s *store) arrivePlain(r *request) {
 			w.chk.stats.Releases++
 		}
 		if g.exists && !g.rec.Released && r.rec.Token > g.rec.Token && !strings.Contains(g.name, lockcore.QueueSuffix) &&
-			!strings.HasSuffix(g.name, lockcore.WakeSuffix) { // a queue's and a wake record are not leases
+			!strings.HasSuffix(g.name, lockcore.WakeSuffix) && // a queue's and a wake record are not leases
+			!(g == s.sb && preempts(r.rec, g.rec)) {
 			s.checkWait(r.in, g.name, g.rec, g.written)
 		}
 		if s.f.StalePPM > 0 {
@@ -378,6 +380,16 @@ func (s *store) arrivePlain(r *request) {
 	}
 	w.trace(r.in, line{what: mApply, req: r.id, op: int64(r.kind), code: outcome(r.res.err), text: string(r.res.ver), holder: shown.Holder, tok: int64(shown.Token), flags: g.label})
 	w.push(event{at: w.now + r.down, kind: evRespond, req: r})
+}
+
+// preempts reports whether a write of rec over held is a candidate of
+// higher priority taking the standby record from a lower one: allowed at
+// once (election.Config.Preempt), for the standby's belief protects
+// nothing.
+func preempts(rec, held lease.Record) bool {
+	_, p := standby.Parse(rec.Payload)
+	_, q := standby.Parse(held.Payload)
+	return p > q
 }
 
 // checkWait holds a takeover to the protocol's wait, at the store (I1): a

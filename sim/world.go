@@ -30,10 +30,14 @@ type world struct {
 	seed uint64
 	rng  *rand.Rand // the scheduler's draws (latency, faults), in event order
 
-	now    time.Duration // true time since the start
-	seq    uint64        // orders events at equal times
-	q      eventQueue
-	events int64
+	now time.Duration // true time since the start
+	seq uint64        // orders events at equal times
+	// upset: the last crash, stop, pause or cut-off, for I8's checks.
+	upset time.Duration
+	// onHandOver, if set, is called as a leader hands the lease over.
+	onHandOver func(l *instance)
+	q          eventQueue
+	events     int64
 
 	spareReqs []*request // fast tier: requests done with, for reuse
 

@@ -162,7 +162,7 @@ func simCommand(args []string, stdout, stderr io.Writer) int {
 	// The summary: per scenario, runs that broke each invariant.
 	type row struct {
 		runs          int
-		broke, unprom [8]int
+		broke, unprom [sim.Preference + 1]int
 		simTime, wall time.Duration
 	}
 	type tally struct {
@@ -192,7 +192,7 @@ func simCommand(args []string, stdout, stderr io.Writer) int {
 				r.runs++
 				r.simTime += j.res.SimTime
 				r.wall += j.res.Wall
-				for i := sim.OneLeader; i <= sim.FairOrder; i++ {
+				for i := sim.OneLeader; i <= sim.Preference; i++ {
 					if j.res.Counts[i] == 0 {
 						continue
 					}
@@ -252,10 +252,10 @@ func simCommand(args []string, stdout, stderr io.Writer) int {
 		}
 	}
 	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "scenario\truns\tI1\tI2\tI3\tI4\tI5\tI6\tI7\tsimulated\twall\t")
+	fmt.Fprintln(tw, "scenario\truns\tI1\tI2\tI3\tI4\tI5\tI6\tI7\tI8\tsimulated\twall\t")
 	line := func(name string, r *row) {
 		fmt.Fprintf(tw, "%s\t%d\t", name, r.runs)
-		for i := sim.OneLeader; i <= sim.FairOrder; i++ {
+		for i := sim.OneLeader; i <= sim.Preference; i++ {
 			fmt.Fprintf(tw, "%s\t", cell(r.broke[i], r.unprom[i]))
 		}
 		fmt.Fprintf(tw, "%s\t%s\t\n", fmtSim(r.simTime), r.wall.Round(time.Millisecond))

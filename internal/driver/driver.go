@@ -186,6 +186,7 @@ func (d *Driver) Keep() { d.keep = true }
 // resigner is a Machine that can resign (election.Machine).
 type resigner interface {
 	Resign(now time.Time, holdOff time.Duration) election.Output
+	HandOver(now time.Time, holdOff time.Duration) election.Output
 	Resigning() bool
 }
 
@@ -195,6 +196,15 @@ type resigner interface {
 func (d *Driver) Resign(holdOff time.Duration) {
 	if r, ok := d.m.(resigner); ok && !d.stopping && !d.done {
 		d.step(r.Resign(d.fx.Now(), holdOff))
+	}
+}
+
+// HandOver is Resign for a live candidate of higher priority: the term
+// ends with ReasonHandedOver, and the lease, if still free once holdOff is
+// over, is taken back.
+func (d *Driver) HandOver(holdOff time.Duration) {
+	if r, ok := d.m.(resigner); ok && !d.stopping && !d.done {
+		d.step(r.HandOver(d.fx.Now(), holdOff))
 	}
 }
 

@@ -9,22 +9,35 @@
 // leader gives the record back. Which candidate is the standby decides only
 // how often each reads: never who may take the lease, nor when.
 //
-// A leader that sends renewal notices (Notify) reads the record now and
-// then to learn the standby's address: at once, then once a standby lease
-// (no standby is replaced sooner), or once a cold poll while it finds none.
-// Renewed names the address to notify after each confirmed renewal.
+// Candidates may have priorities (Preference): the record's payload
+// carries its holder's, and a follower of higher priority takes the record
+// from a standby of lower at once (election.Config.Preempt), so that the
+// standby is the highest-priority follower. Equal priorities never take
+// it from each other.
+//
+// A leader reads the record at once and then once a cold poll (Lead): to
+// learn the standby's address, for renewal notices (Renewed names the
+// address to notify after each confirmed renewal), and its priority. When
+// the standby outranks the leader and is alive (its record changed since
+// the leader's read before), and the leader's term is at least the hold-off
+// old, the Host is asked to hand the lease over: at most once a term, so
+// at most once a hold-off.
 //
 // A Host carries out what a Standby asks and calls it back one event at a
 // time, so the Candidate's loop and a simulator can both run it.
 package standby
 
 import (
+	"errors"
 	"log/slog"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/tenure-go/tenure/election"
 	"github.com/tenure-go/tenure/internal/driver"
 	"github.com/tenure-go/tenure/internal/lockcore"
+	"github.com/tenure-go/tenure/lease"
 )
 
 // Host is what a Standby asks of the runtime around it. The Standby calls
@@ -43,6 +56,45 @@ type Host interface {
 	Hot(hot bool)
 	// Reschedule says that Due may have changed.
 	Reschedule()
+	// HandOver asks the leader to give the lease back for the standby,
+	// holder, whose priority is higher: end the term (driver.HandOver)
+	// and wake it. Called at most once a term.
+	HandOver(holder string, priority int)
+}
+
+// Preference is a candidate's priority (higher is preferred; 0, the
+// default, for all means none is) and the hold-off: a leader hands over
+// only once its term is HoldOff old.
+type Preference struct {
+	Priority int
+	HoldOff  time.Duration
+}
+
+// Payload returns the standby record's payload: the wake-up address ("" if
+// none), and the priority unless it is 0, so that a candidate without
+// priorities writes what it always did.
+func Payload(addr string, priority int) []byte {
+	if priority == 0 {
+		return []byte(addr)
+	}
+	p := "priority=" + strconv.Itoa(priority)
+	if addr != "" {
+		p = addr + " " + p
+	}
+	return []byte(p)
+}
+
+// Parse reads a standby record's payload (Payload): its holder's wake-up
+// address and priority. Anything it does not know is ignored.
+func Parse(payload []byte) (addr string, priority int) {
+	for _, f := range strings.Fields(string(payload)) {
+		if v, ok := strings.CutPrefix(f, "priority="); ok {
+			priority, _ = strconv.Atoi(v)
+			continue
+		}
+		addr = f
+	}
+	return addr, priority
 }
 
 // Wake-ups are rate-limited as a lock's are (lockcore.WakeLimit): a burst
@@ -66,14 +118,21 @@ type Standby struct {
 	gaveUp bool      // the campaign under way was stopped on purpose
 
 	wakes lockcore.WakeLimit
+	pref  Preference
+	addr  string // ours, for wake-ups; "" if none, and then no notices
 
-	// Renewal notices, while the candidate leads (Notify).
-	notify   bool
-	reading  uint64    // the ID of the read of the record in flight; 0 if none
-	readN    uint64    // reads so far
-	watchAt  time.Time // read the record at this instant
-	target   string    // the standby's address, as last read; "" if none
-	deadline time.Time // the term's deadline when a notice was last due
+	// While the candidate leads (Lead): the record read for notices and
+	// priorities.
+	leading  bool
+	ledAt    time.Time     // when the term began
+	reading  uint64        // the ID of the read of the record in flight; 0 if none
+	readN    uint64        // reads so far
+	watchAt  time.Time     // read the record at this instant
+	lastVer  lease.Version // what the last read found; NoVersion: none
+	lastSeen bool          // a read was answered this term
+	handing  bool          // HandOver asked this term
+	target   string        // the standby's address, as last read; "" if none
+	deadline time.Time     // the term's deadline when a notice was last due
 }
 
 // readID marks the IDs of the notifier's reads, apart from the campaign's
@@ -81,10 +140,16 @@ type Standby struct {
 const readID = 1 << 63
 
 // New returns a Standby for lease's standby record, campaigning with cfg
-// (election.StandbyTiming, the wake-up address as payload) once Follow
-// says so.
-func New(h Host, lease string, cfg *election.Config) *Standby {
-	return &Standby{h: h, name: lease + election.StandbySuffix, cfg: cfg}
+// (election.StandbyTiming; its Payload and Preempt are set here, on a
+// copy) once Follow says so. addr is where this candidate listens for
+// wake-ups, "" if nowhere.
+func New(h Host, name string, cfg election.Config, addr string, pref Preference) *Standby {
+	cfg.Payload = Payload(addr, pref.Priority)
+	cfg.Preempt = func(held lease.Record) bool {
+		_, p := Parse(held.Payload)
+		return p < pref.Priority
+	}
+	return &Standby{h: h, name: name + election.StandbySuffix, cfg: &cfg, addr: addr, pref: pref}
 }
 
 // Follow says whether the candidate follows (campaign for the record) or
@@ -130,15 +195,16 @@ func (s *Standby) Result(r election.Result) {
 	}
 }
 
-// Notify says whether the candidate leads and sends renewal notices: it
-// then reads the record to learn where the standby listens, once the
-// campaign has given the record back.
-func (s *Standby) Notify(on bool) {
-	if s.notify == on {
+// Lead says whether the candidate leads: it then reads the record, once
+// the campaign has given it back, at once and then once a cold poll, to
+// learn the standby's address and priority.
+func (s *Standby) Lead(on bool) {
+	if s.leading == on {
 		return
 	}
-	s.notify, s.target, s.deadline = on, "", time.Time{}
-	s.watchAt = s.h.Now()
+	now := s.h.Now()
+	s.leading, s.target, s.deadline, s.lastSeen, s.handing = on, "", time.Time{}, false, false
+	s.ledAt, s.watchAt = now, now
 	if !on && s.reading != 0 {
 		s.reading = 0
 		s.h.Cancel()
@@ -149,30 +215,48 @@ func (s *Standby) Notify(on bool) {
 // Renewed returns the address to send a renewal notice to, given what a
 // step of the lease's Machine published: whether it leads, and its term's
 // deadline. A notice is due when the deadline moved on (a write of the
-// leader's confirmed). "" when none is due or no standby is known.
+// leader's confirmed). "" when none is due, no standby is known, or this
+// candidate listens for no wake-ups (it sends no notices either).
 func (s *Standby) Renewed(leading bool, deadline time.Time) string {
-	if !s.notify || !leading || !deadline.After(s.deadline) {
+	if !s.leading || s.addr == "" || !leading || !deadline.After(s.deadline) {
 		return ""
 	}
 	s.deadline = deadline
 	return s.target
 }
 
-// watched takes the answer of a read of the record for notices.
+// watched takes the answer of a leader's read of the record.
 func (s *Standby) watched(r election.Result) {
 	s.reading = 0
 	now := s.h.Now()
 	rec := r.Record
-	switch {
-	case r.Err == nil && !rec.Released && rec.Holder != s.cfg.ID:
-		if addr := string(rec.Payload); addr != s.target && addr != "" {
-			s.h.Log(slog.LevelDebug, "standby: sending renewal notices", "standby", rec.Holder, "addr", addr)
-		}
-		s.target = string(rec.Payload)           // "" if it listens for none
-		s.watchAt = now.Add(s.cfg.LeaseDuration) // its lease: no standby is replaced sooner
-	default:
+	s.watchAt = now.Add(s.cfg.PollInterval) // a cold poll: when one may have taken it
+	if r.Err != nil && !errors.Is(r.Err, lease.ErrNotFound) {
+		s.h.Reschedule() // unknown: keep what we knew
+		return
+	}
+	ver := r.Version
+	if r.Err != nil {
+		ver = lease.NoVersion // not found
+	}
+	// Alive if written since our read before; a first read proves nothing.
+	changed := s.lastSeen && ver != s.lastVer
+	s.lastSeen, s.lastVer = true, ver
+	if held := r.Err == nil && !rec.Released && rec.Holder != s.cfg.ID; !held {
 		s.target = ""
-		s.watchAt = now.Add(s.cfg.PollInterval) // a cold poll: when one may have taken it
+		s.h.Reschedule()
+		return
+	}
+	addr, prio := Parse(rec.Payload)
+	if s.addr != "" && addr != s.target && addr != "" {
+		s.h.Log(slog.LevelDebug, "standby: sending renewal notices", "standby", rec.Holder, "addr", addr)
+	}
+	s.target = addr // "" if it listens for none
+	// Our term old enough: a preferred candidate that keeps crashing takes
+	// the lease at most once a hold-off.
+	if prio > s.pref.Priority && changed && !s.handing && !now.Before(s.ledAt.Add(s.pref.HoldOff)) {
+		s.handing = true
+		s.h.HandOver(rec.Holder, prio)
 	}
 	s.h.Reschedule()
 }
@@ -184,7 +268,7 @@ func (s *Standby) Due() time.Time {
 		if t := s.lk.Due(); !t.IsZero() && (d.IsZero() || t.Before(d)) {
 			d = t
 		}
-	} else if s.notify && s.reading == 0 && (d.IsZero() || s.watchAt.Before(d)) {
+	} else if s.leading && s.reading == 0 && (d.IsZero() || s.watchAt.Before(d)) {
 		d = s.watchAt
 	}
 	return d
@@ -197,7 +281,7 @@ func (s *Standby) Fire(now time.Time) {
 		s.start()
 	case s.lk != nil:
 		s.lk.Fire(now)
-	case s.notify && s.reading == 0 && !now.Before(s.watchAt):
+	case s.leading && s.reading == 0 && !now.Before(s.watchAt):
 		s.readN++
 		s.reading = readID | s.readN
 		s.h.Call(election.Op{ID: s.reading, Kind: election.OpGet})
@@ -206,7 +290,7 @@ func (s *Standby) Fire(now time.Time) {
 }
 
 // Done reports whether nothing is under way: no campaign, no release, no
-// read for notices.
+// leader's read.
 func (s *Standby) Done() bool { return s.lk == nil && !s.follow && s.reading == 0 }
 
 // Hot reports whether this candidate is the standby.
@@ -248,14 +332,17 @@ func (l *lockHost) Refused(err error) {
 
 // Retired: the campaign is over (the record given back, or lost, or
 // refused). While the candidate follows, a new one starts at once if this
-// one was given back on purpose, else a cold poll later.
+// one was given back on purpose, or the record was last seen free (a
+// candidate of higher priority took it, and gave it back as it took the
+// lease), else a cold poll later.
 func (l *lockHost) Retired() {
 	s := (*Standby)(l)
 	s.setHot(false)
+	free := s.lk.Leader().Holder == "" && s.lk.Err() == nil
 	s.lk = nil
 	if s.follow {
 		s.again = s.h.Now()
-		if !s.gaveUp {
+		if !s.gaveUp && !free {
 			s.again = s.again.Add(s.cfg.PollInterval)
 		}
 	}

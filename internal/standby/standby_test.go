@@ -2,12 +2,14 @@ package standby
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"math/rand/v2"
 	"testing"
 	"time"
 
 	"github.com/tenure-go/tenure/election"
+	"github.com/tenure-go/tenure/lease"
 	"github.com/tenure-go/tenure/lease/memlease"
 )
 
@@ -45,6 +47,7 @@ type host struct {
 	store *memlease.Store
 	calls []election.Op
 	hot   []bool // every Hot call, in order
+	hand  []int  // every HandOver call's priority, in order
 }
 
 func (h *host) Now() time.Time                            { return h.now }
@@ -53,6 +56,7 @@ func (h *host) Cancel()                                   {}
 func (h *host) Log(_ slog.Level, msg string, args ...any) { h.t.Log(append([]any{msg}, args...)...) }
 func (h *host) Hot(hot bool)                              { h.hot = append(h.hot, hot) }
 func (h *host) Reschedule()                               {}
+func (h *host) HandOver(_ string, p int)                  { h.hand = append(h.hand, p) }
 
 // next answers the first waiting call, running timers until one waits.
 func (h *host) next() {
@@ -84,7 +88,7 @@ func (h *host) next() {
 func TestLostStandbyTurnsColdAndCampaignsLater(t *testing.T) {
 	cfg := election.Config{ID: "a", Timing: election.StandbyTiming(election.Timing{}.WithDefaults()).WithDefaults(), Rand: rand.New(rand.NewPCG(1, 2))}
 	h := &host{t: t, now: time.Unix(1e9, 0), store: memlease.New()}
-	h.s = New(h, "job", &cfg)
+	h.s = New(h, "job", cfg, "", Preference{})
 	h.s.Follow(true)
 	h.next() // read: no record
 	h.next() // the write lands: a is the standby
@@ -118,7 +122,7 @@ func TestLostStandbyTurnsColdAndCampaignsLater(t *testing.T) {
 func TestCutOffStandbyTurnsColdAtItsDeadline(t *testing.T) {
 	cfg := election.Config{ID: "a", Timing: election.StandbyTiming(election.Timing{}.WithDefaults()).WithDefaults(), Rand: rand.New(rand.NewPCG(1, 2))}
 	h := &host{t: t, now: time.Unix(1e9, 0), store: memlease.New()}
-	h.s = New(h, "job", &cfg)
+	h.s = New(h, "job", cfg, "", Preference{})
 	h.s.Follow(true)
 	h.next()
 	h.next()
@@ -142,5 +146,112 @@ func TestCutOffStandbyTurnsColdAtItsDeadline(t *testing.T) {
 	}
 	if h.s.Done() || h.s.lk == nil {
 		t.Fatal("the campaign is over already: this test needs it winding down")
+	}
+}
+
+func TestPayloadRoundTrip(t *testing.T) {
+	for _, c := range []struct {
+		addr string
+		prio int
+		want string
+	}{
+		{"", 0, ""},
+		{"10.0.0.5:7946", 0, "10.0.0.5:7946"}, // as written before priorities
+		{"10.0.0.5:7946", 3, "10.0.0.5:7946 priority=3"},
+		{"", -2, "priority=-2"},
+	} {
+		p := Payload(c.addr, c.prio)
+		if string(p) != c.want {
+			t.Errorf("Payload(%q, %d) = %q, want %q", c.addr, c.prio, p, c.want)
+		}
+		if addr, prio := Parse(p); addr != c.addr || prio != c.prio {
+			t.Errorf("Parse(%q) = %q, %d", p, addr, prio)
+		}
+	}
+}
+
+// standbyConfig is a standby record's Machine configuration for id.
+func standbyConfig(id string) election.Config {
+	return election.Config{ID: id, Timing: election.StandbyTiming(election.Timing{}.WithStandby()).WithDefaults(), Rand: rand.New(rand.NewPCG(1, 2))}
+}
+
+// put writes the standby record of "job" as holder with priority prio,
+// over whatever it holds.
+func put(t *testing.T, st *memlease.Store, holder string, prio int, nonce string) {
+	t.Helper()
+	rec, ver, err := st.Get(context.Background(), "job::standby")
+	if err != nil {
+		ver = ""
+	}
+	rec = lease.Record{Holder: holder, Token: rec.Token + 1, Duration: time.Minute, Nonce: nonce, Payload: Payload("", prio)}
+	if _, err := st.Put(context.Background(), "job::standby", rec, ver); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A follower of higher priority takes the standby record from its holder
+// at its first read; one of equal priority waits.
+func TestHigherPriorityTakesTheRecord(t *testing.T) {
+	for _, c := range []struct {
+		prio int
+		take bool
+	}{{5, true}, {2, false}, {1, false}} {
+		h := &host{t: t, now: time.Unix(1e9, 0), store: memlease.New()}
+		put(t, h.store, "b", 2, "b1")
+		h.s = New(h, "job", standbyConfig("a"), "", Preference{Priority: c.prio})
+		h.s.Follow(true)
+		h.next() // read: b holds it
+		if took := len(h.calls) == 1 && h.calls[0].Kind == election.OpPut; took != c.take {
+			t.Fatalf("priority %d over a standby of 2: took the record %v, want %v", c.prio, took, c.take)
+		}
+		if c.take {
+			h.next()
+			if !h.s.Hot() {
+				t.Fatalf("priority %d: not the standby after taking the record", c.prio)
+			}
+		}
+	}
+}
+
+// A leader hands over to a standby of higher priority once it has seen
+// the standby's record rewritten (alive) and its term is the hold-off old;
+// once a term; never to one of equal priority.
+func TestLeaderHandsOver(t *testing.T) {
+	const holdOff = time.Minute
+	for _, c := range []struct {
+		prio int
+		want int // HandOver calls
+	}{{5, 1}, {3, 0}} {
+		h := &host{t: t, now: time.Unix(1e9, 0), store: memlease.New()}
+		cfg := standbyConfig("a")
+		h.s = New(h, "job", cfg, "", Preference{Priority: 3, HoldOff: holdOff})
+		put(t, h.store, "b", c.prio, "b1")
+		start := h.now
+		h.s.Lead(true)
+		h.next() // the first read proves nothing
+		if len(h.hand) != 0 {
+			t.Fatalf("handed over at the first read")
+		}
+		for i := range 6 { // the standby renews before each read
+			put(t, h.store, "b", c.prio, fmt.Sprint("b", i+2))
+			h.next()
+			if len(h.hand) > 0 && h.now.Sub(start) < holdOff {
+				t.Fatalf("handed over %v into the term, before the hold-off", h.now.Sub(start))
+			}
+		}
+		if len(h.hand) != c.want {
+			t.Fatalf("standby of priority %d, leader of 3: %d hand-overs, want %d", c.prio, len(h.hand), c.want)
+		}
+	}
+	// A standby that stopped renewing (dead) is not handed to.
+	h := &host{t: t, now: time.Unix(1e9, 0), store: memlease.New()}
+	h.s = New(h, "job", standbyConfig("a"), "", Preference{Priority: 0, HoldOff: 0})
+	put(t, h.store, "b", 9, "b1")
+	h.s.Lead(true)
+	for range 4 {
+		h.next()
+	}
+	if len(h.hand) != 0 {
+		t.Fatalf("handed over to a standby whose record never changed")
 	}
 }
