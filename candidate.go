@@ -478,7 +478,7 @@ func (r *runner) Demoted(_ election.Term, why election.Reason) {
 	term, reason := r.term, DemotionReason(why)
 	followJeopardy(r.tctx, cfg.Clock.Now(), driver.Snapshot{}, r.c.ms, r.log) // over with the term
 	r.tctx.announce()
-	r.tctx.cancel(fmt.Errorf("tenure: term %d of lease %q ended: %s", term.Token, cfg.Lease, reason)) // before OnDemoted is even queued
+	r.tctx.cancel(&TermEndedError{Lease: cfg.Lease, Token: term.Token, Reason: reason}) // before OnDemoted is even queued
 	r.tctx = nil
 	r.log(slog.LevelInfo, "demoted", "token", term.Token, "reason", reason.String())
 	r.c.ms.demoted(reason)

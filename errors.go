@@ -1,6 +1,11 @@
 package tenure
 
-import "github.com/tenure-go/tenure/election"
+import (
+	"fmt"
+
+	"github.com/tenure-go/tenure/election"
+	"github.com/tenure-go/tenure/fencing"
+)
 
 // The errors a program matches on (errors.As, errors.Is), named here so
 // that it need not import election.
@@ -20,3 +25,18 @@ type (
 
 // ErrTimeout is matched by every *TimeoutError.
 var ErrTimeout = election.ErrTimeout
+
+// TermEndedError is the cause (context.Cause) of a term's context that
+// ended with its term: which term, and why. A term handed over to a
+// candidate of higher priority (ReasonHandedOver) ends on purpose, and its
+// work may wind down calmly; one lost (ReasonLost, ReasonStoreUnavailable)
+// may already have another holder.
+type TermEndedError struct {
+	Lease  string
+	Token  fencing.Token
+	Reason DemotionReason
+}
+
+func (e *TermEndedError) Error() string {
+	return fmt.Sprintf("tenure: term %d of lease %q ended: %s", e.Token, e.Lease, e.Reason)
+}

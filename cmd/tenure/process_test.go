@@ -1337,3 +1337,27 @@ func TestProcessSemaphore(t *testing.T) {
 		}
 	})
 }
+
+// A process of higher priority joins: the leader's command is stopped, the
+// lease handed over, and the preferred process's command runs; the old
+// leader keeps campaigning, --on-lost exit notwithstanding (a hand-over is
+// no loss), and exits 0 on SIGTERM later.
+func TestProcessPriority(t *testing.T) {
+	onStores(t, func(t *testing.T, e *procEnv) {
+		script := `log "run"; trap 'log "stop"; exit 0' TERM; while :; do sleep 0.1; done`
+		quick := []string{"--lease", "2s", "--cold-poll", "1s", "--priority-hold-off", "2s"}
+		a := e.tenureSh(os.Stderr, script, append([]string{"run", "--id", "a", "--standby", "--on-lost", "exit"}, append(quick, "job")...)...)
+		e.await(20*time.Second, "a's command", func(ev event) bool { return ev.what == "run" && ev.holder == "a" })
+		b := e.tenureSh(os.Stderr, script, append([]string{"run", "--id", "b", "--priority", "5", "--wake", "127.0.0.1:0"}, append(quick, "job")...)...)
+		e.await(30*time.Second, "a's command stopped", func(ev event) bool { return ev.what == "stop" && ev.holder == "a" })
+		e.await(10*time.Second, "b's command", func(ev event) bool { return ev.what == "run" && ev.holder == "b" })
+		for _, p := range []*exec.Cmd{b, a} {
+			if err := p.Process.Signal(syscall.SIGTERM); err != nil {
+				t.Fatalf("%v: %v (exited after the hand-over?)", p.Args, err)
+			}
+			if err := p.Wait(); err != nil {
+				t.Fatalf("%v after SIGTERM: %v", p.Args, err)
+			}
+		}
+	})
+}

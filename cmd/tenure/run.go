@@ -182,9 +182,13 @@ its group (setsid); when the command exits, what it left running is
 stopped too. The supervisor also holds the term's deadline, so a stopped
 tenure (SIGSTOP, a debugger) cannot leave the command running past it.
 
-When the term ends (lost, or not renewed in time) the command's tree gets
-SIGTERM, then SIGKILL after --grace, or at once if the deadline has
-passed. When renewals fail, the stop begins --grace before the term's
+When the term ends (lost, not renewed in time, or handed over) the
+command's tree gets SIGTERM, then SIGKILL after --grace, or at once if the
+deadline has passed. With --priority N, a leader whose standby has a
+higher priority hands the lease over once its term is --priority-hold-off
+old: the command is stopped, then the lease given back and the standby
+woken (with --wake), and this process campaigns again, whatever --on-lost
+says. When renewals fail, the stop begins --grace before the term's
 deadline, so that the command is gone before another process can take
 over; the default --grace is what fits (2.99s at the default 10s lease).
 With --on-jeopardy SIGNAL (USR1, HUP...), the command gets SIGNAL as soon
@@ -223,6 +227,7 @@ examples:
   tenure run --store 'dynamodb://leases?region=eu-west-1' --grace 3s writer -- ./writer --token-env TENURE_TOKEN
   TENURE_STORE=s3://my-leases/tenure/?region=eu-west-1 tenure run --on-exit restart api-singleton -- ./server
   tenure run --wake 10.0.0.5:7946 writer -- ./writer   # standby, woken on release
+  tenure run --priority 2 --wake 10.0.0.5:7946 writer -- ./writer   # preferred: leads once ready
 `
 
 // runCommand implements "tenure run".
@@ -237,6 +242,8 @@ func runCommand(args []string, stdout, stderr io.Writer) int {
 	coldPoll := fs.Duration("cold-poll", 0, "with --standby: how often followers other than the standby read (default 10 × the poll interval)")
 	wake := fs.String("wake", "", "listen for wake-ups on this UDP address, e.g. 10.0.0.5:7946 or 127.0.0.1:0 (turns on --standby): the standby takes over in a few round trips when the leader releases")
 	wakeAdvertise := fs.String("wake-advertise", "", "the address others send wake-ups to, if not --wake's (NAT, containers)")
+	prio := fs.Int("priority", 0, "prefer this process to those of lower priority (higher wins; turns on --standby): a leader hands the lease to a live standby of higher priority, at most once per --priority-hold-off")
+	prioHoldOff := fs.Duration("priority-hold-off", 0, "with --priority: a leader hands over only once its term is this old (default 3 × --cold-poll)")
 	strongPolls := fs.Bool("strong-polls", false, "poll with strongly consistent reads even where the store offers cheaper eventually consistent ones (DynamoDB)")
 	before, argv := splitArgs(args)
 	if ok, status := parseFlags(fs, before, stderr); !ok {
@@ -259,6 +266,9 @@ func runCommand(args []string, stdout, stderr io.Writer) int {
 	case *coldPoll < 0 || *coldPoll == 0 && isSet(fs, "cold-poll"):
 		fmt.Fprintf(stderr, "tenure run: --cold-poll %v: want a positive duration\n", *coldPoll)
 		return exitUsage
+	case *prioHoldOff < 0 || *prioHoldOff == 0 && isSet(fs, "priority-hold-off"):
+		fmt.Fprintf(stderr, "tenure run: --priority-hold-off %v: want a positive duration\n", *prioHoldOff)
+		return exitUsage
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -279,6 +289,7 @@ func runCommand(args []string, stdout, stderr io.Writer) int {
 		Lease: name, Store: store, ID: c.id, LeaseDuration: c.lease, Payload: []byte(c.payload), Logger: log,
 		MeterProvider: tel.mp, Callbacks: tenure.Callbacks{OnElected: r.elected},
 		Standby: *standby || *wake != "", ColdPollInterval: *coldPoll, WakeAddr: *wake, WakeAdvertise: *wakeAdvertise,
+		Priority: *prio, PriorityHoldOff: *prioHoldOff,
 		StrongPolls: *strongPolls,
 	})
 	if err != nil {
@@ -459,6 +470,13 @@ func (r *runner) elected(ctx context.Context, term tenure.Term) {
 			r.finish(status)
 			return
 		case ended:
+			var te *tenure.TermEndedError
+			if errors.As(context.Cause(ctx), &te) && te.Reason == tenure.ReasonHandedOver {
+				// Given back already, for a candidate of higher priority:
+				// campaign again, as a follower.
+				r.log.Info("handed over to a candidate of higher priority", "token", term.Token)
+				return
+			}
 			if r.onLost == "exit" {
 				r.finish(exitLost)
 				return

@@ -1,0 +1,134 @@
+package tenure_test
+
+import (
+	"errors"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/tenure-go/tenure"
+	"github.com/tenure-go/tenure/election"
+	"github.com/tenure-go/tenure/lease/leasetest"
+)
+
+func priority(p int) func(*tenure.Config) { return func(c *tenure.Config) { c.Priority = p } }
+
+// handovers returns the terms that ended by a hand-over.
+func handovers(ts []term) []term {
+	var out []term
+	for _, t := range ts {
+		if t.reason == tenure.ReasonHandedOver {
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
+// A candidate of higher priority joins: it becomes the standby at its first
+// read of the standby record, and the leader hands it the lease once its
+// term is PriorityHoldOff (1m) old; the new leader takes it within a poll
+// of the release, and no term ends any other way.
+func TestPriorityHandsOver(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w := newWorld(t)
+		w.start("a", nil, standbyOn)
+		synctest.Wait()
+		w.start("b", nil, standbyOn)
+		w.start("c", nil, standbyOn)
+		wait(10 * time.Second)
+		d := w.start("d", nil, priority(5))
+		wait(5 * time.Minute)
+		ts := w.snapshot()
+		if len(ts) != 2 || ts[1].node != "d" {
+			t.Fatalf("terms %+v, want a's and then d's", ts)
+		}
+		a := ts[0]
+		if a.reason != tenure.ReasonHandedOver {
+			t.Fatalf("a's term ended %v, want %v", a.reason, tenure.ReasonHandedOver)
+		}
+		if held := a.cancelled.Sub(a.elected); held < time.Minute {
+			t.Fatalf("a handed over %v into its term, before the hold-off", held)
+		}
+		// Without WakeAddr, d finds the lease free at its next hot poll.
+		if gap := ts[1].elected.Sub(a.cancelled); gap > 2200*time.Millisecond {
+			t.Fatalf("d took over %v after a's term ended", gap)
+		}
+		if s := d.c.Status(); !s.Leading {
+			t.Fatalf("d: %+v, want leading", s)
+		}
+	})
+}
+
+// Equal priorities never hand over, whatever their number.
+func TestEqualPrioritiesNeverHandOver(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w := newWorld(t)
+		w.start("a", nil, priority(3))
+		synctest.Wait()
+		for _, id := range []string{"b", "c", "d"} {
+			w.start(id, nil, priority(3))
+		}
+		wait(30 * time.Minute)
+		if ts := w.snapshot(); len(ts) != 1 || !ts[0].cancelled.IsZero() {
+			t.Fatalf("terms %+v, want a's alone", ts)
+		}
+	})
+}
+
+// A preferred candidate that keeps failing to take the lease (its writes
+// of the lease refused, while it stays the standby) is not waited on: the
+// leader takes the lease back ResignHoldOff (4s) after its hand-over, and
+// hands over at most once per PriorityHoldOff.
+func TestPriorityDoesNotWaitOnAFailedCandidate(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w := newWorld(t)
+		w.start("a", nil, standbyOn)
+		synctest.Wait()
+		d := w.start("d", nil, priority(5))
+		d.faults.SetHook(func(op, name string) error {
+			if op == "put" && name == leaseName {
+				return leasetest.ErrInjected
+			}
+			return nil
+		})
+		wait(10 * time.Minute)
+		ts := w.snapshot()
+		for _, tm := range ts {
+			if tm.node != "a" {
+				t.Fatalf("terms %+v: only a can write the lease", ts)
+			}
+		}
+		hs := handovers(ts)
+		if len(hs) < 3 {
+			t.Fatalf("%d hand-overs in 10 minutes, want one every minute or so: %+v", len(hs), ts)
+		}
+		for i := 1; i < len(ts); i++ {
+			gap := ts[i].elected.Sub(ts[i-1].cancelled)
+			if gap < 4*time.Second || gap > 5*time.Second {
+				t.Fatalf("a took the lease back %v after its hand-over, want just after its Resign hold-off (4s)", gap)
+			}
+		}
+		for _, h := range hs {
+			if held := h.cancelled.Sub(h.elected); held < time.Minute {
+				t.Fatalf("a handed over %v into a term, before the hold-off", held)
+			}
+		}
+	})
+}
+
+// Priority turns the standby on; PriorityHoldOff defaults to the standby
+// record's lease and needs the standby.
+func TestPriorityConfig(t *testing.T) {
+	c := tenure.Config{Lease: "job", Store: newWorld(t).store, Priority: -2}.WithDefaults()
+	if !c.Standby || c.PriorityHoldOff != time.Minute {
+		t.Fatalf("Priority -2: Standby %v, PriorityHoldOff %v; want on, 1m", c.Standby, c.PriorityHoldOff)
+	}
+	if err := c.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	bad := tenure.Config{Lease: "job", Store: newWorld(t).store, PriorityHoldOff: time.Minute}
+	var fe *election.FieldError
+	if err := bad.Validate(); !errors.As(err, &fe) || fe.Field != "PriorityHoldOff" {
+		t.Fatalf("PriorityHoldOff without a standby: %v", err)
+	}
+}
