@@ -40,9 +40,11 @@ type Plan struct {
 	RenewalsPerHour, PollsPerHour, RequestsPerHour float64
 
 	// With a standby (Timing.ColdPollInterval): the standby's renewals of
-	// its record (writes) per hour, and a cold follower's reads per hour
-	// (the lease and the standby record, once a cold poll each).
-	StandbyRenewalsPerHour, ColdReadsPerHour float64
+	// its record (writes) per hour, a cold follower's reads per hour (the
+	// lease and the standby record, once a cold poll each), and the
+	// leader's reads of the standby record (once a cold poll: its
+	// priority, and its address for notices).
+	StandbyRenewalsPerHour, ColdReadsPerHour, LeaderReadsPerHour float64
 	// ColdFailover bounds the failover after a crash that leaves no
 	// standby (the standby crashed too): a cold follower's first sight of
 	// the last record, the takeover wait and one more cold poll, on the
@@ -56,8 +58,7 @@ type Plan struct {
 	WakeHandoff time.Duration
 
 	// With a standby and renewal notices (Config.WakeAddr; WithNotices):
-	// the leader's reads of the standby record per hour, to learn its
-	// address (once a standby lease); NoticeFailover bounds the failover
+	// NoticeFailover bounds the failover
 	// after a crash once the standby had the notice of the leader's last
 	// renewal (the takeover wait on a clock ρ slow, from that renewal's
 	// answer, and five round trips: the notice, the read it prompts, a read
@@ -67,24 +68,18 @@ type Plan struct {
 	// the notice of the last renewal (a crash with one on its way), the
 	// bound is CrashFailover.
 	Notices              bool
-	NoticeReadsPerHour   float64
 	NoticeFailover       time.Duration
 	NoticeFailoverMedian time.Duration
 }
 
 // WithNotices returns p for candidates that send the standby renewal
-// notices (Config.WakeAddr): the leader's reads of the standby record
-// join the requests. It needs a standby (Timing.ColdPollInterval).
+// notices (Config.WakeAddr). It needs a standby (Timing.ColdPollInterval).
 func (p Plan) WithNotices() Plan {
 	t := p.Timing
 	if t.ColdPollInterval == 0 || p.Notices {
 		return p
 	}
 	p.Notices = true
-	p.NoticeReadsPerHour = float64(time.Hour) / float64(StandbyTiming(t).LeaseDuration)
-	if p.Candidates >= 2 {
-		p.RequestsPerHour += p.NoticeReadsPerHour
-	}
 	slowWait := time.Duration(math.Ceil(float64(p.TakeoverWait) / (1 - t.MaxDrift)))
 	p.NoticeFailover = slowWait + 5*p.RoundTrip
 	p.NoticeFailoverMedian = p.TakeoverWait - t.RenewInterval/2 + 3*p.RoundTrip
@@ -121,11 +116,12 @@ func NewPlan(t Timing, candidates int, roundTrip time.Duration) (Plan, error) {
 		st := StandbyTiming(t)
 		p.StandbyRenewalsPerHour = perHour(st.RenewInterval)
 		p.ColdReadsPerHour = 2 * perHour(c)
+		p.LeaderReadsPerHour = perHour(c)
 		p.ColdFailover = slow(MaxPoll(c)) + slow(p.TakeoverWait) + slow(MaxPoll(c)) + 4*roundTrip
 		p.WakeHandoff = 5 * roundTrip
 		p.RequestsPerHour = p.RenewalsPerHour
 		if candidates >= 2 {
-			p.RequestsPerHour += p.PollsPerHour + p.StandbyRenewalsPerHour
+			p.RequestsPerHour += p.PollsPerHour + p.StandbyRenewalsPerHour + p.LeaderReadsPerHour
 		}
 		p.RequestsPerHour += float64(max(candidates-2, 0)) * p.ColdReadsPerHour
 	}

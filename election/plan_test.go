@@ -54,9 +54,10 @@ func TestPlanStandby(t *testing.T) {
 		n    int
 		want float64
 	}{
-		// leader 3,600 renewals; standby 3,600 polls + 360 renewals; each
-		// cold follower 2 × 360 reads.
-		{1, 3600}, {2, 7560}, {3, 8280}, {5, 9720}, {10, 13320}, {20, 20520},
+		// leader 3,600 renewals + 360 reads of the standby record;
+		// standby 3,600 polls + 360 renewals; each cold follower 2 × 360
+		// reads.
+		{1, 3600}, {2, 7920}, {3, 8640}, {5, 10080}, {10, 13680}, {20, 20880},
 	} {
 		p, err := NewPlan(tm, c.n, 10*time.Millisecond)
 		if err != nil {
@@ -73,13 +74,13 @@ func TestPlanStandby(t *testing.T) {
 	}
 }
 
-// TestPlanNotices: with renewal notices the leader reads the standby
-// record once a standby lease (3 cold polls: 120 an hour here), and a
+// TestPlanNotices: the leader reads the standby record once a cold poll
+// (360 an hour here), notices or not, and with renewal notices a
 // failover after a noticed renewal is bounded by the wait and 5 round
 // trips; its median is the wait less half a renewal interval.
 func TestPlanNotices(t *testing.T) {
 	tm := Timing{LeaseDuration: 3 * time.Second, RenewInterval: time.Second, PollInterval: time.Second, ColdPollInterval: 10 * time.Second}
-	for n, want := range map[int]float64{1: 3600, 2: 7680, 3: 8400, 10: 13440, 20: 20640} {
+	for n, want := range map[int]float64{1: 3600, 2: 7920, 3: 8640, 10: 13680, 20: 20880} {
 		p, err := NewPlan(tm, n, 10*time.Millisecond)
 		if err != nil {
 			t.Fatal(err)

@@ -36,9 +36,9 @@ var (
 )
 
 // monthlyCost returns what one lease costs a month at pr: the leader's
-// renewals, and the followers' polls (with a standby: the standby's polls
-// and renewals of its record, and the cold followers' reads), in US
-// dollars.
+// renewals (with a standby, and its reads of the standby's record), and
+// the followers' polls (with a standby: the standby's polls and renewals
+// of its record, and the cold followers' reads), in US dollars.
 func monthlyCost(p election.Plan, pr priceList) (leader, followers float64) {
 	hours := pr.MonthDuration.Hours()
 	writes := func(perHour float64) float64 { return perHour * hours * pr.WritesPerPut * pr.WritePerMil / 1e6 }
@@ -47,14 +47,14 @@ func monthlyCost(p election.Plan, pr priceList) (leader, followers float64) {
 	if p.Timing.ColdPollInterval == 0 {
 		return leader, reads(float64(p.Candidates-1) * p.PollsPerHour)
 	}
+	strong := func(perHour float64) float64 { return perHour * hours * pr.ReadPerMil / 1e6 }
 	if p.Candidates >= 2 {
+		// The leader reads the standby's record strongly: full read units.
+		leader += strong(p.LeaderReadsPerHour)
 		followers = reads(p.PollsPerHour) + writes(p.StandbyRenewalsPerHour)
 	}
 	if p.Notices && p.Candidates >= 2 {
-		// The standby reads on notices strongly, and the leader reads the
-		// standby's record: full read units each.
-		strong := func(perHour float64) float64 { return perHour * hours * pr.ReadPerMil / 1e6 }
-		leader += strong(p.NoticeReadsPerHour)
+		// The standby reads on notices strongly.
 		followers += strong(p.PollsPerHour) - reads(p.PollsPerHour)
 	}
 	return leader, followers + reads(float64(max(p.Candidates-2, 0))*p.ColdReadsPerHour)
