@@ -30,6 +30,15 @@
 //     read that just missed it, the read that sees it, a read in flight when
 //     the wait ends, and the takeover.)
 //
+// # Preferred leaders
+//
+// With Config.Priority, a leader hands the lease over (ReasonHandedOver) to
+// a standby of higher priority that it has seen alive, once its term is
+// PriorityHoldOff old: the term ends, the lease is released and the
+// standby woken. Priority decides only who gives the lease up and who is
+// woken; every takeover keeps the rules above, so guarantees 1 to 4 hold
+// as stated. Equal priorities never hand over.
+//
 // # Locks and watching
 //
 // A Locker takes locks on leases for pieces of work (TryLock, Lock, Do) and
