@@ -1,6 +1,7 @@
 package tenure_test
 
 import (
+	"context"
 	"errors"
 	"testing"
 	"testing/synctest"
@@ -48,6 +49,10 @@ func TestPriorityHandsOver(t *testing.T) {
 		}
 		if held := a.cancelled.Sub(a.elected); held < time.Minute {
 			t.Fatalf("a handed over %v into its term, before the hold-off", held)
+		}
+		var te *tenure.TermEndedError
+		if err := context.Cause(a.ctx); !errors.As(err, &te) || te.Reason != tenure.ReasonHandedOver || te.Token != a.token {
+			t.Fatalf("a's term context ended with %v, want a *TermEndedError for token %d, handed over", err, a.token)
 		}
 		// Without WakeAddr, d finds the lease free at its next hot poll.
 		if gap := ts[1].elected.Sub(a.cancelled); gap > 2200*time.Millisecond {
