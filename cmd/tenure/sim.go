@@ -24,7 +24,7 @@ const simUsage = `usage: tenure sim [flags]
 
 Runs the fast tier of the deterministic simulator (election.Machine driven
 by a model of the Candidate's loop) over named fault scenarios and checks
-invariants I1 to I7 at every event. The same seed always replays the same
+invariants I1 to I8 at every event. The same seed always replays the same
 run. The real tier (tenure.Candidate under testing/synctest) runs under
 go test ./sim.
 
