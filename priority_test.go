@@ -26,9 +26,13 @@ func handovers(ts []term) []term {
 }
 
 // A candidate of higher priority joins: it becomes the standby at its first
-// read of the standby record, and the leader hands it the lease once its
-// term is PriorityHoldOff (1m) old; the new leader takes it within a poll
-// of the release, and no term ends any other way.
+// read of the standby record, and the leader hands the lease over once its
+// term is PriorityHoldOff (1m) old. The next leader takes it within a poll
+// of the release: d, its standby, at its next hot poll (no WakeAddr in a
+// bubble), unless a cold follower's poll finds the lease free first, as
+// the rules allow; that one hands over in turn a hold-off later (the
+// goroutines' order under -race makes this happen up to three times). No
+// term ends any other way, and d leads in the end.
 func TestPriorityHandsOver(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		w := newWorld(t)
@@ -38,25 +42,26 @@ func TestPriorityHandsOver(t *testing.T) {
 		w.start("c", nil, standbyOn)
 		wait(10 * time.Second)
 		d := w.start("d", nil, priority(5))
-		wait(5 * time.Minute)
+		wait(8 * time.Minute)
 		ts := w.snapshot()
-		if len(ts) != 2 || ts[1].node != "d" {
-			t.Fatalf("terms %+v, want a's and then d's", ts)
+		if n := len(ts); n < 2 || n > 5 || ts[n-1].node != "d" || !ts[n-1].cancelled.IsZero() {
+			t.Fatalf("terms %+v, want a's, perhaps cold followers', and then d's", ts)
+		}
+		for i, tm := range ts[:len(ts)-1] {
+			if tm.reason != tenure.ReasonHandedOver {
+				t.Fatalf("%s's term ended %v, want %v", tm.node, tm.reason, tenure.ReasonHandedOver)
+			}
+			if held := tm.cancelled.Sub(tm.elected); held < time.Minute {
+				t.Fatalf("%s handed over %v into its term, before the hold-off", tm.node, held)
+			}
+			if gap := ts[i+1].elected.Sub(tm.cancelled); gap > 2200*time.Millisecond {
+				t.Fatalf("%s took over %v after %s's term ended", ts[i+1].node, gap, tm.node)
+			}
 		}
 		a := ts[0]
-		if a.reason != tenure.ReasonHandedOver {
-			t.Fatalf("a's term ended %v, want %v", a.reason, tenure.ReasonHandedOver)
-		}
-		if held := a.cancelled.Sub(a.elected); held < time.Minute {
-			t.Fatalf("a handed over %v into its term, before the hold-off", held)
-		}
 		var te *tenure.TermEndedError
 		if err := context.Cause(a.ctx); !errors.As(err, &te) || te.Reason != tenure.ReasonHandedOver || te.Token != a.token {
 			t.Fatalf("a's term context ended with %v, want a *TermEndedError for token %d, handed over", err, a.token)
-		}
-		// Without WakeAddr, d finds the lease free at its next hot poll.
-		if gap := ts[1].elected.Sub(a.cancelled); gap > 2200*time.Millisecond {
-			t.Fatalf("d took over %v after a's term ended", gap)
 		}
 		if s := d.c.Status(); !s.Leading {
 			t.Fatalf("d: %+v, want leading", s)
