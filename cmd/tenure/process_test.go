@@ -1344,7 +1344,8 @@ func TestProcessSemaphore(t *testing.T) {
 // no loss), and exits 0 on SIGTERM later.
 func TestProcessPriority(t *testing.T) {
 	onStores(t, func(t *testing.T, e *procEnv) {
-		script := `log "run"; trap 'log "stop"; exit 0' TERM; while :; do sleep 0.1; done`
+		// The trap first: the test signals b as soon as it logs "run".
+		script := `trap 'log "stop"; exit 0' TERM; log "run"; while :; do sleep 0.1; done`
 		quick := []string{"--lease", "2s", "--cold-poll", "1s", "--priority-hold-off", "2s"}
 		a := e.tenureSh(os.Stderr, script, append([]string{"run", "--id", "a", "--standby", "--on-lost", "exit"}, append(quick, "job")...)...)
 		e.await(20*time.Second, "a's command", func(ev event) bool { return ev.what == "run" && ev.holder == "a" })
