@@ -114,8 +114,15 @@ type Config struct {
 	// up to a poll more. The leader learns the standby's address by reading
 	// its record once a standby lease (3×ColdPollInterval). Notices, too,
 	// carry no authority: rate-limited, they only move the standby's reads,
-	// and its polls take over when they stop. Empty (the default): no
-	// listener, no wake-ups, no notices.
+	// and its polls take over when they stop.
+	//
+	// Empty (the default): no listener, no wake-ups, no notices; but with
+	// a Priority, a listener on a free port of the address this host sends
+	// from by its default route (a pod's IP, a VM's private address;
+	// loopback on a host without one), for a preferred candidate must be
+	// woken to take a hand-over first. Set WakeAddr where the other
+	// candidates reach this one by another address, or NoWake for no
+	// listener.
 	WakeAddr string
 	// WakeAdvertise is the address published for WakeAddr, when others
 	// reach this host by another (NAT, containers). Default: WakeAddr's
@@ -130,8 +137,10 @@ type Config struct {
 	// rewritten since the leader last read it, once a cold poll), hands
 	// the lease over once its term is PriorityHoldOff old: the term ends
 	// (ReasonHandedOver), the lease is given back and the standby woken
-	// (with WakeAddr; else it finds the lease free at its next poll). If
-	// nobody has taken it by ResignHoldOff later, the leader takes it back.
+	// (a Priority listens for wake-ups by default: see WakeAddr; a standby
+	// not woken finds the lease free at its next poll, and a cold follower
+	// may find it first). If nobody has taken it by ResignHoldOff later,
+	// the leader takes it back.
 	// Equal priorities never hand over. Priority decides who gives the
 	// lease up and who is woken, never who may take it or when: every
 	// takeover keeps the lease rules.
@@ -209,7 +218,7 @@ func (c *Config) checkStandby() error {
 			return bad("PriorityHoldOff", "is set but Standby is off: set Priority, or Standby")
 		case c.ColdPollInterval != 0:
 			return bad("ColdPollInterval", "is set but Standby is off")
-		case c.WakeAddr != "" || c.WakeAdvertise != "":
+		case c.WakeAddr != "" && c.WakeAddr != NoWake || c.WakeAdvertise != "":
 			return bad("WakeAddr", "is set but Standby is off: only a standby publishes one")
 		}
 		return nil

@@ -35,7 +35,8 @@
 // With Config.Priority, a leader hands the lease over (ReasonHandedOver) to
 // a standby of higher priority that it has seen alive, once its term is
 // PriorityHoldOff old: the term ends, the lease is released and the
-// standby woken. Priority decides only who gives the lease up and who is
+// standby woken (a Priority listens for wake-ups by default: see
+// Config.WakeAddr). Priority decides only who gives the lease up and who is
 // woken; every takeover keeps the rules above, so guarantees 1 to 4 hold
 // as stated. Equal priorities never hand over.
 //

@@ -12,7 +12,11 @@ import (
 	"github.com/tenure-go/tenure/lease/leasetest"
 )
 
-func priority(p int) func(*tenure.Config) { return func(c *tenure.Config) { c.Priority = p } }
+// priority sets a candidate's Priority, and no wake-up listener: a socket
+// is not something a synctest bubble can wait on.
+func priority(p int) func(*tenure.Config) {
+	return func(c *tenure.Config) { c.Priority, c.WakeAddr = p, tenure.NoWake }
+}
 
 // handovers returns the terms that ended by a hand-over.
 func handovers(ts []term) []term {
@@ -127,7 +131,7 @@ func TestPriorityDoesNotWaitOnAFailedCandidate(t *testing.T) {
 }
 
 // Priority turns the standby on; PriorityHoldOff defaults to the standby
-// record's lease and needs the standby.
+// record's lease and needs the standby; NoWake is a WakeAddr anywhere.
 func TestPriorityConfig(t *testing.T) {
 	c := tenure.Config{Lease: "job", Store: newWorld(t).store, Priority: -2}.WithDefaults()
 	if !c.Standby || c.PriorityHoldOff != time.Minute {
@@ -135,6 +139,12 @@ func TestPriorityConfig(t *testing.T) {
 	}
 	if err := c.Validate(); err != nil {
 		t.Fatal(err)
+	}
+	for _, ok := range []tenure.Config{{Priority: 1, WakeAddr: tenure.NoWake}, {WakeAddr: tenure.NoWake}} {
+		ok.Lease, ok.Store = "job", newWorld(t).store
+		if err := ok.Validate(); err != nil {
+			t.Fatalf("WakeAddr NoWake, Priority %d: %v", ok.Priority, err)
+		}
 	}
 	bad := tenure.Config{Lease: "job", Store: newWorld(t).store, PriorityHoldOff: time.Minute}
 	var fe *election.FieldError

@@ -33,18 +33,28 @@ func wakeMsg(lease string) string { return "tenure wake " + lease }
 // noticeMsg is a renewal notice for the lease: its leader has just renewed.
 func noticeMsg(lease string) string { return "tenure renewed " + lease }
 
-// startStandby listens for wake-ups (with WakeAddr) and makes the standby
-// campaign; the lease's Machine starts cold.
+// startStandby listens for wake-ups (with WakeAddr, or a Priority) and
+// makes the standby campaign; the lease's Machine starts cold.
 func (r *runner) startStandby() error {
 	cfg := &r.c.cfg
 	sb := &sbRun{r: r}
-	addr := ""
-	if cfg.WakeAddr != "" {
-		conn, advertised, err := listenWake(cfg.WakeAddr, cfg.WakeAdvertise)
-		if err != nil {
+	addr, listen := "", cfg.WakeAddr
+	if listen == "" && cfg.Priority != 0 {
+		listen = defaultWakeAddr() // a preferred standby must be woken to be first at the release
+	}
+	var conn net.PacketConn
+	if listen != "" && listen != NoWake {
+		var err error
+		conn, addr, err = listenWake(listen, cfg.WakeAdvertise)
+		if err != nil && cfg.WakeAddr != "" {
 			return err
 		}
-		sb.conn, addr = conn, advertised
+		if err != nil { // not asked for: go on without, as with NoWake
+			r.log(slog.LevelWarn, "no wake-ups: a hand-over's release is found at the next poll (set WakeAddr)", "err", err)
+		}
+	}
+	if conn != nil {
+		sb.conn = conn
 		sb.notices = newSender(conn, 1, r.log)
 		r.h.Go(sb.listen)
 		r.h.Go(func() { sb.notices.run(r.h.Quit()) })

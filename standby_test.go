@@ -227,19 +227,34 @@ func (l *logged) WithGroup(string) slog.Handler      { return l }
 // a takeover before the test's deadline; the test waits on events, not on
 // time.
 func TestStandbyWakeUp(t *testing.T) {
+	testWakeUp(t, func(c *tenure.Config) { c.WakeAddr = "127.0.0.1:0" })
+}
+
+// A candidate with a Priority listens for wake-ups without a WakeAddr:
+// the hand-over's release must reach it first.
+func TestPriorityWakesByDefault(t *testing.T) {
+	testWakeUp(t, func(c *tenure.Config) { c.Priority = 5 })
+}
+
+// testWakeUp runs TestStandbyWakeUp's case, b set up by withWake.
+func testWakeUp(t *testing.T, withWake func(*tenure.Config)) {
 	store := memlease.New()
 	const hot, woken = "standby: reading the lease every PollInterval", "woken: reading the lease"
 	logs := &logged{msgs: map[string]chan struct{}{hot: make(chan struct{}), woken: make(chan struct{})}}
 	elected := make(chan string, 4)
-	start := func(id string, lg *slog.Logger) (context.CancelFunc, chan error) {
-		c, err := tenure.New(tenure.Config{
-			Lease: leaseName, Store: store, ID: id, Standby: true, WakeAddr: "127.0.0.1:0",
+	start := func(id string, lg *slog.Logger, opts ...func(*tenure.Config)) (context.CancelFunc, chan error) {
+		cfg := tenure.Config{
+			Lease: leaseName, Store: store, ID: id, Standby: true,
 			LeaseDuration: time.Minute, PollInterval: 50 * time.Second, Logger: lg,
 			Callbacks: tenure.Callbacks{OnElected: func(ctx context.Context, _ tenure.Term) {
 				elected <- id
 				<-ctx.Done()
 			}},
-		})
+		}
+		for _, o := range opts {
+			o(&cfg)
+		}
+		c, err := tenure.New(cfg)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -253,7 +268,7 @@ func TestStandbyWakeUp(t *testing.T) {
 	if id := <-elected; id != "a" {
 		t.Fatalf("%s elected first", id)
 	}
-	_, _ = start("b", slog.New(logs))
+	_, _ = start("b", slog.New(logs), withWake)
 	// b becomes the standby at once: the standby record is free. Its
 	// next poll is 45s or more after its first read.
 	deadline := time.After(40 * time.Second)

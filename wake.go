@@ -12,11 +12,35 @@ import (
 // to the address its waiter published. They carry no authority; a receiver
 // rate-limits them and only reads sooner.
 
+// NoWake, as Config.WakeAddr, turns wake-ups off where they would be on by
+// default (with a Priority).
+const NoWake = "none"
+
+// defaultWakeAddr is where a candidate with a Priority listens when its
+// WakeAddr is not set: port 0 on the address this host sends from by its
+// default route, the one other hosts most likely reach it at (a pod's IP;
+// a VM's address in its network), or loopback on a host without a route.
+// Connecting a UDP socket sends nothing: it only asks the routing table.
+func defaultWakeAddr() string {
+	host := "127.0.0.1"
+	for _, probe := range []string{"192.0.2.1:9", "[2001:db8::1]:9"} { // documentation addresses (RFC 5737, 3849)
+		if c, err := net.Dial("udp", probe); err == nil {
+			host = c.LocalAddr().(*net.UDPAddr).IP.String()
+			_ = c.Close()
+			break
+		}
+	}
+	return net.JoinHostPort(host, "0")
+}
+
 // checkWake checks a wake-up address and the address advertised for it,
 // for the fields named addrField and advField.
 func checkWake(addr, advertise, addrField, advField string) error {
 	bad := func(field, format string, args ...any) error {
 		return &election.FieldError{Field: field, Reason: fmt.Sprintf(format, args...)}
+	}
+	if addr == NoWake {
+		addr = ""
 	}
 	if addr == "" {
 		if advertise != "" {

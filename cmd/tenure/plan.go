@@ -123,12 +123,9 @@ func printPlan(w io.Writer, p election.Plan, prices []priceList) {
 		row("failover, no standby left", fmt.Sprintf("at most %v (a cold poll to see the last record, the wait, a cold poll; 4 round trips)", p.ColdFailover.Round(time.Millisecond)))
 		row("handoff, standby woken", fmt.Sprintf("at most %v with --wake (5 round trips); else as after a release", p.WakeHandoff.Round(time.Millisecond)))
 		hold := election.StandbyTiming(t).LeaseDuration // tenure.Config's default PriorityHoldOff
-		handoff := p.ReleaseFailover
-		if p.Notices {
-			handoff = p.WakeHandoff
-		}
-		prefer := time.Duration(math.Ceil(float64(hold+2*t.ColdPollInterval)/(1-t.MaxDrift))) + 2*p.RoundTrip + handoff
-		row("preferred leader", fmt.Sprintf("a hand-over at most once per %v (3 cold polls); a candidate of higher priority leads at most %v after it joins (the hold-off, two of the leader's reads of the standby record, the handoff)",
+		// A candidate with a priority listens for wake-ups by default.
+		prefer := time.Duration(math.Ceil(float64(hold+2*t.ColdPollInterval)/(1-t.MaxDrift))) + 2*p.RoundTrip + p.WakeHandoff
+		row("preferred leader", fmt.Sprintf("a hand-over at most once per %v (3 cold polls); a candidate of higher priority, woken (--priority listens by default), leads at most %v after it joins (the hold-off, two of the leader's reads of the standby record, the woken handoff)",
 			hold, prefer.Round(time.Millisecond)))
 		if p.Notices {
 			row("failover, standby notified", fmt.Sprintf("at most %v after the leader's last renewal (the wait on a clock ρ slow; 5 round trips); median about %v (the wait less half a renewal interval); a crash with a renewal on its way: as after a crash",

@@ -1349,7 +1349,7 @@ func TestProcessPriority(t *testing.T) {
 		quick := []string{"--lease", "2s", "--cold-poll", "1s", "--priority-hold-off", "2s"}
 		a := e.tenureSh(os.Stderr, script, append([]string{"run", "--id", "a", "--standby", "--on-lost", "exit"}, append(quick, "job")...)...)
 		e.await(20*time.Second, "a's command", func(ev event) bool { return ev.what == "run" && ev.holder == "a" })
-		b := e.tenureSh(os.Stderr, script, append([]string{"run", "--id", "b", "--priority", "5", "--wake", "127.0.0.1:0"}, append(quick, "job")...)...)
+		b := e.tenureSh(os.Stderr, script, append([]string{"run", "--id", "b", "--priority", "5"}, append(quick, "job")...)...)
 		e.await(30*time.Second, "a's command stopped", func(ev event) bool { return ev.what == "stop" && ev.holder == "a" })
 		e.await(10*time.Second, "b's command", func(ev event) bool { return ev.what == "run" && ev.holder == "b" })
 		for _, p := range []*exec.Cmd{b, a} {

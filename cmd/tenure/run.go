@@ -187,8 +187,10 @@ command's tree gets SIGTERM, then SIGKILL after --grace, or at once if the
 deadline has passed. With --priority N, a leader whose standby has a
 higher priority hands the lease over once its term is --priority-hold-off
 old: the command is stopped, then the lease given back and the standby
-woken (with --wake), and this process campaigns again, whatever --on-lost
-says. When renewals fail, the stop begins --grace before the term's
+woken, and this process campaigns again, whatever --on-lost says. With
+--priority, tenure listens for wake-ups on a free port of the address
+this host sends from (its default route's) unless --wake names another,
+or --wake none turns the listener off. When renewals fail, the stop begins --grace before the term's
 deadline, so that the command is gone before another process can take
 over; the default --grace is what fits (2.99s at the default 10s lease).
 With --on-jeopardy SIGNAL (USR1, HUP...), the command gets SIGNAL as soon
@@ -227,7 +229,7 @@ examples:
   tenure run --store 'dynamodb://leases?region=eu-west-1' --grace 3s writer -- ./writer --token-env TENURE_TOKEN
   TENURE_STORE=s3://my-leases/tenure/?region=eu-west-1 tenure run --on-exit restart api-singleton -- ./server
   tenure run --wake 10.0.0.5:7946 writer -- ./writer   # standby, woken on release
-  tenure run --priority 2 --wake 10.0.0.5:7946 writer -- ./writer   # preferred: leads once ready
+  tenure run --priority 2 writer -- ./writer   # preferred: leads once ready
 `
 
 // runCommand implements "tenure run".
@@ -240,7 +242,7 @@ func runCommand(args []string, stdout, stderr io.Writer) int {
 	maxRestarts := fs.Int("max-restarts", 5, "with --on-exit restart: non-zero exits within 10 minutes before the lease is given to another replica")
 	standby := fs.Bool("standby", false, "share the watching: one follower polls, the others every --cold-poll (every process of the lease should agree)")
 	coldPoll := fs.Duration("cold-poll", 0, "with --standby: how often followers other than the standby read (default 10 × the poll interval)")
-	wake := fs.String("wake", "", "listen for wake-ups on this UDP address, e.g. 10.0.0.5:7946 or 127.0.0.1:0 (turns on --standby): the standby takes over in a few round trips when the leader releases")
+	wake := fs.String("wake", "", "listen for wake-ups on this UDP address, e.g. 10.0.0.5:7946 or 127.0.0.1:0 (turns on --standby): the standby takes over in a few round trips when the leader releases; with --priority, default the host's outbound address, port 0; none: no listener")
 	wakeAdvertise := fs.String("wake-advertise", "", "the address others send wake-ups to, if not --wake's (NAT, containers)")
 	prio := fs.Int("priority", 0, "prefer this process to those of lower priority (higher wins; turns on --standby): a leader hands the lease to a live standby of higher priority, at most once per --priority-hold-off")
 	prioHoldOff := fs.Duration("priority-hold-off", 0, "with --priority: a leader hands over only once its term is this old (default 3 × --cold-poll)")
@@ -288,7 +290,7 @@ func runCommand(args []string, stdout, stderr io.Writer) int {
 	cand, err := tenure.New(tenure.Config{
 		Lease: name, Store: store, ID: c.id, LeaseDuration: c.lease, Payload: []byte(c.payload), Logger: log,
 		MeterProvider: tel.mp, Callbacks: tenure.Callbacks{OnElected: r.elected},
-		Standby: *standby || *wake != "", ColdPollInterval: *coldPoll, WakeAddr: *wake, WakeAdvertise: *wakeAdvertise,
+		Standby: *standby || *wake != "" && *wake != tenure.NoWake, ColdPollInterval: *coldPoll, WakeAddr: *wake, WakeAdvertise: *wakeAdvertise,
 		Priority: *prio, PriorityHoldOff: *prioHoldOff,
 		StrongPolls: *strongPolls,
 	})
