@@ -1,13 +1,16 @@
 #!/bin/bash
 # priority.sh measures hand-overs to a preferred candidate with real
-# `tenure run` processes: a (priority 0) leads, b (priority 5, --wake)
-# joins, and a hands over once its term is --priority-hold-off (2s) old.
+# `tenure run` processes: a (priority 0) leads, b (priority 5, woken on
+# the listener a priority turns on) joins, and a hands over once its term
+# is --priority-hold-off (2s) old.
 # It prints, per trial, the milliseconds from a's command getting SIGTERM
 # (its term's end) to b's command starting, then min, median, p90 and max.
 #
 #	scripts/testservers.sh run -- bench/priority.sh [TRIALS]   # DynamoDB Local
+#	scripts/testservers.sh run -- bench/priority.sh 20 --wake none   # b not woken: found at its next poll
 set -euo pipefail
 trials=${1:-20}
+bflags=("${@:2}") # more flags for b
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
 go build -o "$dir/tenure" ./cmd/tenure
@@ -19,7 +22,7 @@ while :; do sleep 0.05; done
 CHILD
 chmod +x "$dir/child.sh"
 export AWS_ACCESS_KEY_ID=${AWS_ACCESS_KEY_ID:-x} AWS_SECRET_ACCESS_KEY=${AWS_SECRET_ACCESS_KEY:-x}
-quick=(--lease 2s --cold-poll 1s --priority-hold-off 2s --wake 127.0.0.1:0)
+quick=(--lease 2s --cold-poll 1s --priority-hold-off 2s)
 for i in $(seq 1 "$trials"); do
 	export LOGF=$dir/log$i
 	: > "$LOGF"
@@ -27,7 +30,7 @@ for i in $(seq 1 "$trials"); do
 	"$dir/tenure" run --id a --standby "${quick[@]}" job -- "$dir/child.sh" 2>/dev/null &
 	a=$!
 	until grep -q run-a "$LOGF"; do sleep 0.05; done
-	"$dir/tenure" run --id b --priority 5 "${quick[@]}" job -- "$dir/child.sh" 2>/dev/null &
+	"$dir/tenure" run --id b --priority 5 "${quick[@]}" "${bflags[@]}" job -- "$dir/child.sh" 2>/dev/null &
 	b=$!
 	until grep -q run-b "$LOGF"; do sleep 0.05; done
 	kill -TERM $b && wait $b || true
