@@ -1,0 +1,197 @@
+package groupcore
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/tenure-go/tenure/lease"
+)
+
+// The membership record (NAME + MembersSuffix) lists the live members, one
+// line each: "KEY SEQ" or "KEY SEQ WEIGHT". Each member rewrites it by
+// compare-and-swap once a heartbeat, adding 1 to its SEQ; any member drops
+// an entry whose SEQ it has seen unchanged for ttl·(1+ρ) on its own clock,
+// as a lock's takeover waits, never comparing clocks. Nothing in it is an
+// authority: a member who believes another dead only moves its idea of who
+// should own a shard, and every shard is still taken by the lock rules.
+const MembersSuffix = "::members"
+
+// MaxMembers is how many members a group's membership record holds: each
+// entry takes at most 23 bytes of lease.MaxPayloadLen.
+const MaxMembers = 40
+
+// seqMod bounds SEQ to four base-36 digits; it wraps, and only a change
+// of it matters.
+const seqMod = 36 * 36 * 36 * 36
+
+// MaxWeight bounds a member's weight (four digits in its entry).
+const MaxWeight = 9999
+
+// Key returns the key a member of ID id goes by in the membership record
+// and in Assign: 12 hex digits of the ID's SHA-256, short enough for
+// MaxMembers entries in one record whatever the IDs' length (a collision
+// between two members of a group has odds of about n²/2⁴⁹).
+func Key(id string) string {
+	sum := sha256.Sum256([]byte(id))
+	return hex.EncodeToString(sum[:6])
+}
+
+// Entry is one member's line in the membership record.
+type Entry struct {
+	Key    string
+	Seq    uint32
+	Weight int // 1 unless the member declared a capacity
+}
+
+// Encode returns the record's payload for entries, sorted by key. It fails
+// with more than MaxMembers entries or a malformed one.
+func Encode(entries []Entry) ([]byte, error) {
+	if len(entries) > MaxMembers {
+		return nil, fmt.Errorf("%d members, at most %d in a group", len(entries), MaxMembers)
+	}
+	es := slices.Clone(entries)
+	slices.SortFunc(es, func(a, b Entry) int { return strings.Compare(a.Key, b.Key) })
+	var b strings.Builder
+	for _, e := range es {
+		if len(e.Key) != 12 || strings.ContainsAny(e.Key, " \n") {
+			return nil, fmt.Errorf("member key %q: not a Key", e.Key)
+		}
+		if e.Weight < 1 || e.Weight > MaxWeight {
+			return nil, fmt.Errorf("member %s: weight %d outside [1, %d]", e.Key, e.Weight, MaxWeight)
+		}
+		b.WriteString(e.Key)
+		b.WriteByte(' ')
+		b.WriteString(strconv.FormatUint(uint64(e.Seq%seqMod), 36))
+		if e.Weight != 1 {
+			b.WriteByte(' ')
+			b.WriteString(strconv.Itoa(e.Weight))
+		}
+		b.WriteByte('\n')
+	}
+	if b.Len() > lease.MaxPayloadLen {
+		return nil, fmt.Errorf("membership record of %d bytes, at most %d", b.Len(), lease.MaxPayloadLen)
+	}
+	return []byte(b.String()), nil
+}
+
+// Decode reads a membership record's payload. A line it cannot read is an
+// error: the record is another version's, or not a membership record.
+func Decode(payload []byte) ([]Entry, error) {
+	var out []Entry
+	for line := range strings.Lines(string(payload)) {
+		f := strings.Fields(line)
+		if len(f) == 0 {
+			continue
+		}
+		bad := fmt.Errorf("membership record: line %q: want KEY SEQ [WEIGHT]", strings.TrimSpace(line))
+		if len(f) < 2 || len(f) > 3 || len(f[0]) != 12 {
+			return nil, bad
+		}
+		seq, err := strconv.ParseUint(f[1], 36, 32)
+		if err != nil {
+			return nil, bad
+		}
+		e := Entry{Key: f[0], Seq: uint32(seq), Weight: 1}
+		if len(f) == 3 {
+			if e.Weight, err = strconv.Atoi(f[2]); err != nil || e.Weight < 1 || e.Weight > MaxWeight {
+				return nil, bad
+			}
+		}
+		out = append(out, e)
+	}
+	return out, nil
+}
+
+// Beat returns entries with self's entry added, or its SEQ moved on (and
+// its weight set), and the entries of dead removed.
+func Beat(entries []Entry, self Entry, dead []string) []Entry {
+	out := make([]Entry, 0, len(entries)+1)
+	found := false
+	for _, e := range entries {
+		switch {
+		case e.Key == self.Key:
+			found = true
+			out = append(out, Entry{Key: e.Key, Seq: (e.Seq + 1) % seqMod, Weight: self.Weight})
+		case !slices.Contains(dead, e.Key):
+			out = append(out, e)
+		}
+	}
+	if !found {
+		out = append(out, Entry{Key: self.Key, Seq: self.Seq % seqMod, Weight: self.Weight})
+	}
+	return out
+}
+
+// View is one member's idea of who is alive, from the membership records
+// it reads: an entry is alive until its SEQ has stayed the same for Wait,
+// timed on this member's clock from when it first saw that SEQ.
+type View struct {
+	Wait time.Duration // ttl·(1+ρ) of the membership heartbeat
+	seen map[string]seen
+}
+
+type seen struct {
+	seq    uint32
+	weight int
+	since  time.Time // first seen with this seq
+}
+
+// Observe takes the entries of a record read (or written) at now.
+// Entries no longer in the record are forgotten.
+func (v *View) Observe(now time.Time, entries []Entry) {
+	if v.seen == nil {
+		v.seen = make(map[string]seen, len(entries))
+	}
+	keep := make(map[string]bool, len(entries))
+	for _, e := range entries {
+		keep[e.Key] = true
+		if s, ok := v.seen[e.Key]; !ok || s.seq != e.Seq {
+			v.seen[e.Key] = seen{seq: e.Seq, weight: e.Weight, since: now}
+		} else if s.weight != e.Weight {
+			s.weight = e.Weight
+			v.seen[e.Key] = s
+		}
+	}
+	for k := range v.seen {
+		if !keep[k] {
+			delete(v.seen, k)
+		}
+	}
+}
+
+// Live returns the members alive at now, sorted by key.
+func (v *View) Live(now time.Time) []Member {
+	var out []Member
+	for k, s := range v.seen {
+		if now.Sub(s.since) < v.Wait {
+			out = append(out, Member{Key: k, Weight: s.weight})
+		}
+	}
+	slices.SortFunc(out, func(a, b Member) int { return strings.Compare(a.Key, b.Key) })
+	return out
+}
+
+// Dead returns the keys whose entries have stayed the same for Wait at
+// now, sorted: a member may drop them from the record.
+func (v *View) Dead(now time.Time) []string {
+	var out []string
+	for k, s := range v.seen {
+		if now.Sub(s.since) >= v.Wait {
+			out = append(out, k)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// Silent returns how long at now the entry of key has stayed the same, and
+// whether it is known.
+func (v *View) Silent(now time.Time, key string) (time.Duration, bool) {
+	s, ok := v.seen[key]
+	return now.Sub(s.since), ok
+}
