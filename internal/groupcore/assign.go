@@ -1,7 +1,12 @@
-// Package groupcore is a Group's logic without goroutines: who should own
-// which shard (Assign), the membership record (Members), and (to come) the
-// member's campaign over its shards, hosted by the Group's loop and by the
-// simulator alike.
+// Package groupcore is a Group's logic without goroutines, so that the
+// Group's loop and the simulator run the same code: who should own which
+// shard (Assign), the membership record and its heartbeat (Membership,
+// View), and, to come, a member's campaign over its shards.
+//
+// Membership only decides who should own what; it is never an authority.
+// Each shard NAME/i is a lock of its own (internal/lockcore), with its own
+// tokens, taken and held by the lock rules alone, so two members whose views
+// of the membership differ can both want a shard, and only one holds it.
 package groupcore
 
 import (

@@ -1,0 +1,200 @@
+package groupcore
+
+import (
+	"errors"
+	"log/slog"
+	"math/rand/v2"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/tenure-go/tenure/election"
+	"github.com/tenure-go/tenure/lease"
+)
+
+// MembershipHost is what a Membership asks of the runtime around it. The
+// Membership calls it from the goroutine that calls the Membership.
+type MembershipHost interface {
+	Now() time.Time
+	// Call starts a store call on the membership record; its answer comes
+	// back through Membership.Result, within the OpTimeout, an error if
+	// need be.
+	Call(op election.Op)
+	Log(level slog.Level, msg string, args ...any)
+	// Changed says that the live members, as this one sees them, changed.
+	Changed(live []Member)
+}
+
+// Membership is one member's heartbeat in its group's membership record,
+// without goroutines: once a Beat it rewrites the record by compare-and-
+// swap with its own SEQ moved on and the entries it found dead dropped,
+// reading it first when there are other members (they will have written
+// since). So a beat costs a read and a write (one write for a lone
+// member; a conflict costs another pair): nothing grows with the shards.
+type Membership struct {
+	h     MembershipHost
+	name  string // the record's
+	id    string // the member's, the Holder of its writes
+	t     election.Timing
+	self  Entry
+	view  View
+	rnd   *rand.Rand
+	known []Entry       // the record's entries as last read or written
+	ver   lease.Version // their version; lease.NoVersion: no record
+	verOK bool          // known and ver are current, as far as we know
+	fresh bool          // read for the beat under way
+	op    *election.Op  // the call in flight
+	next  time.Time     // the next beat; zero while a call is in flight
+	tries int           // failed calls in a row
+	live  []Member      // as last reported to Changed
+	leave bool          // drop our entry and stop
+	done  bool          // left, or stopped
+	opID  uint64
+	Err   error // the last store error, for status
+}
+
+// NewMembership returns member id's heartbeat in the record of the group
+// name (name + MembersSuffix), of weight weight, on timing t (defaults
+// filled in): a beat every RenewInterval, a member dead once its entry
+// stayed the same for LeaseDuration·(1+MaxDrift). Start it with Fire.
+func NewMembership(h MembershipHost, name, id string, weight int, t election.Timing, rnd *rand.Rand) *Membership {
+	m := &Membership{h: h, name: name + MembersSuffix, id: id, t: t, rnd: rnd,
+		self: Entry{Key: Key(id), Weight: max(weight, 1)}}
+	m.view.Wait = time.Duration(float64(t.LeaseDuration) * (1 + t.MaxDrift))
+	m.next = h.Now()
+	return m
+}
+
+// Due returns when Fire is next due; zero while a call is in flight or
+// once done.
+func (m *Membership) Due() time.Time { return m.next }
+
+// Done reports whether the Membership has left (Leave) or stopped.
+func (m *Membership) Done() bool { return m.done }
+
+// Live returns the live members as last reported.
+func (m *Membership) Live() []Member { return m.live }
+
+// Leave drops this member's entry from the record, so that the others
+// rebalance without waiting for it to die, and then stops.
+func (m *Membership) Leave() {
+	m.leave = true
+	if m.op == nil && !m.done {
+		m.next = m.h.Now()
+	}
+}
+
+// Fire runs the beat due at now.
+func (m *Membership) Fire(now time.Time) {
+	if m.op != nil || m.done || m.next.IsZero() || now.Before(m.next) {
+		return
+	}
+	m.next = time.Time{}
+	if len(m.known) > 1 && !m.leave && !m.fresh {
+		m.verOK = false // others beat too: a write on what we knew would only conflict
+	}
+	m.fresh = false
+	if !m.verOK {
+		m.call(election.Op{Kind: election.OpGet})
+		return
+	}
+	var entries []Entry
+	if m.leave {
+		entries = slices.DeleteFunc(slices.Clone(m.known), func(e Entry) bool { return e.Key == m.self.Key })
+		if len(entries) == len(m.known) {
+			m.done = true // not in the record: nothing to drop
+			return
+		}
+	} else {
+		entries = Beat(m.known, m.self, m.view.Dead(now))
+	}
+	payload, err := Encode(entries)
+	if err != nil {
+		m.Err = err
+		m.h.Log(slog.LevelError, "membership record full: this member cannot join", "group", m.name, "err", err)
+		m.retry(now)
+		return
+	}
+	rec := lease.Record{Holder: m.id, Token: 1, Duration: m.t.LeaseDuration, Payload: payload,
+		Nonce: strconv.FormatUint(m.rnd.Uint64(), 16)}
+	m.call(election.Op{Kind: election.OpPut, Record: rec, Expect: m.ver})
+}
+
+func (m *Membership) call(op election.Op) {
+	m.opID++
+	op.ID = m.opID
+	m.op = &op
+	m.h.Call(op)
+}
+
+// Result takes the answer to the call in flight.
+func (m *Membership) Result(r election.Result) {
+	op := m.op
+	if op == nil || r.ID != op.ID {
+		return
+	}
+	m.op = nil
+	now := m.h.Now()
+	switch {
+	case op.Kind == election.OpGet && errors.Is(r.Err, lease.ErrNotFound):
+		m.known, m.ver, m.verOK = nil, lease.NoVersion, true
+	case op.Kind == election.OpGet && r.Err == nil:
+		es, err := Decode(r.Record.Payload)
+		if err != nil {
+			m.Err = err
+			m.h.Log(slog.LevelError, "membership record unreadable: is NAME"+MembersSuffix+" another program's?", "record", m.name, "err", err)
+			m.retry(now)
+			return
+		}
+		m.known, m.ver, m.verOK, m.fresh = es, r.Version, true, true
+	case op.Kind == election.OpPut && r.Err == nil:
+		es, _ := Decode(op.Record.Payload) // ours: it decodes
+		m.known, m.ver, m.verOK = es, r.Version, true
+		m.Err, m.tries = nil, 0
+		m.observe(now)
+		if m.leave {
+			m.done = true
+			return
+		}
+		m.next = now.Add(m.t.RenewInterval)
+		return
+	default: // a conflict, or an outcome unknown: read the record afresh
+		m.verOK = false
+		if !errors.Is(r.Err, lease.ErrConflict) {
+			m.Err = r.Err
+			m.retry(now)
+			return
+		}
+	}
+	if op.Kind == election.OpGet {
+		m.Err, m.tries = nil, 0
+		m.observe(now)
+	}
+	m.next = now // write the beat now that the record is known
+}
+
+// observe updates the view from the entries known at now and reports a
+// change of the live members.
+func (m *Membership) observe(now time.Time) {
+	m.view.Observe(now, m.known)
+	live := m.view.Live(now)
+	if !slices.Equal(live, m.live) {
+		m.live = live
+		m.h.Changed(live)
+	}
+}
+
+// Check reports, at now, a member found dead since the last call: the
+// host calls it at Due of its own, or whenever it likes.
+func (m *Membership) Check(now time.Time) {
+	m.observe(now)
+}
+
+func (m *Membership) retry(now time.Time) {
+	d := m.t.RetryMin << min(m.tries, 20)
+	if d <= 0 || d > m.t.RetryMax {
+		d = m.t.RetryMax
+	}
+	m.tries++
+	m.next = now.Add(d/2 + time.Duration(m.rnd.Int64N(int64(d/2)+1)))
+}
