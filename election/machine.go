@@ -51,6 +51,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"strconv"
 	"time"
 
@@ -547,16 +548,19 @@ func (m *Machine) retry(now time.Time, do purpose) {
 	m.schedule(now.Add(d), do)
 }
 
-// backoff returns the wait before the next retry: RetryMin doubled for each
-// failure since the last answer, capped at RetryMax, then drawn uniformly
-// from its upper half. The cap is checked before shifting, so no lease is
-// long enough to overflow it.
-func (m *Machine) backoff() time.Duration {
-	d := m.cfg.RetryMax
-	if m.attempt < 62 && m.cfg.RetryMin <= m.cfg.RetryMax>>m.attempt {
-		d = m.cfg.RetryMin << m.attempt
+// backoff returns the wait before the next retry (Backoff).
+func (m *Machine) backoff() time.Duration { return Backoff(m.cfg.Timing, int(m.attempt), m.cfg.Rand) }
+
+// Backoff returns the wait before retrying after attempt failures in a row
+// since the last answer (0 for the first): RetryMin doubled for each, capped
+// at RetryMax, then drawn uniformly from its upper half. The cap is checked
+// before shifting, so no lease is long enough to overflow it.
+func Backoff(t Timing, attempt int, rnd *rand.Rand) time.Duration {
+	d := t.RetryMax
+	if attempt >= 0 && attempt < 62 && t.RetryMin <= t.RetryMax>>attempt {
+		d = t.RetryMin << attempt
 	}
-	return d/2 + time.Duration(m.cfg.Rand.Int64N(int64(d/2)+1))
+	return d/2 + time.Duration(rnd.Int64N(int64(d/2)+1))
 }
 
 // pollAfter returns the next poll instant: PollInterval moved by up to 10%

@@ -184,17 +184,7 @@ func (m *Membership) observe(now time.Time) {
 	}
 }
 
-// Check reports, at now, a member found dead since the last call: the
-// host calls it at Due of its own, or whenever it likes.
-func (m *Membership) Check(now time.Time) {
-	m.observe(now)
-}
-
 func (m *Membership) retry(now time.Time) {
-	d := m.t.RetryMin << min(m.tries, 20)
-	if d <= 0 || d > m.t.RetryMax {
-		d = m.t.RetryMax
-	}
-	m.tries++
-	m.next = now.Add(d/2 + time.Duration(m.rnd.Int64N(int64(d/2)+1)))
+	m.next = now.Add(election.Backoff(m.t, m.tries, m.rnd))
+	m.tries = min(m.tries+1, 62)
 }
