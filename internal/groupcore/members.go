@@ -2,8 +2,12 @@ package groupcore
 
 import (
 	"crypto/sha256"
+	"encoding/base64"
+	"encoding/binary"
 	"encoding/hex"
 	"fmt"
+	"net"
+	"net/netip"
 	"slices"
 	"strconv"
 	"strings"
@@ -13,7 +17,9 @@ import (
 )
 
 // The membership record (NAME + MembersSuffix) lists the live members, one
-// line each: "KEY SEQ" or "KEY SEQ WEIGHT". Each member rewrites it by
+// line each: "KEY SEQ", "KEY SEQ WEIGHT" or "KEY SEQ WEIGHT ADDR", ADDR the
+// member's wake-up address (an IP address and port packed as "@" and 8 or
+// 24 base64 digits, or a host:port as given). Each member rewrites it by
 // compare-and-swap once a heartbeat, adding 1 to its SEQ; any member drops
 // an entry whose SEQ it has seen unchanged for ttl·(1+ρ) on its own clock,
 // as a lock's takeover waits, never comparing clocks. Nothing in it is an
@@ -22,7 +28,9 @@ import (
 const MembersSuffix = "::members"
 
 // MaxMembers is how many members a group's membership record holds: each
-// entry takes at most 23 bytes of lease.MaxPayloadLen.
+// entry takes at most 23 bytes of lease.MaxPayloadLen without a wake-up
+// address, 33 with an IPv4 one (so 31 members at the longest), 49 with
+// an IPv6 one (20).
 const MaxMembers = 40
 
 // seqMod bounds SEQ to four base-36 digits; it wraps, and only a change
@@ -45,7 +53,8 @@ func Key(id string) string {
 type Entry struct {
 	Key    string
 	Seq    uint32
-	Weight int // 1 unless the member declared a capacity
+	Weight int    // 1 unless the member declared a capacity
+	Addr   string // where it listens for wake-ups; "" nowhere
 }
 
 // Encode returns the record's payload for entries, sorted by key. It fails
@@ -67,9 +76,17 @@ func Encode(entries []Entry) ([]byte, error) {
 		b.WriteString(e.Key)
 		b.WriteByte(' ')
 		b.WriteString(strconv.FormatUint(uint64(e.Seq%seqMod), 36))
-		if e.Weight != 1 {
+		if e.Weight != 1 || e.Addr != "" {
 			b.WriteByte(' ')
 			b.WriteString(strconv.Itoa(e.Weight))
+		}
+		if e.Addr != "" {
+			a, err := packAddr(e.Addr)
+			if err != nil {
+				return nil, fmt.Errorf("member %s: %w", e.Key, err)
+			}
+			b.WriteByte(' ')
+			b.WriteString(a)
 		}
 		b.WriteByte('\n')
 	}
@@ -88,8 +105,8 @@ func Decode(payload []byte) ([]Entry, error) {
 		if len(f) == 0 {
 			continue
 		}
-		bad := fmt.Errorf("membership record: line %q: want KEY SEQ [WEIGHT]", strings.TrimSpace(line))
-		if len(f) < 2 || len(f) > 3 || len(f[0]) != 12 {
+		bad := fmt.Errorf("membership record: line %q: want KEY SEQ [WEIGHT [ADDR]]", strings.TrimSpace(line))
+		if len(f) < 2 || len(f) > 4 || len(f[0]) != 12 {
 			return nil, bad
 		}
 		seq, err := strconv.ParseUint(f[1], 36, 32)
@@ -97,8 +114,13 @@ func Decode(payload []byte) ([]Entry, error) {
 			return nil, bad
 		}
 		e := Entry{Key: f[0], Seq: uint32(seq), Weight: 1}
-		if len(f) == 3 {
+		if len(f) >= 3 {
 			if e.Weight, err = strconv.Atoi(f[2]); err != nil || e.Weight < 1 || e.Weight > MaxWeight {
+				return nil, bad
+			}
+		}
+		if len(f) == 4 {
+			if e.Addr, err = unpackAddr(f[3]); err != nil {
 				return nil, bad
 			}
 		}
@@ -116,13 +138,13 @@ func Beat(entries []Entry, self Entry, dead []string) []Entry {
 		switch {
 		case e.Key == self.Key:
 			found = true
-			out = append(out, Entry{Key: e.Key, Seq: (e.Seq + 1) % seqMod, Weight: self.Weight})
+			out = append(out, Entry{Key: e.Key, Seq: (e.Seq + 1) % seqMod, Weight: self.Weight, Addr: self.Addr})
 		case !slices.Contains(dead, e.Key):
 			out = append(out, e)
 		}
 	}
 	if !found {
-		out = append(out, Entry{Key: self.Key, Seq: self.Seq % seqMod, Weight: self.Weight})
+		out = append(out, Entry{Key: self.Key, Seq: self.Seq % seqMod, Weight: self.Weight, Addr: self.Addr})
 	}
 	return out
 }
@@ -138,6 +160,7 @@ type View struct {
 type seen struct {
 	seq    uint32
 	weight int
+	addr   string
 	since  time.Time // first seen with this seq
 }
 
@@ -151,9 +174,9 @@ func (v *View) Observe(now time.Time, entries []Entry) {
 	for _, e := range entries {
 		keep[e.Key] = true
 		if s, ok := v.seen[e.Key]; !ok || s.seq != e.Seq {
-			v.seen[e.Key] = seen{seq: e.Seq, weight: e.Weight, since: now}
-		} else if s.weight != e.Weight {
-			s.weight = e.Weight
+			v.seen[e.Key] = seen{seq: e.Seq, weight: e.Weight, addr: e.Addr, since: now}
+		} else if s.weight != e.Weight || s.addr != e.Addr {
+			s.weight, s.addr = e.Weight, e.Addr
 			v.seen[e.Key] = s
 		}
 	}
@@ -194,4 +217,39 @@ func (v *View) Dead(now time.Time) []string {
 func (v *View) Silent(now time.Time, key string) (time.Duration, bool) {
 	s, ok := v.seen[key]
 	return now.Sub(s.since), ok
+}
+
+// Addr returns the wake-up address of the member of key as last seen; ""
+// if none.
+func (v *View) Addr(key string) string { return v.seen[key].addr }
+
+// packAddr writes a wake-up address for the record: an IP address and
+// port as "@" and the base64 of their bytes, anything else (a host name
+// and port) as it is, if it has no space.
+func packAddr(addr string) (string, error) {
+	if ap, err := netip.ParseAddrPort(addr); err == nil && ap.Addr().Zone() == "" {
+		b := ap.Addr().Unmap().AsSlice()
+		b = binary.BigEndian.AppendUint16(b, ap.Port())
+		return "@" + base64.RawURLEncoding.EncodeToString(b), nil
+	}
+	if addr == "" || strings.ContainsAny(addr, " \n\t@") || len(addr) > 255 {
+		return "", fmt.Errorf("wake-up address %q: not host:port", addr)
+	}
+	return addr, nil
+}
+
+func unpackAddr(s string) (string, error) {
+	p, ok := strings.CutPrefix(s, "@")
+	if !ok {
+		if _, _, err := net.SplitHostPort(s); err != nil {
+			return "", err
+		}
+		return s, nil
+	}
+	b, err := base64.RawURLEncoding.DecodeString(p)
+	if err != nil || len(b) != 6 && len(b) != 18 {
+		return "", fmt.Errorf("wake-up address %q: not packed", s)
+	}
+	ip, _ := netip.AddrFromSlice(b[:len(b)-2])
+	return netip.AddrPortFrom(ip, binary.BigEndian.Uint16(b[len(b)-2:])).String(), nil
 }

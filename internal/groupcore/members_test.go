@@ -32,10 +32,40 @@ func TestMembersRoundTrip(t *testing.T) {
 	if want := Key("a") + " z\n"; string(plain) != want {
 		t.Fatalf("weight 1: %q, want %q", plain, want)
 	}
-	for _, bad := range []string{"short 1\n", Key("a") + "\n", Key("a") + " 1 2 3\n", Key("a") + " 1 0\n", Key("a") + " !\n"} {
+	for _, bad := range []string{"short 1\n", Key("a") + "\n", Key("a") + " 1 2 3\n", Key("a") + " 1 2 @AAA\n", Key("a") + " 1 2 h:1 4\n", Key("a") + " 1 0\n", Key("a") + " !\n"} {
 		if _, err := Decode([]byte(bad)); err == nil {
 			t.Errorf("Decode(%q): no error", bad)
 		}
+	}
+}
+
+// Wake-up addresses ride in the entries: IP addresses packed, so that 31
+// members with IPv4 ones (20 with IPv6) fit at their longest.
+func TestMembersAddrs(t *testing.T) {
+	for _, c := range []struct {
+		n    int
+		addr string
+	}{{31, "255.255.255.255:65535"}, {20, "[ffff:ffff:ffff:ffff:ffff:ffff:ffff:ffff]:65535"}, {2, "pod-0.ingest.svc:7946"}} {
+		var es []Entry
+		for i := range c.n {
+			es = append(es, Entry{Key: Key(fmt.Sprint(i)), Seq: seqMod - 1, Weight: MaxWeight, Addr: c.addr})
+		}
+		b, err := Encode(es)
+		if err != nil {
+			t.Fatalf("%d entries with %s: %v", c.n, c.addr, err)
+		}
+		got, err := Decode(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range got {
+			if e.Addr != c.addr {
+				t.Fatalf("address %q came back as %q", c.addr, e.Addr)
+			}
+		}
+	}
+	if _, err := Encode([]Entry{{Key: Key("a"), Weight: 1, Addr: "no port"}}); err == nil {
+		t.Fatal("an address with a space encoded")
 	}
 }
 

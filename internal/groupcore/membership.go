@@ -32,25 +32,27 @@ type MembershipHost interface {
 // since). So a beat costs a read and a write (one write for a lone
 // member; a conflict costs another pair): nothing grows with the shards.
 type Membership struct {
-	h     MembershipHost
-	name  string // the record's
-	id    string // the member's, the Holder of its writes
-	t     election.Timing
-	self  Entry
-	view  View
-	rnd   *rand.Rand
-	known []Entry       // the record's entries as last read or written
-	ver   lease.Version // their version; lease.NoVersion: no record
-	verOK bool          // known and ver are current, as far as we know
-	fresh bool          // read for the beat under way
-	op    *election.Op  // the call in flight
-	next  time.Time     // the next beat; zero while a call is in flight
-	tries int           // failed calls in a row
-	live  []Member      // as last reported to Changed
-	leave bool          // drop our entry and stop
-	done  bool          // left, or stopped
-	opID  uint64
-	Err   error // the last store error, for status
+	h      MembershipHost
+	name   string // the record's
+	id     string // the member's, the Holder of its writes
+	t      election.Timing
+	self   Entry
+	view   View
+	rnd    *rand.Rand
+	known  []Entry       // the record's entries as last read or written
+	ver    lease.Version // their version; lease.NoVersion: no record
+	verOK  bool          // known and ver are current, as far as we know
+	fresh  bool          // read for the beat under way
+	op     *election.Op  // the call in flight
+	next   time.Time     // the next beat; zero while a call is in flight
+	tries  int           // failed calls in a row
+	live   []Member      // as last reported to Changed
+	leave  bool          // drop our entry and stop
+	done   bool          // left, or stopped
+	fatal  error         // the store refused us for good
+	lastOK time.Time     // our last read or write of the record that worked
+	opID   uint64
+	Err    error // the last store error, for status
 }
 
 // NewMembership returns member id's heartbeat in the record of the group
@@ -74,6 +76,30 @@ func (m *Membership) Done() bool { return m.done }
 
 // Live returns the live members as last reported.
 func (m *Membership) Live() []Member { return m.live }
+
+// SetAddr sets the wake-up address this member publishes in its entry.
+func (m *Membership) SetAddr(addr string) { m.self.Addr = addr }
+
+// Fatal returns the error that stopped the Membership: the store refused
+// its record for good (ErrPermanent: no such table or bucket, access
+// denied). Nil otherwise.
+func (m *Membership) Fatal() error { return m.fatal }
+
+// LastOK returns when a read or write of the record last worked.
+func (m *Membership) LastOK() time.Time { return m.lastOK }
+
+// Refresh beats now rather than at the next beat, so that the view is
+// fresh: someone said the membership changed (a wake-up).
+func (m *Membership) Refresh() {
+	if m.op == nil && !m.done && !m.leave {
+		m.next = m.h.Now()
+	}
+}
+
+// Stop stops the heartbeat where it is, its entry left to die out.
+func (m *Membership) Stop() {
+	m.done, m.next = true, time.Time{}
+}
 
 // Leave drops this member's entry from the record, so that the others
 // rebalance without waiting for it to die, and then stops.
@@ -134,8 +160,14 @@ func (m *Membership) Result(r election.Result) {
 		return
 	}
 	m.op = nil
+	if m.done {
+		return // stopped meanwhile
+	}
 	now := m.h.Now()
 	switch {
+	case errors.Is(r.Err, lease.ErrPermanent) || errors.Is(r.Err, lease.ErrInvalidRecord):
+		m.Err, m.fatal, m.done = r.Err, r.Err, true
+		return
 	case op.Kind == election.OpGet && errors.Is(r.Err, lease.ErrNotFound):
 		m.known, m.ver, m.verOK = nil, lease.NoVersion, true
 	case op.Kind == election.OpGet && r.Err == nil:
@@ -152,11 +184,14 @@ func (m *Membership) Result(r election.Result) {
 		m.known, m.ver, m.verOK = es, r.Version, true
 		m.Err, m.tries = nil, 0
 		m.observe(now)
-		if m.leave {
+		switch {
+		case m.leave && slices.ContainsFunc(es, func(e Entry) bool { return e.Key == m.self.Key }):
+			m.next = now // a beat that was in flight when Leave came: now drop our entry
+		case m.leave:
 			m.done = true
-			return
+		default:
+			m.next = now.Add(m.t.RenewInterval)
 		}
-		m.next = now.Add(m.t.RenewInterval)
 		return
 	default: // a conflict, or an outcome unknown: read the record afresh
 		m.verOK = false
@@ -176,6 +211,7 @@ func (m *Membership) Result(r election.Result) {
 // observe updates the view from the entries known at now and reports a
 // change of the live members.
 func (m *Membership) observe(now time.Time) {
+	m.lastOK = now
 	m.view.Observe(now, m.known)
 	live := m.view.Live(now)
 	if !slices.Equal(live, m.live) {

@@ -68,6 +68,12 @@ type Lock struct {
 	stopping   bool // stop the driver once its current step is over
 	lost       bool // the term ended: a lock is not taken again by itself
 	retired    bool
+
+	// HoldBarriers: the host runs callbacks for the term, and the
+	// driver's barriers wait for them (Returned).
+	holdBarriers bool
+	cbOut        bool             // a term was granted and its callbacks have not returned
+	barriers     []driver.Barrier // reached once they have
 }
 
 // Init makes l a lock on name for h, with a Machine for cfg (which it
@@ -101,6 +107,39 @@ func (l *Lock) InitMachine(h Host, name string, m Machine, try, fair bool) {
 			l.fair.addr = l.wk.addr
 		}
 	}
+}
+
+// HoldBarriers makes the lock wait, once a term was granted, for the host
+// to say that the term's callbacks have returned (Returned) before it
+// releases the lock: a group's shard is handed over only once its work
+// stopped. Call it before Start.
+func (l *Lock) HoldBarriers() { l.holdBarriers = true }
+
+// Returned says that the callbacks of the granted term have returned, the
+// term having ended: the lock goes on to its release.
+func (l *Lock) Returned() {
+	if !l.cbOut {
+		return
+	}
+	l.cbOut = false
+	bs := l.barriers
+	l.barriers = nil
+	for _, b := range bs {
+		l.d.Reached(b)
+	}
+	l.after()
+}
+
+// Poke makes a waiting lock read its record now: someone said that it
+// was released. The caller rate-limits it. It reports whether the lock
+// was waiting.
+func (l *Lock) Poke() bool {
+	if l.held || l.answered || l.retired || l.stopping || l.lost {
+		return false
+	}
+	l.d.Hint()
+	l.after()
+	return true
 }
 
 // Keep makes the lock give nothing back when it ends (a once-per slot
@@ -311,6 +350,7 @@ func (e *effects) Elected(t election.Term) {
 		l.stopping = true
 		return
 	}
+	l.cbOut = l.holdBarriers
 	l.h.Granted(t)
 }
 
@@ -336,5 +376,13 @@ func (e *effects) Anomaly(err error) {
 	e.h.Log(slog.LevelError, "lease anomaly", "lock", e.name, "err", err)
 }
 
-// Barrier: locks have no callbacks, so every barrier is reached at once.
-func (e *effects) Barrier(b driver.Barrier) { e.d.Reached(b) }
+// Barrier: a Locker's locks have no callbacks, so every barrier is
+// reached at once; a lock that holds its barriers (HoldBarriers) reaches
+// them once its term's callbacks have returned.
+func (e *effects) Barrier(b driver.Barrier) {
+	if e.cbOut {
+		e.barriers = append(e.barriers, b)
+		return
+	}
+	e.d.Reached(b)
+}

@@ -1,0 +1,504 @@
+package tenure
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+
+	"github.com/tenure-go/tenure/election"
+	"github.com/tenure-go/tenure/fencing"
+	"github.com/tenure-go/tenure/internal/driver"
+	"github.com/tenure-go/tenure/internal/groupcore"
+	"github.com/tenure-go/tenure/internal/host"
+	"github.com/tenure-go/tenure/lease"
+)
+
+// GroupConfig configures a Group. Store, Name, Shards and OnAssigned are
+// required; every other field has the default and the rules of Config's
+// field of the same name.
+type GroupConfig struct {
+	// Store keeps the shards' leases and the membership record.
+	Store lease.Store
+	// Name names the group: its shards are the leases Name/0 …
+	// Name/Shards-1, its membership record Name::members.
+	Name string
+	// Shards is the number of shards, 1 to 4096. Every member of a group
+	// must give the same number.
+	Shards int
+	// OnAssigned starts the work of a shard this member now holds. Its
+	// context ends at the shard's local deadline (unless renewed), when
+	// the shard moves to another member, and when Run returns; it carries
+	// the shard's fence (fencing.FromContext). It may block, running the
+	// shard's work until ctx ends, or return at once. Shards' callbacks
+	// run concurrently, each shard's in order.
+	OnAssigned func(ctx context.Context, s Shard)
+	// OnRevoked is called once for every OnAssigned, after its context
+	// ended and it returned; the shard is released only afterwards, so
+	// that its next owner starts once this one stopped. Optional.
+	OnRevoked func(s Shard, reason DemotionReason)
+	// ID identifies this member in the records; it must differ between
+	// processes. Default: hostname-pid-random.
+	ID string
+	// Weight is this member's capacity relative to the others': it holds
+	// about Shards·Weight/(sum of the weights) shards. 0 means 1; at most
+	// 9999.
+	Weight int
+	// The timings of every shard's lease and of the membership heartbeat
+	// (election.Timing defines them), as Config's; PollInterval is how
+	// often a member waiting for a shard reads it.
+	LeaseDuration  time.Duration // default 10s
+	RenewInterval  time.Duration // default LeaseDuration/5 [2s]
+	PollInterval   time.Duration // default LeaseDuration/5 [2s]
+	OpTimeout      time.Duration // default LeaseDuration/5 [2s]
+	RetryMin       time.Duration // default LeaseDuration/100 [100ms]
+	RetryMax       time.Duration // default LeaseDuration/10 [1s]
+	MaxDrift       float64       // default 1e-3
+	Margin         time.Duration // default LeaseDuration/10 [1s]
+	ReleaseTimeout time.Duration // default LeaseDuration/2 [5s]
+	// StrongPolls makes a waiting member poll a shard with strongly
+	// consistent reads where the store offers cheaper ones.
+	StrongPolls bool
+	// WakeAddr is the UDP address on which this member listens for
+	// wake-ups ("host:port", port 0 for a free one). A member that gives a
+	// shard up wakes its next owner at the address in that member's
+	// membership entry, so that the shard moves in a few round trips
+	// instead of a poll. Default: a free port on the address this host
+	// sends from by its default route (a pod's IP), as Config.Priority's
+	// listener; NoWake: none (a moved shard is then found at the next
+	// poll, or, after a leave, at the next beat).
+	WakeAddr string
+	// WakeAdvertise is the address published for WakeAddr, when others
+	// reach this host by another (NAT, containers).
+	WakeAdvertise string
+	// Clock supplies time. Default: the system clock.
+	Clock Clock
+	// Logger receives the group's events and store errors. Default: none.
+	Logger *slog.Logger
+	// Rand supplies jitter and write nonces. Default: seeded from
+	// crypto/rand.
+	Rand *rand.Rand
+	// MeterProvider receives the metrics: store calls, terms and
+	// demotions under group=Name, and tenure.group.shards.held.
+	// Default: otel.GetMeterProvider().
+	MeterProvider metric.MeterProvider
+}
+
+// Shard is a shard of a group held by this member, for one term.
+type Shard struct {
+	Group string // the group's name
+	ID    int    // 0 to Shards-1
+	Lease string // its lease's name: Group/ID
+	// Token is the term's fencing token: above every earlier holder's of
+	// this shard.
+	Token fencing.Token
+	// Deadline is the local deadline when the term began; renewals move
+	// it (the context's Deadline has the current one).
+	Deadline time.Time
+}
+
+// Fence returns what the shard's writes present to a fenced resource.
+func (s Shard) Fence() fencing.Fence { return fencing.Fence{Lease: s.Lease, Token: s.Token} }
+
+// GroupStatus is a snapshot of what a member knows.
+type GroupStatus struct {
+	Group  string
+	ID     string // this member's
+	Key    string // its key in the membership record
+	Shards int
+	// Members are the live members as this one sees them, by key, with
+	// their weights.
+	Members []GroupMember
+	// Held lists the shards this member holds; Share is how many it
+	// should hold as it last computed (⌊K/N⌋ or ⌈K/N⌉ of equal weights).
+	Held  []int
+	Share int
+	// Balanced: it holds exactly the shards it should.
+	Balanced bool
+	// Err is the last store error, if any.
+	Err error
+}
+
+// GroupMember is a member of a group as the membership record shows it.
+type GroupMember struct {
+	Key    string
+	Weight int
+}
+
+// Group is one member of a group of processes that share Shards shards of
+// work: each shard is a lease held by at most one member at a time, with
+// its own fencing tokens; the members spread the shards evenly between
+// them, hand them over when one joins or leaves, and take over those of
+// a member that died. See docs/groups.md for what it guarantees.
+type Group struct {
+	cfg  GroupConfig
+	lock *election.Config
+	e    groupEntry
+	h    *host.Host
+
+	ms       *metrics
+	reg      metric.Registration
+	held     atomic.Int64
+	answered lastAnswer
+	started  atomic.Bool
+	running  atomic.Bool
+
+	wakeAddr  string
+	wakes     *sender
+	closeWake func() // once the loop ended: send the last wake-ups, close the listener
+
+	mu       sync.Mutex // guards panicked and final
+	panicked *CallbackPanic
+	final    GroupStatus
+}
+
+// groupEntry is the Group's entry in its host: the campaign, and the
+// callbacks of each shard's term. Every field is the loop's.
+type groupEntry struct {
+	host.Slot
+	g       *Group
+	c       *groupcore.Campaign
+	terms   []*shardTerm
+	flights map[*host.Flight]int
+	onShard []*host.Flight // the call in flight on each shard's record
+}
+
+// shardTerm is one term of a shard: its context, and why it ended.
+type shardTerm struct {
+	ctx    termContext
+	s      Shard
+	reason DemotionReason // set before ctx is cancelled
+}
+
+// NewGroup returns a member of the group cfg names; Run runs it.
+func NewGroup(cfg GroupConfig) (*Group, error) {
+	bad := func(field, reason string) error {
+		return fieldError(&election.FieldError{Field: field, Reason: reason})
+	}
+	switch {
+	case cfg.Store == nil:
+		return nil, bad("Store", "is nil")
+	case cfg.OnAssigned == nil:
+		return nil, bad("OnAssigned", "is nil")
+	case cfg.Shards < 1 || cfg.Shards > groupcore.MaxShards:
+		return nil, bad("Shards", fmt.Sprintf("is %d: a group has 1 to %d", cfg.Shards, groupcore.MaxShards))
+	case cfg.Weight < 0 || cfg.Weight > groupcore.MaxWeight:
+		return nil, bad("Weight", fmt.Sprintf("is %d: 0 (1) to %d", cfg.Weight, groupcore.MaxWeight))
+	}
+	if err := ValidateName(cfg.Name); err != nil {
+		return nil, fieldError(&election.FieldError{Field: "Name", Err: err})
+	}
+	for _, n := range []string{groupcore.ShardName(cfg.Name, cfg.Shards-1), cfg.Name + groupcore.MembersSuffix} {
+		if err := lease.ValidateName(n); err != nil {
+			return nil, fieldError(&election.FieldError{Field: "Name", Reason: fmt.Sprintf("too long for the group's records (%q)", n), Err: err})
+		}
+	}
+	if err := checkWake(cfg.WakeAddr, cfg.WakeAdvertise, "WakeAddr", "WakeAdvertise"); err != nil {
+		return nil, fieldError(err)
+	}
+	setTiming(&cfg, timingOf(&cfg).WithDefaults())
+	withDefaults(&cfg.ID, &cfg.Clock, &cfg.Rand)
+	_, stale := cfg.Store.(lease.StaleGetter)
+	lc := &election.Config{ID: cfg.ID, Timing: timingOf(&cfg), Rand: cfg.Rand, Wall: wallOf(cfg.Clock), StaleReads: stale && !cfg.StrongPolls}
+	if err := lc.Validate(); err != nil {
+		return nil, fieldError(err)
+	}
+	g := &Group{cfg: cfg, lock: lc, closeWake: func() {}}
+	var meter metric.Meter
+	var err error
+	if g.ms, meter, err = newMetrics(cfg.MeterProvider, attribute.String("group", cfg.Name)); err != nil {
+		return nil, fmt.Errorf("tenure: metrics: %w", err)
+	}
+	held, err := meter.Int64ObservableGauge("tenure.group.shards.held", metric.WithDescription("Shards of a group this member holds."), metric.WithUnit("{shard}"))
+	if err == nil {
+		g.reg, err = meter.RegisterCallback(func(_ context.Context, o metric.Observer) error {
+			o.ObserveInt64(held, g.held.Load(), metric.WithAttributes(attribute.String("group", cfg.Name), attribute.String("member", cfg.ID)))
+			return nil
+		}, held)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("tenure: metrics: %w", err)
+	}
+	g.e = groupEntry{g: g, terms: make([]*shardTerm, cfg.Shards), flights: map[*host.Flight]int{}, onShard: make([]*host.Flight, cfg.Shards)}
+	g.final = GroupStatus{Group: cfg.Name, ID: cfg.ID, Key: groupcore.Key(cfg.ID), Shards: cfg.Shards}
+	return g, nil
+}
+
+// ID returns the identity this member writes into the records.
+func (g *Group) ID() string { return g.cfg.ID }
+
+// WakeAddr returns the address this member publishes for wake-ups while
+// Run runs, or "" without one.
+func (g *Group) WakeAddr() string { return g.wakeAddr }
+
+// Run runs the member until ctx is done: it joins the group, holds and
+// renews the shards that fall to it, and hands them over as members come
+// and go. When ctx is done it leaves: it drops its membership entry,
+// ends every shard's term, waits for the callbacks to return, releases
+// the shards and wakes their next owners, within ReleaseTimeout (a
+// release the store does not confirm in time expires instead). It
+// returns nil then, or, at once, an error wrapping lease.ErrPermanent
+// when the store refuses the group's records for good (no such table or
+// bucket, access denied). Run may be called once.
+func (g *Group) Run(ctx context.Context) error {
+	if !g.started.CompareAndSwap(false, true) {
+		return errors.New("tenure: Group.Run called twice")
+	}
+	defer func() { _ = g.reg.Unregister() }()
+	g.h = host.New(host.Config{
+		Clock: g.cfg.Clock, Store: g.cfg.Store, Context: context.WithoutCancel(ctx),
+		Observe: func(kind election.OpKind, err error, took time.Duration) {
+			g.ms.storeCall(opName(kind), err, took)
+			g.answered.note(g.cfg.Clock, err)
+		},
+		After: func() {
+			if g.e.c.Done() {
+				g.h.Exit()
+			}
+		},
+	})
+	if err := g.listen(); err != nil {
+		return err
+	}
+	c, err := groupcore.NewCampaign(&g.e, groupcore.CampaignConfig{
+		Name: g.cfg.Name, Shards: g.cfg.Shards, ID: g.cfg.ID, Weight: g.cfg.Weight, Addr: g.wakeAddr, Lock: g.lock,
+	})
+	if err != nil {
+		g.closeWake()
+		return fmt.Errorf("tenure: group %q: %w", g.cfg.Name, err)
+	}
+	g.e.c = c
+	g.log(slog.LevelInfo, "joining the group", "shards", g.cfg.Shards, "key", c.Key())
+	g.running.Store(true)
+	c.Start()
+	g.h.Run(ctx.Done(), c.Leave)
+	g.mu.Lock()
+	g.final = g.e.status()
+	g.mu.Unlock()
+	g.running.Store(false)
+	g.closeWake()
+	g.h.Wait()
+	g.log(slog.LevelInfo, "left the group")
+	g.mu.Lock()
+	p := g.panicked
+	g.mu.Unlock()
+	if p != nil {
+		panic(p)
+	}
+	if err := c.Err(); err != nil {
+		return fmt.Errorf("tenure: group %q: %w", g.cfg.Name, err)
+	}
+	return nil
+}
+
+// Status returns what this member knows now.
+func (g *Group) Status() GroupStatus {
+	if g.running.Load() {
+		ch := make(chan GroupStatus, 1)
+		if g.h.Do(func() { ch <- g.e.status() }) {
+			return <-ch
+		}
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.final
+}
+
+// LastAnswer returns the local time the store last answered one of this
+// member's calls; zero before the first.
+func (g *Group) LastAnswer() time.Time { return g.answered.get() }
+
+func (e *groupEntry) status() GroupStatus {
+	g, c := e.g, e.c
+	st := GroupStatus{Group: g.cfg.Name, ID: g.cfg.ID, Key: c.Key(), Shards: g.cfg.Shards, Share: c.Wanted(), Err: c.StoreErr()}
+	for _, m := range c.Live() {
+		st.Members = append(st.Members, GroupMember{Key: m.Key, Weight: m.Weight})
+	}
+	for i := range g.cfg.Shards {
+		if c.Held(i) {
+			st.Held = append(st.Held, i)
+		}
+	}
+	st.Balanced = len(st.Held) == st.Share && c.HeldCount() == st.Share
+	if err := c.Err(); err != nil {
+		st.Err = err
+	}
+	return st
+}
+
+// listen starts the wake-up listener, where one is wanted.
+func (g *Group) listen() error {
+	listen := g.cfg.WakeAddr
+	if listen == "" {
+		listen = defaultWakeAddr()
+	}
+	if listen == NoWake {
+		return nil
+	}
+	conn, addr, err := listenWake(listen, g.cfg.WakeAdvertise)
+	switch {
+	case err != nil && g.cfg.WakeAddr != "":
+		return err
+	case err != nil:
+		g.log(slog.LevelWarn, "no wake-ups: a shard handed over is found at the next poll (set WakeAddr)", "err", err)
+		return nil
+	}
+	g.wakeAddr = addr
+	g.wakes = newSender(conn, 256, g.log)
+	prefix := wakeMsg(g.cfg.Name + "/")
+	g.h.Go(func() {
+		buf := make([]byte, len(prefix)+16)
+		for {
+			n, _, err := conn.ReadFrom(buf)
+			if err != nil {
+				return // closed
+			}
+			i, err := strconv.Atoi(strings.TrimPrefix(string(buf[:n]), prefix))
+			if err != nil || !strings.HasPrefix(string(buf[:n]), prefix) {
+				continue
+			}
+			if !g.h.Do(func() { g.e.c.Woken(i) }) {
+				return
+			}
+		}
+	})
+	sent := make(chan struct{})
+	g.h.Go(func() { g.wakes.run(g.h.Quit()); close(sent) })
+	g.closeWake = func() {
+		<-sent // the last wake-ups go out first
+		_ = conn.Close()
+	}
+	g.log(slog.LevelInfo, "listening for wake-ups", "addr", conn.LocalAddr().String(), "advertised", addr)
+	return nil
+}
+
+func (g *Group) log(level slog.Level, msg string, args ...any) {
+	if lg := g.cfg.Logger; lg != nil {
+		lg.Log(context.Background(), level, msg, append([]any{"id", g.cfg.ID, "group", g.cfg.Name}, args...)...)
+	}
+}
+
+// The host.Entry of the group.
+
+func (e *groupEntry) Due() time.Time { return e.c.Due() }
+
+func (e *groupEntry) Fire(now time.Time) { e.c.Fire(now) }
+
+func (e *groupEntry) CallDone(f *host.Flight, res election.Result) {
+	shard := e.flights[f]
+	delete(e.flights, f)
+	if shard >= 0 && e.onShard[shard] == f {
+		e.onShard[shard] = nil
+	}
+	e.c.Result(shard, res)
+}
+
+// The groupcore.CampaignHost of the group.
+
+func (e *groupEntry) Now() time.Time { return e.g.cfg.Clock.Now() }
+
+func (e *groupEntry) Call(shard int, op election.Op) {
+	g := e.g
+	if shard < 0 {
+		e.flights[g.h.Call(e, 0, g.cfg.Name+groupcore.MembersSuffix, op, g.lock.OpTimeout)] = -1
+		return
+	}
+	f := g.h.Call(e, 0, groupcore.ShardName(g.cfg.Name, shard), op, 0) // the shard's Machine times it out
+	e.flights[f], e.onShard[shard] = shard, f
+}
+
+func (e *groupEntry) Cancel(shard int) {
+	e.g.h.Cancel(e.onShard[shard])
+	e.onShard[shard] = nil
+}
+
+func (e *groupEntry) Log(level slog.Level, msg string, args ...any) {
+	if level >= slog.LevelError {
+		e.g.ms.anomaly()
+	}
+	e.g.log(level, msg, args...)
+}
+
+func (e *groupEntry) Assigned(shard int, t election.Term) {
+	g := e.g
+	st := &shardTerm{s: Shard{Group: g.cfg.Name, ID: shard, Lease: groupcore.ShardName(g.cfg.Name, shard), Token: fencing.Token(t.Token), Deadline: t.Deadline}}
+	st.ctx.init(context.Background(), Term{Lease: st.s.Lease, Holder: g.cfg.ID, Token: st.s.Token, Deadline: t.Deadline}, g.cfg.Clock)
+	e.terms[shard] = st
+	g.held.Add(1)
+	g.ms.elected()
+	g.log(slog.LevelInfo, "shard assigned", "shard", shard, "token", st.s.Token)
+	g.h.Go(func() { g.runTerm(st) })
+}
+
+// runTerm runs a shard's term's callbacks, in order, and then lets the
+// campaign release the shard.
+func (g *Group) runTerm(st *shardTerm) {
+	ok := call("OnAssigned", func() { g.cfg.OnAssigned(&st.ctx, st.s) }, g.panic)
+	<-st.ctx.Done()
+	if ok && g.cfg.OnRevoked != nil {
+		call("OnRevoked", func() { g.cfg.OnRevoked(st.s, st.reason) }, g.panic)
+	}
+	g.h.Do(func() { g.e.c.Returned(st.s.ID) })
+}
+
+// panic keeps a callback's panic for Run, and leaves the group: its
+// shards are handed over before Run panics with it.
+func (g *Group) panic(p *CallbackPanic) {
+	g.mu.Lock()
+	if g.panicked == nil {
+		g.panicked = p
+	}
+	g.mu.Unlock()
+	g.log(slog.LevelError, "callback panicked: leaving the group", "callback", p.Callback, "panic", p.Value)
+	g.h.Do(func() { g.e.c.Leave() })
+}
+
+func (e *groupEntry) Publish(shard int, s driver.Snapshot) {
+	if st := e.terms[shard]; st != nil {
+		followJeopardy(&st.ctx, e.g.cfg.Clock.Now(), s, e.g.ms, e.g.log, "shard", shard)
+		st.ctx.announce()
+	}
+}
+
+func (e *groupEntry) Revoked(shard int, t election.Term, r election.Reason) {
+	g, st := e.g, e.terms[shard]
+	if st == nil {
+		return
+	}
+	e.terms[shard] = nil
+	g.held.Add(-1)
+	st.reason = DemotionReason(r)
+	g.ms.demoted(st.reason)
+	followJeopardy(&st.ctx, g.cfg.Clock.Now(), driver.Snapshot{}, g.ms, g.log, "shard", shard) // over with the term
+	st.ctx.announce()
+	st.ctx.cancel(fmt.Errorf("tenure: shard %q (token %d) ended: %s", st.s.Lease, t.Token, st.reason))
+	level := slog.LevelInfo
+	if r != election.ReasonShutDown && r != election.ReasonHandedOver {
+		level = slog.LevelWarn
+	}
+	g.log(level, "shard revoked", "shard", shard, "token", t.Token, "reason", st.reason.String())
+}
+
+func (e *groupEntry) Wake(addr string, shard int) {
+	if w := e.g.wakes; w != nil {
+		w.send(addr, wakeMsg(groupcore.ShardName(e.g.cfg.Name, shard)))
+	}
+}
+
+func (e *groupEntry) Changed(live []groupcore.Member) {
+	e.g.log(slog.LevelInfo, "members changed", "members", len(live))
+}
+
+func (e *groupEntry) Reschedule() { e.g.h.Fix(e) }
+
+// Done: the host's After ends the loop.
+func (e *groupEntry) Done() {}

@@ -1,0 +1,304 @@
+package tenure_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/tenure-go/tenure"
+	"github.com/tenure-go/tenure/fencing"
+	"github.com/tenure-go/tenure/lease"
+	"github.com/tenure-go/tenure/lease/memlease"
+)
+
+// shardBook follows every member's terms of a group's shards and fails the
+// test when two members believe they hold a shard at once (from
+// OnAssigned until its context ends) or a shard's token goes back.
+type shardBook struct {
+	t       *testing.T
+	mu      sync.Mutex
+	holder  map[int]string        // shard: the member whose term is under way
+	token   map[int]fencing.Token // shard: the last token
+	held    map[string]int        // member: shards held
+	moves   int                   // terms begun
+	revoked map[tenure.DemotionReason]int
+}
+
+func newShardBook(t *testing.T) *shardBook {
+	return &shardBook{t: t, holder: map[int]string{}, token: map[int]fencing.Token{}, held: map[string]int{}, revoked: map[tenure.DemotionReason]int{}}
+}
+
+func (b *shardBook) member(id string) (func(context.Context, tenure.Shard), func(tenure.Shard, tenure.DemotionReason)) {
+	assigned := func(ctx context.Context, s tenure.Shard) {
+		b.mu.Lock()
+		if h, ok := b.holder[s.ID]; ok {
+			b.t.Errorf("shard %d: %s assigned (token %d) while %s holds it", s.ID, id, s.Token, h)
+		}
+		if s.Token <= b.token[s.ID] {
+			b.t.Errorf("shard %d: token %d after %d", s.ID, s.Token, b.token[s.ID])
+		}
+		if f, ok := fencing.FromContext(ctx); !ok || f != s.Fence() {
+			b.t.Errorf("shard %d: the context's fence %v, want %v", s.ID, f, s.Fence())
+		}
+		b.holder[s.ID], b.token[s.ID] = id, s.Token
+		b.held[id]++
+		b.moves++
+		b.mu.Unlock()
+	}
+	// OnRevoked comes once the term's context ended, and before the
+	// release that lets another member take the shard.
+	revoked := func(s tenure.Shard, r tenure.DemotionReason) {
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		if b.holder[s.ID] == id {
+			delete(b.holder, s.ID)
+		}
+		b.held[id]--
+		b.revoked[r]++
+	}
+	return assigned, revoked
+}
+
+func (b *shardBook) counts(ids ...string) []int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	out := make([]int, len(ids))
+	for i, id := range ids {
+		out[i] = b.held[id]
+	}
+	return out
+}
+
+func (b *shardBook) owned() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return len(b.holder)
+}
+
+type member struct {
+	g    *tenure.Group
+	stop context.CancelFunc
+	done chan error
+}
+
+func startMember(t *testing.T, b *shardBook, store lease.Store, id string, shards int) *member {
+	t.Helper()
+	assigned, revoked := b.member(id)
+	g, err := tenure.NewGroup(tenure.GroupConfig{Store: store, Name: "ingest", Shards: shards, ID: id,
+		OnAssigned: assigned, OnRevoked: revoked, WakeAddr: tenure.NoWake, Logger: testLogger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, stop := context.WithCancel(context.Background())
+	m := &member{g: g, stop: stop, done: make(chan error, 1)}
+	go func() { m.done <- g.Run(ctx) }()
+	t.Cleanup(func() { stop(); <-m.done })
+	return m
+}
+
+// leave stops m and waits for Run to return.
+func (m *member) leave(t *testing.T) {
+	t.Helper()
+	m.stop()
+	if err := <-m.done; err != nil {
+		t.Fatal(err)
+	}
+	m.done <- nil // for Cleanup
+}
+
+func balanced(counts []int, k int) bool {
+	n := len(counts)
+	for _, c := range counts {
+		if c != k/n && c != (k+n-1)/n {
+			return false
+		}
+	}
+	return true
+}
+
+// A group spreads its shards over its members, ⌊K/N⌋ or ⌈K/N⌉ each, as
+// members join and leave; a shard is never held by two at once and its
+// tokens only rise; a member that leaves hands every shard over before
+// Run returns.
+func TestGroupBalances(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const k = 12
+		store := memlease.New()
+		book := newShardBook(t)
+		a := startMember(t, book, store, "a", k)
+		time.Sleep(5 * time.Second)
+		if got := book.counts("a"); got[0] != k {
+			t.Fatalf("a alone holds %d of %d shards", got[0], k)
+		}
+		b := startMember(t, book, store, "b", k)
+		c := startMember(t, book, store, "c", k)
+		// Joins are seen within a beat; each shard moves within a poll.
+		time.Sleep(10 * time.Second)
+		if got := book.counts("a", "b", "c"); !balanced(got, k) || book.owned() != k {
+			t.Fatalf("after b and c joined: %v held, %d of %d owned", got, book.owned(), k)
+		}
+		for _, m := range []*member{a, b, c} {
+			if st := m.g.Status(); !st.Balanced || len(st.Members) != 3 || st.Share != 4 {
+				t.Fatalf("%s: status %+v", st.ID, st)
+			}
+		}
+		moves := book.moves
+		b.leave(t)
+		if got := book.counts("b"); got[0] != 0 {
+			t.Fatalf("b still holds %d shards after Run returned", got[0])
+		}
+		time.Sleep(10 * time.Second)
+		if got := book.counts("a", "c"); !balanced(got, k) || book.owned() != k {
+			t.Fatalf("after b left: %v held, %d of %d owned", got, book.owned(), k)
+		}
+		if moved := book.moves - moves; moved > 6 {
+			t.Fatalf("b's leave moved %d shards; it held 4", moved)
+		}
+		if book.revoked[tenure.ReasonShutDown] != 4 || book.revoked[tenure.ReasonHandedOver] < 8 {
+			t.Fatalf("revocations by reason: %v", book.revoked)
+		}
+	})
+}
+
+// cutStore fails every call while cut is set: a member cut off from the
+// store.
+type cutStore struct {
+	lease.Store
+	cut atomic.Bool
+}
+
+var errCut = errors.New("cut off")
+
+func (s *cutStore) Get(ctx context.Context, name string) (lease.Record, lease.Version, error) {
+	if s.cut.Load() {
+		return lease.Record{}, "", errCut
+	}
+	return s.Store.Get(ctx, name)
+}
+
+func (s *cutStore) Put(ctx context.Context, name string, rec lease.Record, expect lease.Version) (lease.Version, error) {
+	if s.cut.Load() {
+		return "", errCut
+	}
+	return s.Store.Put(ctx, name, rec, expect)
+}
+
+// A member cut off from the store gives its shards up by their deadlines;
+// the others take them over once the takeover rule allows, within the
+// bound docs/groups.md states, and none is held by two at once.
+func TestGroupTakesOverFromACutMember(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const k = 12
+		store := memlease.New()
+		book := newShardBook(t)
+		startMember(t, book, store, "a", k)
+		startMember(t, book, store, "b", k)
+		cut := &cutStore{Store: store}
+		startMember(t, book, cut, "c", k)
+		time.Sleep(15 * time.Second)
+		if got := book.counts("a", "b", "c"); !balanced(got, k) {
+			t.Fatalf("before the cut: %v", got)
+		}
+		cut.cut.Store(true)
+		start := time.Now()
+		for book.owned() != k || !balanced(book.counts("a", "b"), k) {
+			time.Sleep(100 * time.Millisecond)
+			if time.Since(start) > time.Minute {
+				t.Fatalf("a minute after c was cut off: %v held, %d owned", book.counts("a", "b", "c"), book.owned())
+			}
+		}
+		// Suspected within 3 beats of the cut, then ttl·(1+ρ) from the
+		// first read of each shard, and a poll: 6s + 10.01s + 2s.
+		took := time.Since(start)
+		t.Logf("c's shards taken over %v after the cut", took)
+		if took > 18100*time.Millisecond {
+			t.Fatalf("c's shards taken over %v after the cut", took)
+		}
+		if got := book.counts("c"); got[0] != 0 {
+			t.Fatalf("c still believes it holds %d shards", got[0])
+		}
+		if book.revoked[tenure.ReasonStoreUnavailable] != 4 {
+			t.Fatalf("revocations by reason: %v", book.revoked)
+		}
+	})
+}
+
+// The store refusing the group's records for good ends Run at once with
+// the error.
+func TestGroupPermanentError(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		store := &refusingStore{err: fmt.Errorf("%w: no such table", lease.ErrPermanent)}
+		g, err := tenure.NewGroup(tenure.GroupConfig{Store: store, Name: "ingest", Shards: 4, ID: "a",
+			OnAssigned: func(context.Context, tenure.Shard) {}, WakeAddr: tenure.NoWake})
+		if err != nil {
+			t.Fatal(err)
+		}
+		start := time.Now()
+		err = g.Run(context.Background())
+		if !errors.Is(err, lease.ErrPermanent) || time.Since(start) > 5*time.Second {
+			t.Fatalf("Run: %v after %v", err, time.Since(start))
+		}
+	})
+}
+
+type refusingStore struct{ err error }
+
+func (s *refusingStore) Get(context.Context, string) (lease.Record, lease.Version, error) {
+	return lease.Record{}, "", s.err
+}
+
+func (s *refusingStore) Put(context.Context, string, lease.Record, lease.Version) (lease.Version, error) {
+	return "", s.err
+}
+
+func TestGroupConfig(t *testing.T) {
+	ok := tenure.GroupConfig{Store: memlease.New(), Name: "ingest", Shards: 8, OnAssigned: func(context.Context, tenure.Shard) {}}
+	for _, c := range []struct {
+		field string
+		edit  func(*tenure.GroupConfig)
+	}{
+		{"Store", func(c *tenure.GroupConfig) { c.Store = nil }},
+		{"OnAssigned", func(c *tenure.GroupConfig) { c.OnAssigned = nil }},
+		{"Shards", func(c *tenure.GroupConfig) { c.Shards = 0 }},
+		{"Shards", func(c *tenure.GroupConfig) { c.Shards = 5000 }},
+		{"Weight", func(c *tenure.GroupConfig) { c.Weight = -1 }},
+		{"Name", func(c *tenure.GroupConfig) { c.Name = "" }},
+		{"Name", func(c *tenure.GroupConfig) { c.Name = "a::b" }},
+		{"RenewInterval", func(c *tenure.GroupConfig) { c.RenewInterval = time.Hour }},
+	} {
+		cfg := ok
+		c.edit(&cfg)
+		_, err := tenure.NewGroup(cfg)
+		var fe *tenure.FieldError
+		if !errors.As(err, &fe) || fe.Field != c.field {
+			t.Errorf("%s: %v", c.field, err)
+		}
+	}
+	if _, err := tenure.NewGroup(ok); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// testLogger logs to the test with TENURE_TEST_LOG set, and nowhere
+// otherwise.
+func testLogger(t *testing.T) *slog.Logger {
+	if os.Getenv("TENURE_TEST_LOG") == "" {
+		return nil
+	}
+	return slog.New(slog.NewTextHandler(tWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
+}
+
+type tWriter struct{ t *testing.T }
+
+func (w tWriter) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimSpace(string(p)))
+	return len(p), nil
+}
