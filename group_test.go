@@ -302,3 +302,84 @@ func (w tWriter) Write(p []byte) (int, error) {
 	w.t.Log(strings.TrimSpace(string(p)))
 	return len(p), nil
 }
+
+// A shard handed over on a join, or on a graceful leave, is taken by its
+// next owner when it is woken, not at its next poll: here a poll is 20s
+// away and a beat 300ms. Real clock and UDP, on loopback.
+func TestGroupWakesNextOwner(t *testing.T) {
+	const k = 8
+	store := memlease.New()
+	var mu sync.Mutex
+	released := map[int]time.Time{}
+	var gaps []time.Duration
+	start := func(id string) (*tenure.Group, context.CancelFunc, chan error) {
+		g, err := tenure.NewGroup(tenure.GroupConfig{Store: store, Name: "ingest", Shards: k, ID: id, WakeAddr: "127.0.0.1:0",
+			LeaseDuration: 30 * time.Second, RenewInterval: 300 * time.Millisecond, PollInterval: 20 * time.Second, OpTimeout: 300 * time.Millisecond,
+			Logger: testLogger(t),
+			OnAssigned: func(ctx context.Context, s tenure.Shard) {
+				mu.Lock()
+				defer mu.Unlock()
+				if at, ok := released[s.ID]; ok {
+					gaps = append(gaps, time.Since(at))
+					delete(released, s.ID)
+				}
+			},
+			OnRevoked: func(s tenure.Shard, _ tenure.DemotionReason) {
+				mu.Lock()
+				defer mu.Unlock()
+				released[s.ID] = time.Now()
+			},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, stop := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- g.Run(ctx) }()
+		t.Cleanup(func() { stop(); <-done })
+		return g, stop, done
+	}
+	waitFor := func(what string, cond func() bool) {
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second) // well below a poll
+		for !cond() {
+			if time.Now().After(deadline) {
+				mu.Lock()
+				defer mu.Unlock()
+				t.Fatalf("%s: not within 10s (a poll is 20s); not yet taken: %v", what, released)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	heldBy := func(gs ...*tenure.Group) []int {
+		var out []int
+		for _, g := range gs {
+			out = append(out, len(g.Status().Held))
+		}
+		return out
+	}
+	a, _, _ := start("a")
+	waitFor("a takes every shard", func() bool { return len(a.Status().Held) == k })
+	b, stopB, doneB := start("b")
+	waitFor("b's join balances the group", func() bool { h := heldBy(a, b); return h[0] == k/2 && h[1] == k/2 })
+	mu.Lock()
+	joined := len(gaps)
+	mu.Unlock()
+	stopB()
+	if err := <-doneB; err != nil {
+		t.Fatal(err)
+	}
+	doneB <- nil
+	waitFor("b's leave hands its shards to a", func() bool { return len(a.Status().Held) == k })
+	mu.Lock()
+	defer mu.Unlock()
+	if joined != k/2 || len(gaps) != k {
+		t.Fatalf("%d shards taken after a release on the join, %d in all; want %d and %d", joined, len(gaps), k/2, k)
+	}
+	for _, gap := range gaps {
+		if gap > 5*time.Second {
+			t.Fatalf("a shard unowned for %v between its release and its next owner's term: not woken", gap)
+		}
+	}
+	t.Logf("unowned between release and the next term: %v", gaps)
+}
