@@ -30,6 +30,10 @@ type shardBook struct {
 	held    map[string]int        // member: shards held
 	moves   int                   // terms begun
 	revoked map[tenure.DemotionReason]int
+	// linger: OnAssigned blocks until its context ends, and then this
+	// long (its work winding down); the shard must stay unowned until it
+	// returned.
+	linger time.Duration
 }
 
 func newShardBook(t *testing.T) *shardBook {
@@ -52,6 +56,10 @@ func (b *shardBook) member(id string) (func(context.Context, tenure.Shard), func
 		b.held[id]++
 		b.moves++
 		b.mu.Unlock()
+		if b.linger > 0 {
+			<-ctx.Done()
+			time.Sleep(b.linger)
+		}
 	}
 	// OnRevoked comes once the term's context ended, and before the
 	// release that lets another member take the shard.
@@ -133,6 +141,7 @@ func TestGroupBalances(t *testing.T) {
 		const k = 12
 		store := memlease.New()
 		book := newShardBook(t)
+		book.linger = 3 * time.Second // longer than a poll
 		a := startMember(t, book, store, "a", k)
 		time.Sleep(5 * time.Second)
 		if got := book.counts("a"); got[0] != k {

@@ -210,3 +210,46 @@ func (l *Locker) Handler() http.Handler {
 		return h.Healthy, h
 	})
 }
+
+// GroupHealth is the JSON body of a Group's Handler.
+type GroupHealth struct {
+	Healthy           bool     `json:"healthy"`
+	Reason            string   `json:"reason,omitempty"`
+	ID                string   `json:"id"`
+	Group             string   `json:"group"`
+	Running           bool     `json:"running"`
+	Held              int64    `json:"held"`
+	LastAnswerSeconds *float64 `json:"last_answer_seconds,omitempty"`
+}
+
+// Handler returns the member's probes, as a Locker's Handler: /livez (Run
+// runs), /readyz and /healthz (the store answered within the last
+// LeaseDuration), /leader (it holds at least one shard). Each answers 200
+// or 503 with a GroupHealth as JSON. Other paths answer 404.
+func (g *Group) Handler() http.Handler {
+	return probes(func(probe string) (bool, any) {
+		now := g.cfg.Clock.Now()
+		answered := g.LastAnswer()
+		running := g.running.Load()
+		h := GroupHealth{ID: g.cfg.ID, Group: g.cfg.Name, Running: running, Held: g.held.Load()}
+		switch probe {
+		case "livez":
+			h.Healthy = running
+			if !running {
+				h.Reason = "not running"
+			}
+		case "leader":
+			h.Healthy = running && h.Held > 0
+			if !h.Healthy {
+				h.Reason = "holds no shard"
+			}
+		default:
+			h.Healthy, h.Reason = health(running, answered, now, g.cfg.LeaseDuration)
+		}
+		if !answered.IsZero() {
+			s := now.Sub(answered).Seconds()
+			h.LastAnswerSeconds = &s
+		}
+		return h.Healthy, h
+	})
+}

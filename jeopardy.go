@@ -18,6 +18,20 @@ type Jeopardy struct {
 
 type jeopardyKey struct{}
 
+// DeadlineOf returns the local deadline of the term that ctx belongs to
+// (OnElected's or OnAssigned's context, a Lock's Context, or one derived
+// from them) as of its latest confirmed renewal: the term's context is done
+// by then unless a renewal moves it. It is not ctx.Deadline, which stays
+// unset, so that a call bounded by ctx is not cut at a deadline that a
+// renewal would have moved. For a context of no term: zero, false.
+func DeadlineOf(ctx context.Context) (time.Time, bool) {
+	t, _ := ctx.Value(jeopardyKey{}).(*termContext)
+	if t == nil {
+		return time.Time{}, false
+	}
+	return t.current(), true
+}
+
 // JeopardyOf reports whether the term that ctx belongs to (OnElected's
 // context, a Lock's Context, or a context derived from either) is in
 // jeopardy: its renewals have been failing since j.Since, and it ends at

@@ -60,6 +60,7 @@ func (c *child) status() int {
 }
 
 func notify(ch chan os.Signal)         { signal.Notify(ch, os.Interrupt) }
+func notifyGroup(ch chan os.Signal)    { signal.Notify(ch, os.Interrupt) }
 func passOn(os.Signal) bool            { return false }
 func suspend(*child, os.Signal) bool   { return false }
 func supervisorMain(args []string) int { return exitUsage }

@@ -172,6 +172,12 @@ func notify(ch chan os.Signal) {
 		syscall.SIGTSTP, syscall.SIGCONT)
 }
 
+// notifyGroup catches what `tenure run --group` takes: the signals that
+// stop tenure, and those it passes on to every child.
+func notifyGroup(ch chan os.Signal) {
+	signal.Notify(ch, syscall.SIGINT, syscall.SIGTERM, syscall.SIGQUIT, syscall.SIGHUP, syscall.SIGUSR1, syscall.SIGUSR2)
+}
+
 // passOn reports whether sig only goes on to the command, which keeps
 // running (a reload, a log rotation), rather than stopping it.
 func passOn(sig os.Signal) bool {

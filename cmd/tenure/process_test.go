@@ -225,6 +225,11 @@ func TestHelperChild(t *testing.T) {
 	}
 	holder, token := os.Getenv("TENURE_HOLDER"), os.Getenv("TENURE_TOKEN")
 	tok, _ := strconv.ParseUint(token, 10, 64)
+	resource := filepath.Join(dir, "resource")
+	if shard := os.Getenv("TENURE_SHARD"); shard != "" { // a group's: a resource per shard
+		holder += "@" + shard
+		resource += "." + shard
+	}
 	logf := func(what string, pid ...int) {
 		f, err := os.OpenFile(filepath.Join(dir, "log"), os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o666)
 		if err == nil {
@@ -250,7 +255,7 @@ func TestHelperChild(t *testing.T) {
 		case <-hup:
 			logf("hup")
 		case <-tick.C:
-			if fencedWrite(filepath.Join(dir, "resource"), tok) {
+			if fencedWrite(resource, tok) {
 				logf("accepted")
 			} else {
 				logf("refused")

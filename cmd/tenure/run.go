@@ -247,9 +247,17 @@ func runCommand(args []string, stdout, stderr io.Writer) int {
 	prio := fs.Int("priority", 0, "prefer this process to those of lower priority (higher wins; turns on --standby): a leader hands the lease to a live standby of higher priority, at most once per --priority-hold-off")
 	prioHoldOff := fs.Duration("priority-hold-off", 0, "with --priority: a leader hands over only once its term is this old (default 3 × --cold-poll)")
 	strongPolls := fs.Bool("strong-polls", false, "poll with strongly consistent reads even where the store offers cheaper eventually consistent ones (DynamoDB)")
+	var gf groupFlags
+	fs.StringVar(&gf.name, "group", "", "join the group NAME instead of campaigning for one lease: run the command once per shard this process holds (needs --shards)")
+	fs.IntVar(&gf.shards, "shards", 0, "with --group: the number of shards, NAME/0 … NAME/N-1 (every member must give the same)")
+	fs.IntVar(&gf.weight, "weight", 1, "with --group: this member's capacity relative to the others' (1 to 9999)")
 	before, argv := splitArgs(args)
 	if ok, status := parseFlags(fs, before, stderr); !ok {
 		return status
+	}
+	if gf.name != "" || isSet(fs, "shards") || isSet(fs, "weight") {
+		gf.wake, gf.wakeAdvertise, gf.strongPolls = *wake, *wakeAdvertise, *strongPolls
+		return groupCommand(fs, &c, gf, argv, stdout, stderr)
 	}
 	name, ok := nameAndCommand(fs, argv, stderr)
 	if !ok || !c.check(fs, stderr) {

@@ -1,0 +1,247 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/tenure-go/tenure"
+	"github.com/tenure-go/tenure/lease"
+)
+
+// groupFlags are run's flags for a group (--group).
+type groupFlags struct {
+	name          string
+	shards        int
+	weight        int
+	wake          string
+	wakeAdvertise string
+	strongPolls   bool
+}
+
+// runGroup runs `tenure run --group NAME --shards N -- COMMAND`: one
+// child per shard this member holds, each under its own supervisor, with
+// the shard in its environment, stopped when the shard moves away.
+func runGroup(c *holder, gf groupFlags, argv []string, stdout, stderr io.Writer) int {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	store, status := c.open(ctx, "tenure run", stderr)
+	if store == nil {
+		return status
+	}
+	log := c.logger(stderr, "run")
+	tel, err := newTelemetry(c.metricsAddr, c.serviceName, stderr)
+	if err != nil {
+		fmt.Fprintf(stderr, "tenure run: %v\n", err)
+		return exitUsage
+	}
+	defer tel.close()
+	r := &groupRunner{argv: argv, shards: gf.shards, grace: c.grace, jeopardySig: c.jeopardySig, log: log, stdout: stdout, stderr: stderr,
+		cancel: cancel, child: tel.child, running: map[*signals]struct{}{}}
+	g, err := tenure.NewGroup(tenure.GroupConfig{
+		Store: store, Name: gf.name, Shards: gf.shards, ID: c.id, Weight: gf.weight, LeaseDuration: c.lease,
+		WakeAddr: gf.wake, WakeAdvertise: gf.wakeAdvertise, StrongPolls: gf.strongPolls,
+		Logger: log, MeterProvider: tel.mp, OnAssigned: r.assigned,
+	})
+	if err != nil {
+		fmt.Fprintf(stderr, "tenure run: %v\n", err)
+		return exitUsage
+	}
+	r.id = g.ID()
+	tel.setProbes(g.Handler())
+	fmt.Fprintf(stderr, "tenure run: joining group %q (%d shards) in %s as %q\n", gf.name, gf.shards, c.store, g.ID())
+	r.early = warnGrace(log, c.lease, c.grace)
+	stopSignals := r.signals()
+	defer stopSignals()
+	go func() {
+		t := time.NewTimer(startupWait(c.lease))
+		defer t.Stop()
+		select {
+		case <-ctx.Done():
+		case <-t.C:
+			if g.LastAnswer().IsZero() {
+				fmt.Fprintf(stderr, "tenure run: store %s: no answer within %v (check --store, the network and the credentials): %v\n", c.store, startupWait(c.lease), g.Status().Err)
+				r.finish(exitUnavailable)
+			}
+		}
+	}()
+	err = g.Run(ctx)
+	switch {
+	case errors.Is(err, lease.ErrPermanent), errors.Is(err, lease.ErrInvalidRecord):
+		return c.storeFailed("tenure run", err, stderr)
+	case err != nil:
+		fmt.Fprintf(stderr, "tenure run: %v\n", err)
+		return exitUnavailable
+	}
+	return r.exitStatus()
+}
+
+// groupCommand checks run's flags for a group, and runs it.
+func groupCommand(fs *flag.FlagSet, c *holder, gf groupFlags, argv []string, stdout, stderr io.Writer) int {
+	const want = "want --group NAME --shards N [flags] -- COMMAND [ARGS...]"
+	switch {
+	case gf.name == "":
+		fmt.Fprintf(stderr, "tenure run: --shards and --weight go with --group: %s\n", want)
+		return exitUsage
+	case len(argv) == 0:
+		fmt.Fprintf(stderr, "tenure run: no command: %s\n", want)
+		return exitUsage
+	case fs.NArg() > 0:
+		fmt.Fprintf(stderr, "tenure run: unexpected %q before \"--\": with --group, the group's name is --group's: %s\n", fs.Arg(0), want)
+		return exitUsage
+	case gf.shards < 1 || gf.shards > 4096:
+		fmt.Fprintf(stderr, "tenure run: --shards %d: want 1 to 4096, the same on every member\n", gf.shards)
+		return exitUsage
+	case gf.weight < 1 || gf.weight > 9999:
+		fmt.Fprintf(stderr, "tenure run: --weight %d: want 1 to 9999\n", gf.weight)
+		return exitUsage
+	}
+	for _, f := range []string{"on-exit", "on-lost", "max-restarts", "standby", "cold-poll", "priority", "priority-hold-off", "payload"} {
+		if isSet(fs, f) {
+			fmt.Fprintf(stderr, "tenure run: --%s does not go with --group: a shard's command runs again when it exits, while the shard is held, and stops when the shard moves\n", f)
+			return exitUsage
+		}
+	}
+	if err := tenure.ValidateName(gf.name); err != nil {
+		fmt.Fprintf(stderr, "tenure run: --group: %v\n", err)
+		return exitUsage
+	}
+	if !c.check(fs, stderr) {
+		return exitUsage
+	}
+	return runGroup(c, gf, argv, stdout, stderr)
+}
+
+// groupRunner runs a group member's children.
+type groupRunner struct {
+	argv           []string
+	id             string
+	shards         int
+	grace, early   time.Duration
+	jeopardySig    os.Signal
+	log            *slog.Logger
+	stdout, stderr io.Writer
+	cancel         context.CancelFunc
+	child          *childMetrics
+
+	mu      sync.Mutex
+	status  int
+	done    bool
+	running map[*signals]struct{} // each running child's signals
+}
+
+func (r *groupRunner) finish(status int) {
+	r.mu.Lock()
+	if !r.done {
+		r.done, r.status = true, status
+	}
+	r.mu.Unlock()
+	r.cancel()
+}
+
+func (r *groupRunner) exitStatus() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.status
+}
+
+// signals takes tenure's signals: one that stops tenure leaves the group
+// (each child is stopped as its shard is handed over); one that a command
+// takes while it runs (HUP, USR1, USR2) goes to every child.
+func (r *groupRunner) signals() (stop func()) {
+	ch := make(chan os.Signal, 4)
+	notifyGroup(ch)
+	done := make(chan struct{})
+	go func() {
+		for {
+			select {
+			case <-done:
+				return
+			case sig := <-ch:
+				if !passOn(sig) {
+					r.log.Debug("leaving the group", "signal", sig)
+					r.finish(0)
+					continue
+				}
+				r.mu.Lock()
+				for s := range r.running {
+					s.mu.Lock()
+					if s.cur != nil {
+						select {
+						case s.cur <- sig:
+						default:
+						}
+					}
+					s.mu.Unlock()
+				}
+				r.mu.Unlock()
+			}
+		}
+	}()
+	return func() { signal.Stop(ch); close(done) }
+}
+
+// assigned runs the command for a shard's term: again after it exits (a
+// pause that doubles from 1s to 30s after runs shorter than 30s), until the
+// term ends; then it is stopped (SIGTERM, SIGKILL after --grace, or at
+// once past the deadline) before the shard is released.
+func (r *groupRunner) assigned(ctx context.Context, s tenure.Shard) {
+	var backoff time.Duration
+	for ctx.Err() == nil {
+		r.log.Info("shard assigned: starting the command", "shard", s.ID, "token", s.Token)
+		env := append(childEnv(s.Lease, r.id, uint64(s.Token)), "TENURE_GROUP="+s.Group, "TENURE_SHARD="+strconv.Itoa(s.ID), "TENURE_SHARDS="+strconv.Itoa(r.shards))
+		c, err := startChild(r.argv, env, r.stdout, r.stderr, r.early, r.grace)
+		if err != nil {
+			fmt.Fprintf(r.stderr, "tenure run: %v\n", err)
+			r.finish(127)
+			return
+		}
+		r.child.started()
+		started := time.Now()
+		sigs := &signals{}
+		r.mu.Lock()
+		r.running[sigs] = struct{}{}
+		r.mu.Unlock()
+		deadline := func() time.Time {
+			if ctx.Err() != nil {
+				return time.Time{}
+			}
+			d, _ := tenure.DeadlineOf(ctx)
+			return d
+		}
+		logf := func(format string, args ...any) {
+			r.log.Warn(fmt.Sprintf(format, args...), "shard", s.ID, "token", s.Token)
+		}
+		out := supervise(ctx, deadline, c, r.early, r.grace, sigs, r.jeopardySig, logf)
+		r.mu.Lock()
+		delete(r.running, sigs)
+		r.mu.Unlock()
+		status := c.status()
+		r.child.exited(status)
+		if out != exited {
+			return
+		}
+		ran := time.Since(started)
+		if ran >= shortRun {
+			backoff = 0
+		} else {
+			backoff = min(max(2*backoff, minBackoff), maxBackoff)
+		}
+		r.log.Warn("the command exited: running it again while the shard is held", "shard", s.ID, "status", status,
+			"ran", ran.Round(time.Millisecond).String(), "pause", backoff)
+		t := time.NewTimer(backoff)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+		case <-t.C:
+		}
+	}
+}
