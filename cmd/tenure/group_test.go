@@ -136,4 +136,3 @@ func groupCrashBound(t *testing.T, ttl time.Duration) time.Duration {
 	}
 	return time.Duration(float64(ttl)*(1+tm.MaxDrift)) + 3*tm.RenewInterval + tm.PollInterval + time.Second
 }
-
