@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/tenure-go/tenure/election"
+	"github.com/tenure-go/tenure/internal/groupcore"
 	"github.com/tenure-go/tenure/internal/testservers"
 )
 
@@ -95,7 +96,7 @@ func TestProcessGroup(t *testing.T) {
 			t.Fatal(err)
 		}
 		killed := time.Now()
-		bound := groupCrashBound(t, e.lease)
+		bound := groupCrashBound(e.lease)
 		e.awaitLog(bound+5*time.Second, "b running all 4 shards", func(evs []event) bool { return len(heldShards(evs)["b"]) == 4 })
 		if took := time.Since(killed); took > bound {
 			t.Errorf("b ran every shard %v after a was killed; the bound is %v", took, bound)
@@ -127,12 +128,8 @@ func TestProcessGroup(t *testing.T) {
 }
 
 // groupCrashBound is how long after a member's crash its shards run
-// elsewhere: suspected within three beats, then the lease waited out
-// from the first read, a poll, and a second for the processes.
-func groupCrashBound(t *testing.T, ttl time.Duration) time.Duration {
-	tm := election.Timing{LeaseDuration: ttl}.WithDefaults()
-	if err := tm.Validate(); err != nil {
-		t.Fatal(err)
-	}
-	return time.Duration(float64(ttl)*(1+tm.MaxDrift)) + 3*tm.RenewInterval + tm.PollInterval + time.Second
+// elsewhere: the group's bound (docs/groups.md), and a second for the
+// processes.
+func groupCrashBound(ttl time.Duration) time.Duration {
+	return groupcore.NewBounds(election.Timing{LeaseDuration: ttl}, 4, 2, 50*time.Millisecond).CrashTakeover + time.Second
 }

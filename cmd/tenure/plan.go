@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/tenure-go/tenure/election"
+	"github.com/tenure-go/tenure/internal/groupcore"
 	"github.com/tenure-go/tenure/internal/lockcore"
 )
 
@@ -27,6 +28,7 @@ examples:
   tenure plan --lease 3s --renew 1s --poll 1s --standby --wake --candidates 3
   tenure plan --fair --store dynamodb           # what fair lock waiters cost
   tenure plan --slots 3 --store dynamodb        # what a semaphore's holders and waiters cost
+  tenure plan --shards 64 --members 8           # what a group promises and costs
   TENURE_LEASE=20s tenure plan
 `
 
@@ -49,8 +51,21 @@ func planCommand(args []string, stdout, stderr io.Writer) int {
 	store := fs.String("store", "all", "whose cost to print: dynamodb, s3 or all")
 	fair := fs.Bool("fair", false, "also print what fair lock waiters cost (tenure.Fair(), tenure lock --fair): 2, 5, 10 and 50 queued behind a holder")
 	slots := fs.Int("slots", 0, "also print what a semaphore of this many slots costs per holder and per waiter (tenure.Slots, tenure lock --slots); with --fair, fair waiters")
+	shards := fs.Int("shards", 0, "also print what a group of this many shards promises and costs (tenure.Group, tenure run --group)")
+	members := fs.Int("members", 3, "with --shards: the group's members")
 	if ok, status := parseFlags(fs, args, stderr); !ok {
 		return status
+	}
+	switch {
+	case *shards < 0 || *shards > groupcore.MaxShards:
+		fmt.Fprintf(stderr, "tenure plan: --shards %d: want 1 to %d\n", *shards, groupcore.MaxShards)
+		return exitUsage
+	case *members < 1 || *members > groupcore.MaxMembers:
+		fmt.Fprintf(stderr, "tenure plan: --members %d: want 1 to %d\n", *members, groupcore.MaxMembers)
+		return exitUsage
+	case isSet(fs, "members") && *shards == 0:
+		fmt.Fprintln(stderr, "tenure plan: --members needs --shards")
+		return exitUsage
 	}
 	if *slots < 0 || *slots > lockcore.MaxSlots {
 		fmt.Fprintf(stderr, "tenure plan: --slots %d: want 1 to %d\n", *slots, lockcore.MaxSlots)
@@ -102,7 +117,34 @@ func planCommand(args []string, stdout, stderr io.Writer) int {
 	if *slots > 0 {
 		printSlots(stdout, p.Timing, *slots, *fair, prices)
 	}
+	if *shards > 0 {
+		printGroup(stdout, groupcore.NewBounds(t, *shards, *members, *rtt), *shards, *members, prices)
+	}
 	return 0
+}
+
+// printGroup prints what a group promises and costs (docs/groups.md).
+func printGroup(w io.Writer, b groupcore.Bounds, k, n int, prices []priceList) {
+	t := b.Timing
+	fmt.Fprintf(w, "\nA group of %d shards over %d members (lease %v, renew %v, poll %v):\n", k, n, t.LeaseDuration, t.RenewInterval, t.PollInterval)
+	row := func(k, v string) { fmt.Fprintf(w, "  %-28s %s\n", k, v) }
+	share := fmt.Sprint(k / n)
+	if k%n != 0 {
+		share = fmt.Sprintf("%d or %d", k/n, k/n+1)
+	}
+	row("shards per member", share+" at equal weights (⌊K·w/W⌋ or one more with --weight)")
+	row("handover, woken", fmt.Sprintf("unowned at most %v (5 round trips) from the release to the next owner's term; the holder gives a shard up at its first beat that sees the join or leave", b.WokenHandover.Round(time.Millisecond)))
+	row("handover, not woken", fmt.Sprintf("unowned at most %v (a beat, the longest poll, 2 round trips)", b.PolledHandover.Round(time.Millisecond)))
+	row("failover after a crash", fmt.Sprintf("each shard held again at most %v after its member stopped (suspected within %v, then the takeover wait, a poll)", b.CrashTakeover.Round(time.Millisecond), b.Suspect.Round(time.Millisecond)))
+	row("balanced", fmt.Sprintf("within %v of the last join or leave; after a crash, %v plus that", b.Balance.Round(time.Millisecond), (b.CrashTakeover+time.Duration(float64(t.LeaseDuration)*(1+t.MaxDrift))).Round(time.Millisecond)))
+	all := b.RenewalsPerHour + b.MemberReadsPerHour + b.MemberWritesPerHour
+	row("requests per hour", fmt.Sprintf("renewals %s (%d shards, one heartbeat loop per member); membership %s reads and %s writes (%d members; the same for any number of shards); all %s",
+		count(b.RenewalsPerHour), k, count(b.MemberReadsPerHour), count(b.MemberWritesPerHour), n, count(all)))
+	for _, pr := range prices {
+		hours := pr.MonthDuration.Hours()
+		month := hours * ((b.RenewalsPerHour+b.MemberWritesPerHour)*pr.WritesPerPut*pr.WritePerMil + b.MemberReadsPerHour*pr.ReadPerMil) / 1e6 // the membership's reads are strong
+		row("cost, 30 days", fmt.Sprintf("%s: $%.2f for the group ($%.2f per shard)", pr.Name, month, month/float64(k)))
+	}
 }
 
 func printPlan(w io.Writer, p election.Plan, prices []priceList) {

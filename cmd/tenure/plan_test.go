@@ -33,6 +33,9 @@ func TestPlanRefuses(t *testing.T) {
 		{[]string{"plan", "--candidates", "0"}, "at least 1"},
 		{[]string{"plan", "--store", "redis"}, "--store"},
 		{[]string{"plan", "extra"}, "unexpected argument"},
+		{[]string{"plan", "--members", "4"}, "--members needs --shards"},
+		{[]string{"plan", "--shards", "5000"}, "--shards 5000"},
+		{[]string{"plan", "--shards", "8", "--members", "41"}, "--members 41"},
 	} {
 		if code, _, errs := runTenure(t, c.args...); code != exitUsage || !strings.Contains(errs, c.want) {
 			t.Errorf("%q: exit %d, stderr %q; want %d and %q", c.args, code, errs, exitUsage, c.want)
@@ -149,5 +152,23 @@ func TestPlanFair(t *testing.T) {
 	}
 	if code, out, _ := runTenure(t, "plan"); code != 0 || strings.Contains(out, "waiters") {
 		t.Errorf("plan without --fair prints the fair waiters:\n%s", out)
+	}
+}
+
+// What a group costs: the renewals of its shards, and a membership that
+// costs the same for any number of shards.
+func TestPlanGroup(t *testing.T) {
+	code, out, errs := runTenure(t, "plan", "--shards", "64", "--members", "8", "--store", "dynamodb")
+	if code != 0 {
+		t.Fatalf("exit %d\n%s", code, errs)
+	}
+	for _, s := range []string{"64 shards over 8 members", "shards per member            8 at", "renewals 115,200 (64 shards", "membership 14,400 reads and 14,400 writes", "all 144,000", "$59.62 for the group"} {
+		if !strings.Contains(out, s) {
+			t.Errorf("output lacks %q:\n%s", s, out)
+		}
+	}
+	_, more, _ := runTenure(t, "plan", "--shards", "640", "--members", "8", "--store", "dynamodb")
+	if !strings.Contains(more, "membership 14,400 reads and 14,400 writes") {
+		t.Errorf("the membership's cost grows with the shards:\n%s", more)
 	}
 }
