@@ -220,6 +220,15 @@ does a store that gives no answer within two leases at startup. Two
 processes given the same --id never lead at once, but neither is right:
 each logs an error once a minute.
 
+With --group NAME --shards N (and no NAME before "--"), tenure joins the
+group NAME instead: the N shards NAME/0 … NAME/N-1 are spread over the
+processes that run with the same group, and tenure runs COMMAND once per
+shard it holds, with TENURE_GROUP, TENURE_SHARD (0 to N-1), TENURE_SHARDS
+and TENURE_TOKEN (the shard's fencing token). A shard's command is stopped
+before the shard moves to another process, and run again if it exits while
+the shard is held. SIGTERM hands every shard over, then tenure exits 0.
+--weight W takes W times a weight-1 member's share. See docs/groups.md.
+
 exit status: the command's (128+N if signal N killed it); 2 for bad flags or
 configuration; 69 when the store refuses for good; 76 with --on-lost exit,
 when the lease was lost.
@@ -230,6 +239,7 @@ examples:
   TENURE_STORE=s3://my-leases/tenure/?region=eu-west-1 tenure run --on-exit restart api-singleton -- ./server
   tenure run --wake 10.0.0.5:7946 writer -- ./writer   # standby, woken on release
   tenure run --priority 2 writer -- ./writer   # preferred: leads once ready
+  tenure run --group ingest --shards 64 -- ./consume   # a child per shard held
 `
 
 // runCommand implements "tenure run".
