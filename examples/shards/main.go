@@ -102,7 +102,10 @@ type outcome struct {
 
 func run(ctx context.Context, w io.Writer, o options) (outcome, error) {
 	start := time.Now()
+	var wmu sync.Mutex // the shards' callbacks run at once
 	say := func(format string, args ...any) {
+		wmu.Lock()
+		defer wmu.Unlock()
 		fmt.Fprintf(w, "%6.2fs  %s\n", time.Since(start).Seconds(), fmt.Sprintf(format, args...))
 	}
 	store := memlease.New()

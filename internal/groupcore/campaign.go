@@ -226,6 +226,7 @@ func (m *Campaign) Woken(shard int) {
 		if s.limit.Allow(now) && s.lk.Poke() {
 			m.h.Log(slog.LevelDebug, "woken: reading the shard", "shard", shard)
 		}
+	case m.ms.RefreshPending(now): // wake-ups come in bursts: one read serves them all
 	case m.refresh.Allow(now):
 		m.h.Log(slog.LevelDebug, "woken for a shard not ours: reading the membership", "shard", shard)
 		m.ms.Refresh()
@@ -517,6 +518,7 @@ func (s *shardLock) WakeNext(string) {}
 
 func (s *shardLock) Retired() {
 	if s.gaveBack && s.wakeTo != "" && !s.lk.GaveUp() {
+		s.m.h.Log(slog.LevelDebug, "waking the shard's next owner", "shard", s.i, "addr", s.wakeTo)
 		s.m.h.Wake(s.wakeTo, s.i)
 	}
 	s.lk, s.stopped, s.gaveBack, s.wakeTo = nil, false, false, ""

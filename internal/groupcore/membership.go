@@ -51,6 +51,7 @@ type Membership struct {
 	done   bool          // left, or stopped
 	fatal  error         // the store refused us for good
 	lastOK time.Time     // our last read or write of the record that worked
+	again  bool          // Refresh came while a call was in flight: beat again after it
 	opID   uint64
 	Err    error // the last store error, for status
 }
@@ -91,9 +92,19 @@ func (m *Membership) LastOK() time.Time { return m.lastOK }
 // Refresh beats now rather than at the next beat, so that the view is
 // fresh: someone said the membership changed (a wake-up).
 func (m *Membership) Refresh() {
-	if m.op == nil && !m.done && !m.leave {
+	switch {
+	case m.done || m.leave:
+	case m.op != nil:
+		m.again = true // what is in flight may have been read before the change
+	default:
 		m.next = m.h.Now()
 	}
+}
+
+// RefreshPending reports whether a beat that will read the record afresh
+// is due already: another Refresh would add nothing.
+func (m *Membership) RefreshPending(now time.Time) bool {
+	return m.again || m.op == nil && !m.next.IsZero() && !m.next.After(now)
 }
 
 // Stop stops the heartbeat where it is, its entry left to die out.
@@ -189,6 +200,8 @@ func (m *Membership) Result(r election.Result) {
 			m.next = now // a beat that was in flight when Leave came: now drop our entry
 		case m.leave:
 			m.done = true
+		case m.again:
+			m.again, m.fresh, m.next = false, false, now // read afresh, and beat
 		default:
 			m.next = now.Add(m.t.RenewInterval)
 		}
