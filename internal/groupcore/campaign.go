@@ -106,6 +106,7 @@ type Campaign struct {
 
 	suspectAfter time.Duration
 	refresh      lockcore.WakeLimit
+	refreshAt    time.Time // a wake-up the limit held back: refresh then
 
 	held    int
 	wanted  int
@@ -230,6 +231,10 @@ func (m *Campaign) Woken(shard int) {
 	case m.refresh.Allow(now):
 		m.h.Log(slog.LevelDebug, "woken for a shard not ours: reading the membership", "shard", shard)
 		m.ms.Refresh()
+	case m.refreshAt.IsZero():
+		// Held back, not dropped: leaves in quick succession (a rolling
+		// restart) wake each member many times.
+		m.refreshAt = m.refresh.Next(now)
 	}
 	m.after()
 }
@@ -238,6 +243,12 @@ func (m *Campaign) Woken(shard int) {
 func (m *Campaign) Fire(now time.Time) {
 	if d := m.ms.Due(); !d.IsZero() && !now.Before(d) {
 		m.ms.Fire(now)
+	}
+	if !m.refreshAt.IsZero() && !now.Before(m.refreshAt) {
+		m.refreshAt = time.Time{}
+		if !m.leaving && m.refresh.Allow(now) {
+			m.ms.Refresh()
+		}
 	}
 	if !m.leaveBy.IsZero() && !now.Before(m.leaveBy) {
 		m.leaveBy, m.dirty = time.Time{}, true
@@ -268,6 +279,7 @@ func (m *Campaign) Due() time.Time {
 		}
 	}
 	early(m.leaveBy)
+	early(m.refreshAt)
 	if !m.ms.Done() {
 		early(m.quitBy)
 	}

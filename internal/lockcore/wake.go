@@ -58,6 +58,14 @@ func (w *WakeLimit) Allow(now time.Time) bool {
 	return true
 }
 
+// Next returns the earliest instant from now at which Allow would allow.
+func (w *WakeLimit) Next(now time.Time) time.Time {
+	if t := w.tat.Add(-(WakeBurst - 1) * WakeEvery); t.After(now) {
+		return t
+	}
+	return now
+}
+
 // wakeState is a lock's part in wake-ups; the loop's.
 type wakeState struct {
 	addr  string // ours, for the record; "" to wake others only
