@@ -33,19 +33,13 @@ type groupFlags struct {
 func runGroup(c *holder, gf groupFlags, argv []string, stdout, stderr io.Writer) int {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	store, status := c.open(ctx, "tenure run", stderr)
+	store, log, tel, status := c.setUp(ctx, stderr)
 	if store == nil {
 		return status
 	}
-	log := c.logger(stderr, "run")
-	tel, err := newTelemetry(c.metricsAddr, c.serviceName, stderr)
-	if err != nil {
-		fmt.Fprintf(stderr, "tenure run: %v\n", err)
-		return exitUsage
-	}
 	defer tel.close()
 	r := &groupRunner{argv: argv, shards: gf.shards, grace: c.grace, jeopardySig: c.jeopardySig, log: log, stdout: stdout, stderr: stderr,
-		cancel: cancel, child: tel.child, running: map[*signals]struct{}{}}
+		ending: ending{cancel: cancel}, child: tel.child, running: map[*signals]struct{}{}}
 	g, err := tenure.NewGroup(tenure.GroupConfig{
 		Store: store, Name: gf.name, Shards: gf.shards, ID: c.id, Weight: gf.weight, LeaseDuration: c.lease,
 		WakeAddr: gf.wake, WakeAdvertise: gf.wakeAdvertise, StrongPolls: gf.strongPolls,
@@ -129,28 +123,11 @@ type groupRunner struct {
 	jeopardySig    os.Signal
 	log            *slog.Logger
 	stdout, stderr io.Writer
-	cancel         context.CancelFunc
 	child          *childMetrics
+	ending
 
-	mu      sync.Mutex
-	status  int
-	done    bool
+	mu      sync.Mutex            // guards running
 	running map[*signals]struct{} // each running child's signals
-}
-
-func (r *groupRunner) finish(status int) {
-	r.mu.Lock()
-	if !r.done {
-		r.done, r.status = true, status
-	}
-	r.mu.Unlock()
-	r.cancel()
-}
-
-func (r *groupRunner) exitStatus() int {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.status
 }
 
 // signals takes tenure's signals: one that stops tenure leaves the group
@@ -194,7 +171,7 @@ func (r *groupRunner) signals() (stop func()) {
 // term ends; then it is stopped (SIGTERM, SIGKILL after --grace, or at
 // once past the deadline) before the shard is released.
 func (r *groupRunner) assigned(ctx context.Context, s tenure.Shard) {
-	var backoff time.Duration
+	var b backoff
 	for ctx.Err() == nil {
 		r.log.Info("shard assigned: starting the command", "shard", s.ID, "token", s.Token)
 		env := append(childEnv(s.Lease, r.id, uint64(s.Token)), "TENURE_GROUP="+s.Group, "TENURE_SHARD="+strconv.Itoa(s.ID), "TENURE_SHARDS="+strconv.Itoa(r.shards))
@@ -230,14 +207,10 @@ func (r *groupRunner) assigned(ctx context.Context, s tenure.Shard) {
 			return
 		}
 		ran := time.Since(started)
-		if ran >= shortRun {
-			backoff = 0
-		} else {
-			backoff = min(max(2*backoff, minBackoff), maxBackoff)
-		}
+		pause := b.next(ran)
 		r.log.Warn("the command exited: running it again while the shard is held", "shard", s.ID, "status", status,
-			"ran", ran.Round(time.Millisecond).String(), "pause", backoff)
-		t := time.NewTimer(backoff)
+			"ran", ran.Round(time.Millisecond).String(), "pause", pause)
+		t := time.NewTimer(pause)
 		select {
 		case <-ctx.Done():
 			t.Stop()

@@ -292,19 +292,13 @@ func runCommand(args []string, stdout, stderr io.Writer) int {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	store, status := c.open(ctx, "tenure run", stderr)
+	store, log, tel, status := c.setUp(ctx, stderr)
 	if store == nil {
 		return status
 	}
-	log := c.logger(stderr, "run")
-	tel, err := newTelemetry(c.metricsAddr, c.serviceName, stderr)
-	if err != nil {
-		fmt.Fprintf(stderr, "tenure run: %v\n", err)
-		return exitUsage
-	}
 	defer tel.close()
 	r := &runner{store: c.store, holdOff: 2 * (c.lease / 5), argv: argv, grace: c.grace, jeopardySig: c.jeopardySig, onExit: *onExit, onLost: *onLost, maxRestarts: *maxRestarts,
-		log: log, stdout: stdout, stderr: stderr, cancel: cancel, child: tel.child}
+		log: log, stdout: stdout, stderr: stderr, ending: ending{cancel: cancel}, child: tel.child}
 	cand, err := tenure.New(tenure.Config{
 		Lease: name, Store: store, ID: c.id, LeaseDuration: c.lease, Payload: []byte(c.payload), Logger: log,
 		MeterProvider: tel.mp, Callbacks: tenure.Callbacks{OnElected: r.elected},
@@ -384,33 +378,53 @@ type runner struct {
 	stdout, stderr io.Writer
 	cand           *tenure.Candidate
 	sigs           *signals
-	cancel         context.CancelFunc
 	child          *childMetrics
-
-	mu     sync.Mutex
-	status int
-	done   bool
+	ending
 
 	// OnElected's own (one at a time): the pause after short runs, and
 	// the recent non-zero exits.
-	backoff  time.Duration
+	backoff  backoff
 	failures []time.Time
 }
 
-// finish ends tenure with status: Run releases the lease and returns.
-func (r *runner) finish(status int) {
-	r.mu.Lock()
-	if !r.done {
-		r.done, r.status = true, status
-	}
-	r.mu.Unlock()
-	r.cancel()
+// ending is how run ends: the first status given, and the cancel that
+// makes Run return.
+type ending struct {
+	cancel context.CancelFunc
+	mu     sync.Mutex
+	status int
+	done   bool
 }
 
-func (r *runner) exitStatus() int {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.status
+// finish ends tenure with status: Run releases what it holds and returns.
+func (e *ending) finish(status int) {
+	e.mu.Lock()
+	if !e.done {
+		e.done, e.status = true, status
+	}
+	e.mu.Unlock()
+	e.cancel()
+}
+
+func (e *ending) exitStatus() int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.status
+}
+
+// setUp opens the store, the log and the telemetry of run, or says why
+// not and returns a nil store and the exit status.
+func (c *holder) setUp(ctx context.Context, stderr io.Writer) (lease.Store, *slog.Logger, *telemetry, int) {
+	store, status := c.open(ctx, "tenure run", stderr)
+	if store == nil {
+		return nil, nil, nil, status
+	}
+	tel, err := newTelemetry(c.metricsAddr, c.serviceName, stderr)
+	if err != nil {
+		fmt.Fprintf(stderr, "tenure run: %v\n", err)
+		return nil, nil, nil, exitUsage
+	}
+	return store, c.logger(stderr, "run"), tel, 0
 }
 
 // resign gives the lease back once OnElected returned (Resign waits for
@@ -439,15 +453,18 @@ const (
 	failWindow = 10 * time.Minute
 )
 
-// pause returns the pause after a run that lasted ran: none after a long
+// backoff is the pause after runs that end quickly.
+type backoff struct{ d time.Duration }
+
+// next returns the pause after a run that lasted ran: none after a long
 // run, else the next of 1s, 2s, 4s... 30s.
-func (r *runner) pause(ran time.Duration) time.Duration {
+func (b *backoff) next(ran time.Duration) time.Duration {
 	if ran >= shortRun {
-		r.backoff = 0
+		b.d = 0
 		return 0
 	}
-	r.backoff = min(max(2*r.backoff, minBackoff), maxBackoff)
-	return r.backoff
+	b.d = min(max(2*b.d, minBackoff), maxBackoff)
+	return b.d
 }
 
 // failed notes a non-zero exit and reports whether there were
@@ -512,7 +529,7 @@ func (r *runner) elected(ctx context.Context, term tenure.Term) {
 		} else {
 			r.log.Info("the command exited", "status", status, "ran", ran.Round(time.Millisecond).String())
 		}
-		pause := r.pause(ran)
+		pause := r.backoff.next(ran)
 		switch r.onExit {
 		case "exit":
 			r.finish(status)
