@@ -324,6 +324,13 @@ func TestGroupWakesNextOwner(t *testing.T) {
 	var mu sync.Mutex
 	released := map[int]time.Time{}
 	var gaps []time.Duration
+	changed := make(chan struct{}, 1) // a term began or ended
+	tell := func() {
+		select {
+		case changed <- struct{}{}:
+		default:
+		}
+	}
 	start := func(id string) (*tenure.Group, context.CancelFunc, chan error) {
 		g, err := tenure.NewGroup(tenure.GroupConfig{Store: store, Name: "ingest", Shards: k, ID: id, WakeAddr: "127.0.0.1:0",
 			LeaseDuration: 30 * time.Second, RenewInterval: 300 * time.Millisecond, PollInterval: 20 * time.Second, OpTimeout: 300 * time.Millisecond,
@@ -331,6 +338,7 @@ func TestGroupWakesNextOwner(t *testing.T) {
 			OnAssigned: func(ctx context.Context, s tenure.Shard) {
 				mu.Lock()
 				defer mu.Unlock()
+				defer tell()
 				if at, ok := released[s.ID]; ok {
 					gaps = append(gaps, time.Since(at))
 					delete(released, s.ID)
@@ -339,6 +347,7 @@ func TestGroupWakesNextOwner(t *testing.T) {
 			OnRevoked: func(s tenure.Shard, _ tenure.DemotionReason) {
 				mu.Lock()
 				defer mu.Unlock()
+				defer tell()
 				released[s.ID] = time.Now()
 			},
 		})
@@ -353,14 +362,15 @@ func TestGroupWakesNextOwner(t *testing.T) {
 	}
 	waitFor := func(what string, cond func() bool) {
 		t.Helper()
-		deadline := time.Now().Add(10 * time.Second) // well below a poll
+		timeout := time.After(10 * time.Second) // well below a poll
 		for !cond() {
-			if time.Now().After(deadline) {
+			select {
+			case <-changed:
+			case <-timeout:
 				mu.Lock()
 				defer mu.Unlock()
 				t.Fatalf("%s: not within 10s (a poll is 20s); not yet taken: %v", what, released)
 			}
-			time.Sleep(10 * time.Millisecond)
 		}
 	}
 	heldBy := func(gs ...*tenure.Group) []int {
@@ -373,7 +383,12 @@ func TestGroupWakesNextOwner(t *testing.T) {
 	a, _, _ := start("a")
 	waitFor("a takes every shard", func() bool { return len(a.Status().Held) == k })
 	b, stopB, doneB := start("b")
-	waitFor("b's join balances the group", func() bool { h := heldBy(a, b); return h[0] == k/2 && h[1] == k/2 })
+	taken := func(n int) bool { // n shards taken after a release
+		mu.Lock()
+		defer mu.Unlock()
+		return len(gaps) >= n
+	}
+	waitFor("b's join balances the group", func() bool { h := heldBy(a, b); return h[0] == k/2 && h[1] == k/2 && taken(k/2) })
 	mu.Lock()
 	joined := len(gaps)
 	mu.Unlock()
@@ -382,7 +397,7 @@ func TestGroupWakesNextOwner(t *testing.T) {
 		t.Fatal(err)
 	}
 	doneB <- nil
-	waitFor("b's leave hands its shards to a", func() bool { return len(a.Status().Held) == k })
+	waitFor("b's leave hands its shards to a", func() bool { return len(a.Status().Held) == k && taken(k) })
 	mu.Lock()
 	defer mu.Unlock()
 	if joined != k/2 || len(gaps) != k {
