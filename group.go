@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"net"
 	"strconv"
 	"strings"
 	"sync"
@@ -266,17 +267,24 @@ func (g *Group) Run(ctx context.Context) error {
 			}
 		},
 	})
-	if err := g.listen(); err != nil {
+	conn, addr, err := g.bindWake()
+	if err != nil {
 		return err
 	}
 	c, err := groupcore.NewCampaign(&g.e, groupcore.CampaignConfig{
-		Name: g.cfg.Name, Shards: g.cfg.Shards, ID: g.cfg.ID, Weight: g.cfg.Weight, Addr: g.wakeAddr, Lock: g.lock,
+		Name: g.cfg.Name, Shards: g.cfg.Shards, ID: g.cfg.ID, Weight: g.cfg.Weight, Addr: addr, Lock: g.lock,
 	})
 	if err != nil {
-		g.closeWake()
+		if conn != nil {
+			_ = conn.Close()
+		}
 		return fmt.Errorf("tenure: group %q: %w", g.cfg.Name, err)
 	}
 	g.e.c = c
+	if conn != nil {
+		g.wakeAddr = addr
+		g.serveWake(conn, addr)
+	}
 	g.log(slog.LevelInfo, "joining the group", "shards", g.cfg.Shards, "key", c.Key())
 	g.running.Store(true)
 	c.Start()
@@ -335,24 +343,30 @@ func (e *groupEntry) status() GroupStatus {
 	return st
 }
 
-// listen starts the wake-up listener, where one is wanted.
-func (g *Group) listen() error {
+// bindWake opens the wake-up listener, where one is wanted, and returns
+// it with the address to publish; nil without one.
+func (g *Group) bindWake() (net.PacketConn, string, error) {
 	listen := g.cfg.WakeAddr
 	if listen == "" {
 		listen = defaultWakeAddr()
 	}
 	if listen == NoWake {
-		return nil
+		return nil, "", nil
 	}
 	conn, addr, err := listenWake(listen, g.cfg.WakeAdvertise)
 	switch {
 	case err != nil && g.cfg.WakeAddr != "":
-		return err
+		return nil, "", err
 	case err != nil:
 		g.log(slog.LevelWarn, "no wake-ups: a shard handed over is found at the next poll (set WakeAddr)", "err", err)
-		return nil
+		return nil, "", nil
 	}
-	g.wakeAddr = addr
+	return conn, addr, nil
+}
+
+// serveWake passes the wake-ups conn receives to the campaign, and sends
+// the campaign's, until the loop ends.
+func (g *Group) serveWake(conn net.PacketConn, addr string) {
 	g.wakes = newSender(conn, 256, g.log)
 	prefix := wakeMsg(g.cfg.Name + "/")
 	g.h.Go(func() {
@@ -378,7 +392,6 @@ func (g *Group) listen() error {
 		_ = conn.Close()
 	}
 	g.log(slog.LevelInfo, "listening for wake-ups", "addr", conn.LocalAddr().String(), "advertised", addr)
-	return nil
 }
 
 func (g *Group) log(level slog.Level, msg string, args ...any) {

@@ -410,3 +410,23 @@ func TestGroupWakesNextOwner(t *testing.T) {
 	}
 	t.Logf("unowned between release and the next term: %v", gaps)
 }
+
+// An advertised address the membership record cannot carry fails Run at
+// once, and closes the listener it opened.
+func TestGroupBadAdvertise(t *testing.T) {
+	g, err := tenure.NewGroup(tenure.GroupConfig{Store: memlease.New(), Name: "ingest", Shards: 4,
+		OnAssigned: func(context.Context, tenure.Shard) {}, WakeAddr: "127.0.0.1:0", WakeAdvertise: "my host:7000"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- g.Run(context.Background()) }()
+	select {
+	case err := <-done:
+		if err == nil || !strings.Contains(err.Error(), "my host:7000") {
+			t.Fatalf("Run: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Run did not return")
+	}
+}
