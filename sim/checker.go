@@ -60,6 +60,7 @@ type Stats struct {
 	// the checks that the highest priority leads (expectPreferred).
 	Handovers, PreferredChecks int
 	StaleReads                 int // reads served stale
+	GroupChecks                int // group scenarios: balance checks made
 	Anomalies                  int // fast tier: anomalies the Candidates reported (lost records, duplicate IDs)
 }
 
@@ -97,12 +98,14 @@ type checker struct {
 	convTo      *term
 	convPending bool // a convergence check is due
 
-	lockTok map[string]uint64 // highest token granted, per lock
+	lockTok map[string]uint64 // highest token granted, per lock (and group shard)
 	waiting []*lockClient     // lock calls not yet answered
+
+	gopen map[*instance]map[string]*term // group members' open holds, by shard
 }
 
 func newChecker(w *world, req Set) *checker {
-	return &checker{w: w, req: req, open: make(map[*instance]*term), holder: make(map[uint64]string), convAt: -1, lockTok: map[string]uint64{}}
+	return &checker{w: w, req: req, open: make(map[*instance]*term), holder: make(map[uint64]string), convAt: -1, lockTok: map[string]uint64{}, gopen: map[*instance]map[string]*term{}}
 }
 
 func (c *checker) violate(inv Invariant, in *instance, msg string) {
@@ -184,6 +187,7 @@ func (c *checker) crashed(in *instance) {
 		c.end(t)
 		c.changed(in)
 	}
+	c.endShards(in)
 }
 
 func (c *checker) cbElected(in *instance, tok uint64) {
@@ -333,6 +337,9 @@ func (c *checker) finish() {
 		}
 		if in.cb.open {
 			c.violate(Callbacks, in, fmt.Sprintf("%s: OnElected(%d) never followed by OnDemoted", in.label, in.cb.tok))
+		}
+		if names := c.endShards(in); len(names) > 0 {
+			c.violate(Callbacks, in, fmt.Sprintf("%s: Run returned holding %v", in.label, names))
 		}
 	}
 	for _, t := range c.terms {

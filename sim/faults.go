@@ -211,6 +211,8 @@ func (w *world) sendWake(from *instance, to string, notice bool, lock string) {
 				}
 			case *lockClient:
 				rt.woken(lock)
+			case *groupMember:
+				rt.woken(lock)
 			}
 		})
 	}

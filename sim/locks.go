@@ -59,6 +59,9 @@ func newProcess(in *instance) instRuntime {
 	if in.w.plan.Locks != nil {
 		return newLockClient(in)
 	}
+	if in.w.plan.Group != nil {
+		return newGroupMember(in)
+	}
 	return newFastRun(in)
 }
 

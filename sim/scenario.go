@@ -15,6 +15,7 @@ type Scenario struct {
 	Summary string
 	locks   bool // its nodes run lock clients (LockPlan), not Candidates
 	standby bool // its Candidates run with a standby (the fast tier models it)
+	group   bool // its nodes run group members (GroupPlan)
 	build   func(p *plan, r *rand.Rand)
 }
 
@@ -22,7 +23,7 @@ type Scenario struct {
 // scenarios (the fast tier runs lockcore itself) and standby scenarios
 // (the fast tier runs internal/standby itself; the real Candidate's wake-ups
 // need UDP, which a synctest bubble cannot wait on).
-func (s *Scenario) FastOnly() bool { return s.locks || s.standby }
+func (s *Scenario) FastOnly() bool { return s.locks || s.standby || s.group }
 
 // plan is what a Scenario draws for one seed: the nodes, the store, the
 // actions over time, and the invariants the run must keep.
@@ -41,6 +42,8 @@ type plan struct {
 	Failover bool
 	// Locks: what the lock clients of a lock scenario do.
 	Locks *lockPlan
+	// Group: the group of a group scenario's members.
+	Group *groupPlan
 	// StaleReads: followers poll with reads a stale answer may serve (as
 	// with DynamoDB's eventually consistent GetItem); Faults.StalePPM
 	// says how many are.

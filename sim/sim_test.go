@@ -216,6 +216,17 @@ func TestScenariosDoWhatTheySay(t *testing.T) {
 		"lock-partition": func(r *Result) string {
 			return want(r.Stats.Dropped >= 1 && r.Stats.Errors >= 1 && r.Stats.Terms >= 20, "requests dropped and refused, 20 grants")
 		},
+		"group-churn": func(r *Result) string {
+			return want(r.Stats.Terms >= 40 && r.Stats.Crashes >= 1 && r.Stats.WakesSent >= 10 && r.Stats.GroupChecks == 1,
+				"40 shard terms, crashes, hand-overs woken, the balance check")
+		},
+		"group-rolling": func(r *Result) string {
+			return want(r.Stats.Terms >= 40 && r.Stats.WakesSent >= 20 && r.Stats.GroupChecks == 1, "40 shard terms, hand-overs woken, the balance check")
+		},
+		"group-faults": func(r *Result) string {
+			return want(r.Stats.Crashes >= 1 && r.Stats.Pauses >= 1 && r.Stats.Dropped >= 1 && r.Stats.Errors >= 1 && r.Stats.GroupChecks == 1,
+				"crashes, pauses, cut-offs, store errors, the balance check")
+		},
 	}
 	seeds := uint64(5)
 	if raceEnabled {
@@ -260,6 +271,7 @@ func TestBaselinesFail(t *testing.T) {
 		{"record-lost", Options{Strategy: Naive}, Tokens},
 		{"lock-skew-drift", Options{Strategy: Naive}, OneLeader},
 		{"lock-sem", Options{Strategy: Naive}, OneLeader},
+		{"group-faults", Options{Strategy: Naive}, OneLeader},
 	} {
 		for seed := uint64(1); seed <= 10; seed++ {
 			r := Run(Lookup(tc.scenario), seed, tc.opt)
@@ -336,7 +348,8 @@ func TestScenarioNames(t *testing.T) {
 		standby-leader-crash standby-crash standby-pause wake-handoff wake-faults notice-crash notice-faults notice-zombie
 		prefer-rolling prefer-flap prefer-faults stale-reads
 		lock-contention lock-fair lock-holder-crash lock-holder-pause lock-give-up lock-skew-drift lock-partition
-		lock-wake lock-wake-fair lock-wake-faults lock-sem lock-sem-fair`)
+		lock-wake lock-wake-fair lock-wake-faults lock-sem lock-sem-fair
+		group-churn group-rolling group-faults`)
 	var got []string
 	for _, sc := range Scenarios() {
 		got = append(got, sc.Name)

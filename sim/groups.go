@@ -1,0 +1,440 @@
+package sim
+
+import (
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/tenure-go/tenure/election"
+	"github.com/tenure-go/tenure/internal/driver"
+	"github.com/tenure-go/tenure/internal/groupcore"
+	"github.com/tenure-go/tenure/internal/lockcore"
+)
+
+// Group members: the third kind of process. On a group scenario's nodes a
+// process runs the code of a tenure.Group member (internal/groupcore's
+// Campaign over internal/lockcore's locks): it beats in the membership
+// record group::members and holds the shards group/0 … that fall to it.
+// Wake-ups, where the plan has a wake network, go to the instance whose
+// ID the membership entry names. The checker holds each shard to I1 (at
+// most one member believes it holds it) and I2 (its tokens rise), and the
+// group to a balance check once the scenario has been quiet for the
+// group's settling bound (groupcore.Bounds).
+
+// groupPlan is what a group scenario's members share.
+type groupPlan struct {
+	Shards int
+}
+
+const groupName = "group"
+
+// groupScenario makes a scenario of n nodes running group members, over a
+// clean wake network; build adds its faults, which must end quiet before
+// the run's end (groupQuiet).
+func groupScenario(name, summary string, n int, build func(p *plan, r *rand.Rand)) *Scenario {
+	return &Scenario{Name: name, Summary: summary, group: true, build: func(p *plan, r *rand.Rand) {
+		p.Nodes = p.Nodes[:0]
+		for i := range n {
+			p.Nodes = append(p.Nodes, newNodeSpec(r, string(rune('a'+i))))
+		}
+		p.Group = &groupPlan{Shards: 16}
+		p.Wake = &wakeFaults{}
+		p.Duration = 6 * time.Minute
+		build(p, r)
+		p.at(p.Duration-time.Millisecond, func(w *world) { w.chk.groupBalanced() })
+	}}
+}
+
+// groupQuiet is how long before the end a group scenario's last fault
+// comes: a crashed member's entry waited out, its shards taken over, and
+// the group balanced (groupcore.Bounds at the default timing, 10s lease),
+// with room for a restart.
+const groupQuiet = 90 * time.Second
+
+// groupMember is a group member's process: the Group's host (one timer
+// for the campaign's Due and its membership call's timeout) around one
+// groupcore.Campaign.
+type groupMember struct {
+	in   *instance
+	w    *world
+	ht   hostTimer
+	c    *groupcore.Campaign
+	dead bool
+
+	reqs     map[*request]int // calls in flight: shard, or -1 the membership
+	onShard  []*request       // the call on each shard's record
+	memBy    time.Time        // the membership call's timeout; zero: none in flight
+	memReq   *request
+	revoking []int // shards whose callbacks return at the next event
+}
+
+func newGroupMember(in *instance) instRuntime {
+	w := in.w
+	g := &groupMember{in: in, w: w, ht: hostTimer{in: in}, reqs: map[*request]int{}, onShard: make([]*request, w.plan.Group.Shards)}
+	in.ht = &g.ht
+	cfg := &election.Config{ID: in.ID, Timing: in.timing, Rand: w.machineRand(in), Wall: in.wallNow, StaleReads: w.plan.StaleReads}
+	cc := groupcore.CampaignConfig{Name: groupName, Shards: w.plan.Group.Shards, ID: in.ID, Lock: cfg}
+	if w.plan.Wake != nil {
+		cc.Addr = in.ID + ":1" // the instance's ID is its address
+	}
+	if w.opt.Strategy == Naive {
+		cc.Machine = func() (lockcore.Machine, error) { return newNaive(*cfg, in.wallNow), nil }
+	}
+	c, err := groupcore.NewCampaign(g, cc)
+	if err != nil {
+		panic(fmt.Sprintf("sim: %s: %v", in.label, err)) // the timing passed Validate
+	}
+	g.c = c
+	return g
+}
+
+func (g *groupMember) now() time.Time { return g.in.local() }
+
+func (g *groupMember) trace(s string) { g.w.trace(g.in, line{what: mFault, text: s}) }
+
+func (g *groupMember) start() {
+	g.c.Start()
+	g.arm()
+}
+
+// stop: Run's context is done: the member leaves, handing its shards over.
+func (g *groupMember) stop() {
+	g.c.Leave()
+	g.arm()
+}
+
+func (g *groupMember) crash() {
+	g.dead = true
+	g.ht.stop()
+	g.in.finished = true
+	g.w.running--
+}
+
+func (g *groupMember) observed() election.Leader { return election.Leader{} }
+func (g *groupMember) poll()                     {}
+
+// arm sets the host's timer for the earliest of the campaign's Due and
+// the membership call's timeout.
+func (g *groupMember) arm() {
+	if g.dead {
+		return
+	}
+	at := g.c.Due()
+	if !g.memBy.IsZero() && (at.IsZero() || g.memBy.Before(at)) {
+		at = g.memBy
+	}
+	g.ht.set(at)
+}
+
+func (g *groupMember) fire(tm *timer) {
+	switch {
+	case g.dead:
+	case tm.fire != nil:
+		tm.fire()
+	case g.ht.fired(tm):
+		now := g.now()
+		if !g.memBy.IsZero() && !now.Before(g.memBy) { // the membership call's context times out
+			r := g.memReq
+			r.abandoned = true
+			delete(g.reqs, r)
+			g.memReq, g.memBy = nil, time.Time{}
+			g.c.Result(-1, election.Result{ID: r.opID, Err: election.ErrTimeout})
+		}
+		if due := g.c.Due(); !due.IsZero() && !now.Before(due) {
+			g.c.Fire(now)
+		}
+		g.arm()
+	}
+}
+
+func (g *groupMember) deliver(r *request) {
+	shard, ok := g.reqs[r]
+	if g.dead || !ok {
+		return
+	}
+	delete(g.reqs, r)
+	if shard < 0 {
+		g.memReq, g.memBy = nil, time.Time{}
+	} else if g.onShard[shard] == r {
+		g.onShard[shard] = nil
+	}
+	res := election.Result{ID: r.opID, Record: r.res.rec, Version: r.res.ver, Err: r.res.err}
+	if r.kind == election.OpPut && res.Err == nil {
+		res.Record = r.rec // the host's answer to a write carries the record written
+	}
+	g.c.Result(shard, res)
+	g.arm()
+}
+
+func (g *groupMember) release(r *request) {
+	if _, ok := g.reqs[r]; !ok {
+		g.w.spareReqs = append(g.w.spareReqs, r)
+	}
+}
+
+// woken takes a wake-up for a shard of the group.
+func (g *groupMember) woken(lock string) {
+	i, err := strconv.Atoi(strings.TrimPrefix(lock, groupName+"/"))
+	if g.dead || err != nil {
+		return
+	}
+	g.trace("woken for " + lock)
+	g.c.Woken(i)
+	g.arm()
+}
+
+// The groupcore.CampaignHost of the member.
+
+func (g *groupMember) Now() time.Time { return g.now() }
+
+func (g *groupMember) Call(shard int, op election.Op) {
+	name := groupName + groupcore.MembersSuffix
+	if shard >= 0 {
+		name = groupcore.ShardName(groupName, shard)
+	}
+	r := g.w.call(g.in, op, g.w.store.register(name))
+	g.reqs[r] = shard
+	if shard < 0 {
+		g.memReq, g.memBy = r, g.now().Add(g.in.timing.OpTimeout)
+	} else {
+		g.onShard[shard] = r
+	}
+}
+
+func (g *groupMember) Cancel(shard int) {
+	if r := g.onShard[shard]; r != nil {
+		r.abandoned = true
+		delete(g.reqs, r)
+		g.onShard[shard] = nil
+	}
+}
+
+func (g *groupMember) Log(level slog.Level, msg string, args ...any) {}
+
+func (g *groupMember) Assigned(shard int, t election.Term) {
+	name := groupcore.ShardName(groupName, shard)
+	g.trace("assigned " + name + ", token " + strconv.FormatUint(t.Token, 10))
+	if g.w.opt.Strategy == Naive {
+		t.Deadline = time.Time{} // nothing to check it by
+	}
+	g.w.chk.shardGranted(g.in, name, t)
+}
+
+func (g *groupMember) Publish(shard int, s driver.Snapshot) {
+	if s.Leading && g.w.opt.Strategy != Naive {
+		g.w.chk.shardExtended(g.in, groupcore.ShardName(groupName, shard), s.Term.Deadline)
+	}
+}
+
+// Revoked: the shard's work stops, and its callbacks return at the next
+// event of the member's callback goroutine.
+func (g *groupMember) Revoked(shard int, t election.Term, r election.Reason) {
+	name := groupcore.ShardName(groupName, shard)
+	g.trace("revoked " + name + ": " + r.String())
+	g.w.chk.shardEnded(g.in, name)
+	g.w.newTimer(g.in, srcCallbacks, 0).fire = func() {
+		g.c.Returned(shard)
+		g.arm()
+	}
+}
+
+func (g *groupMember) Wake(addr string, shard int) {
+	host, _, _ := strings.Cut(addr, ":")
+	name := groupcore.ShardName(groupName, shard)
+	g.trace("wake " + host + " for " + name)
+	g.w.sendWake(g.in, host, false, name)
+}
+
+func (g *groupMember) Changed(live []groupcore.Member) {
+	g.trace("members: " + strconv.Itoa(len(live)))
+}
+
+// Reschedule: arm reads Due after every step, as the host does.
+func (g *groupMember) Reschedule() {}
+
+// Done: the member left (or the store refused it): Run returns.
+func (g *groupMember) Done() {
+	g.ht.stop()
+	g.w.stage(item{in: g.in, src: srcRun, kind: itRunDone})
+}
+
+// The checker's part (checker.go holds the state): each shard's holds.
+
+// shardGranted: in holds shard name for term t. No other member may
+// believe it holds it (I1); its token is above every earlier one (I2).
+func (c *checker) shardGranted(in *instance, name string, t election.Term) {
+	for _, o := range c.w.insts {
+		if h := c.gopen[o][name]; h != nil && o != in && c.believes(h) {
+			c.violate(OneLeader, in, fmt.Sprintf("%s is granted %s (token %d) while %s believes it holds it (token %d)", in.label, name, t.Token, o.label, h.tok))
+		}
+	}
+	if t.Token <= c.lockTok[name] {
+		c.violate(Tokens, in, fmt.Sprintf("%s is granted %s with token %d, not above %d granted before", in.label, name, t.Token, c.lockTok[name]))
+	}
+	c.lockTok[name] = max(c.lockTok[name], t.Token)
+	if c.gopen[in] == nil {
+		c.gopen[in] = map[string]*term{}
+	}
+	h := &term{in: in, tok: t.Token, start: c.w.now, end: -1, lock: name, deadline: t.Deadline}
+	c.gopen[in][name] = h
+	c.terms = append(c.terms, h)
+	c.stats.Terms++
+}
+
+func (c *checker) shardExtended(in *instance, name string, deadline time.Time) {
+	if h := c.gopen[in][name]; h != nil && c.believes(h) {
+		h.deadline = deadline
+	}
+}
+
+func (c *checker) shardEnded(in *instance, name string) {
+	if h := c.gopen[in][name]; h != nil {
+		delete(c.gopen[in], name)
+		h.end = c.w.now
+		if tl := c.w.tl; tl != nil {
+			tl.term(h)
+		}
+	}
+}
+
+// endShards ends every hold of in (a crash, or the end of the run), in
+// name order.
+func (c *checker) endShards(in *instance) []string {
+	names := make([]string, 0, len(c.gopen[in]))
+	for name := range c.gopen[in] {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	for _, name := range names {
+		c.shardEnded(in, name)
+	}
+	return names
+}
+
+// groupBalanced: the scenario has been quiet for groupQuiet; every shard is
+// held, and each live member holds ⌊K/N⌋ or ⌈K/N⌉.
+func (c *checker) groupBalanced() {
+	k := c.w.plan.Group.Shards
+	var members []*instance
+	held := map[string]bool{}
+	count := map[*instance]int{}
+	for _, in := range c.w.liveInstances() {
+		if in.stopped {
+			continue
+		}
+		members = append(members, in)
+		for name, h := range c.gopen[in] {
+			if c.believes(h) {
+				held[name] = true
+				count[in]++
+			}
+		}
+	}
+	c.stats.GroupChecks++
+	n := len(members)
+	if n == 0 {
+		return
+	}
+	if len(held) != k {
+		c.violate(Liveness, nil, fmt.Sprintf("%v after the last fault, %d of %d shards are held", groupQuiet, len(held), k))
+	}
+	for _, in := range members {
+		if got := count[in]; got != k/n && got != (k+n-1)/n {
+			c.violate(Liveness, in, fmt.Sprintf("%v after the last fault, %s holds %d of %d shards over %d members", groupQuiet, in.label, got, k, n))
+		}
+	}
+}
+
+// pickMember returns a live group member, not paused nor cut off; nil if
+// none. It draws from the world's generator, in event order.
+func (w *world) pickMember() *instance {
+	var c []*instance
+	for _, in := range w.liveInstances() {
+		if !in.paused && !in.node.cut && !in.stopped {
+			c = append(c, in)
+		}
+	}
+	if len(c) == 0 {
+		return nil
+	}
+	return c[w.rng.IntN(len(c))]
+}
+
+// groupSpells plans faults on members at gaps drawn from gap until
+// groupQuiet before the end, each for a length drawn from length.
+func groupSpells(p *plan, r *rand.Rand, from time.Duration, gap span, length span, fault func(w *world, in *instance, d time.Duration)) {
+	for t := from + uniform(r, gap[0], gap[1]); t < p.Duration-groupQuiet; t += uniform(r, gap[0], gap[1]) {
+		d := uniform(r, length[0], length[1])
+		p.at(t, func(w *world) {
+			if in := w.pickMember(); in != nil {
+				fault(w, in, d)
+			}
+		})
+	}
+}
+
+// stopFor stops in gracefully (it leaves the group) and starts a new
+// process on its node d later.
+func stopFor(w *world, in *instance, d time.Duration) {
+	w.stop(in)
+	w.at(w.now+d, nil, func() {
+		if !w.ending && in.finished && in.node.cur == in {
+			w.restart(in.node, true)
+		}
+	})
+}
+
+var groupScenarios = []*Scenario{
+	groupScenario("group-churn", "6 members of a 16-shard group join over a minute, then leave gracefully, crash and come back every 10 to 30s; each shard held by one member at a time with rising tokens, and the group balanced once quiet", 6,
+		func(p *plan, r *rand.Rand) {
+			for _, n := range p.Nodes {
+				n.Start = uniform(r, 0, time.Minute)
+			}
+			groupSpells(p, r, time.Minute, span{10 * second, 30 * second}, span{second, 20 * second}, func(w *world, in *instance, d time.Duration) {
+				if w.rng.IntN(2) == 0 {
+					stopFor(w, in, d)
+				} else {
+					crashFor(w, in, d)
+				}
+			})
+		}),
+	groupScenario("group-rolling", "every member of a 5-member group is restarted in turn, gracefully, twice: shards handed over and back", 5,
+		func(p *plan, r *rand.Rand) {
+			t := 30 * second
+			for range 2 {
+				for i := range p.Nodes {
+					p.at(t, func(w *world) {
+						if in := w.nodes[i].cur; in != nil && in.live() && !in.stopped {
+							stopFor(w, in, uniform(w.rng, second, 5*second))
+						}
+					})
+					t += uniform(r, 10*second, 25*second)
+				}
+			}
+		}),
+	groupScenario("group-faults", "members of a 16-shard group pause past the lease, lose the store for 5 to 40s, crash; wall clocks 10 to 60s apart and monotonic clocks drifting at ±ρ; 1% of requests fail", 6,
+		func(p *plan, r *rand.Rand) {
+			for _, n := range p.Nodes {
+				n.skew(uniform(r, -60*second, 60*second))
+				n.PPB = rhoPPB
+				if r.IntN(2) == 0 {
+					n.PPB = -rhoPPB
+				}
+			}
+			p.Faults.ErrorPPM = 10_000
+			groupSpells(p, r, 30*second, span{10 * second, 30 * second}, span{2 * second, 40 * second}, func(w *world, in *instance, d time.Duration) {
+				switch w.rng.IntN(3) {
+				case 0:
+					w.pause(in, min(d, 30*second), false)
+				case 1:
+					cutFor(w, in, d)
+				default:
+					crashFor(w, in, d)
+				}
+			})
+		}),
+}
