@@ -65,11 +65,10 @@ type groupMember struct {
 	c    *groupcore.Campaign
 	dead bool
 
-	reqs     map[*request]int // calls in flight: shard, or -1 the membership
-	onShard  []*request       // the call on each shard's record
-	memBy    time.Time        // the membership call's timeout; zero: none in flight
-	memReq   *request
-	revoking []int // shards whose callbacks return at the next event
+	reqs    map[*request]int // calls in flight: shard, or -1 the membership
+	onShard []*request       // the call on each shard's record
+	memBy   time.Time        // the membership call's timeout; zero: none in flight
+	memReq  *request
 }
 
 func newGroupMember(in *instance) instRuntime {
