@@ -61,6 +61,7 @@ type Stats struct {
 	Handovers, PreferredChecks int
 	StaleReads                 int // reads served stale
 	GroupChecks                int // group scenarios: balance checks made
+	GroupBounds                int // and shards held again, held to a bound
 	Anomalies                  int // fast tier: anomalies the Candidates reported (lost records, duplicate IDs)
 }
 
@@ -101,11 +102,14 @@ type checker struct {
 	lockTok map[string]uint64 // highest token granted, per lock (and group shard)
 	waiting []*lockClient     // lock calls not yet answered
 
-	gopen map[*instance]map[string]*term // group members' open holds, by shard
+	gopen    map[*instance]map[string]*term // group members' open holds, by shard
+	gfree    map[string]shardFree           // shards not held, since when
+	gjoined  time.Duration                  // when a group member last started
+	gcrashed time.Duration                  // and last crashed
 }
 
 func newChecker(w *world, req Set) *checker {
-	return &checker{w: w, req: req, open: make(map[*instance]*term), holder: make(map[uint64]string), convAt: -1, lockTok: map[string]uint64{}, gopen: map[*instance]map[string]*term{}}
+	return &checker{w: w, req: req, open: make(map[*instance]*term), holder: make(map[uint64]string), convAt: -1, lockTok: map[string]uint64{}, gopen: map[*instance]map[string]*term{}, gfree: map[string]shardFree{}}
 }
 
 func (c *checker) violate(inv Invariant, in *instance, msg string) {
@@ -187,7 +191,10 @@ func (c *checker) crashed(in *instance) {
 		c.end(t)
 		c.changed(in)
 	}
-	c.endShards(in)
+	if c.w.plan.Group != nil {
+		c.gcrashed = c.w.now
+	}
+	c.endShards(in, true)
 }
 
 func (c *checker) cbElected(in *instance, tok uint64) {
@@ -338,7 +345,7 @@ func (c *checker) finish() {
 		if in.cb.open {
 			c.violate(Callbacks, in, fmt.Sprintf("%s: OnElected(%d) never followed by OnDemoted", in.label, in.cb.tok))
 		}
-		if names := c.endShards(in); len(names) > 0 {
+		if names := c.endShards(in, false); len(names) > 0 {
 			c.violate(Callbacks, in, fmt.Sprintf("%s: Run returned holding %v", in.label, names))
 		}
 	}

@@ -28,6 +28,19 @@ import (
 // groupPlan is what a group scenario's members share.
 type groupPlan struct {
 	Shards int
+	// Bounds: a shard given up is held again within the polled handover
+	// bound, and a crashed member's within the crash takeover bound
+	// (groupcore.Bounds, at the store's latency bound), unless another
+	// fault came meanwhile. Off where faults (pauses, cut-offs, errors)
+	// delay the store beyond its latency.
+	Bounds bool
+}
+
+// shardFree is when a shard's last hold ended, and why.
+type shardFree struct {
+	at, upset time.Duration // true time; the world's last fault then
+	crashed   time.Duration // and a member's last crash then; 0: none
+	crash     bool
 }
 
 const groupName = "group"
@@ -96,6 +109,7 @@ func (g *groupMember) now() time.Time { return g.in.local() }
 func (g *groupMember) trace(s string) { g.w.trace(g.in, line{what: mFault, text: s}) }
 
 func (g *groupMember) start() {
+	g.w.chk.gjoined = g.w.now
 	g.c.Start()
 	g.arm()
 }
@@ -266,6 +280,10 @@ func (g *groupMember) Done() {
 // shardGranted: in holds shard name for term t. No other member may
 // believe it holds it (I1); its token is above every earlier one (I2).
 func (c *checker) shardGranted(in *instance, name string, t election.Term) {
+	if f, ok := c.gfree[name]; ok {
+		delete(c.gfree, name)
+		c.shardUnowned(in, name, f)
+	}
 	for _, o := range c.w.insts {
 		if h := c.gopen[o][name]; h != nil && o != in && c.believes(h) {
 			c.violate(OneLeader, in, fmt.Sprintf("%s is granted %s (token %d) while %s believes it holds it (token %d)", in.label, name, t.Token, o.label, h.tok))
@@ -291,7 +309,12 @@ func (c *checker) shardExtended(in *instance, name string, deadline time.Time) {
 }
 
 func (c *checker) shardEnded(in *instance, name string) {
+	c.shardEnd(in, name, false)
+}
+
+func (c *checker) shardEnd(in *instance, name string, crash bool) {
 	if h := c.gopen[in][name]; h != nil {
+		c.gfree[name] = shardFree{at: c.w.now, upset: c.w.upset, crashed: c.gcrashed, crash: crash}
 		delete(c.gopen[in], name)
 		h.end = c.w.now
 		if tl := c.w.tl; tl != nil {
@@ -302,16 +325,42 @@ func (c *checker) shardEnded(in *instance, name string) {
 
 // endShards ends every hold of in (a crash, or the end of the run), in
 // name order.
-func (c *checker) endShards(in *instance) []string {
+func (c *checker) endShards(in *instance, crash bool) []string {
 	names := make([]string, 0, len(c.gopen[in]))
 	for name := range c.gopen[in] {
 		names = append(names, name)
 	}
 	slices.Sort(names)
 	for _, name := range names {
-		c.shardEnded(in, name)
+		c.shardEnd(in, name, crash)
 	}
 	return names
+}
+
+// shardUnowned holds the time a shard went unowned, from the end of its
+// last hold to the grant now, to the group's bounds (Plan.Group.Bounds),
+// unless the bound's premise fails: another fault or a join came
+// meanwhile (a joiner starts its own suspicion of a crashed member, and a
+// shard may fall to it), a shard was given up on a view that may still
+// count a member that crashed (within the membership's wait and a beat
+// before), or the shutdown has begun.
+func (c *checker) shardUnowned(in *instance, name string, f shardFree) {
+	w := c.w
+	b := groupcore.NewBounds(in.timing, w.plan.Group.Shards, len(w.nodes), w.plan.Latency.Bound())
+	t := b.Timing
+	stale := time.Duration(float64(t.LeaseDuration)*(1+t.MaxDrift)) + t.RenewInterval + b.RoundTrip
+	if !w.plan.Group.Bounds || w.ending || w.upset > f.upset || c.gjoined > f.at ||
+		!f.crash && f.crashed > 0 && f.at-f.crashed < stale {
+		return
+	}
+	bound, what := b.PolledHandover, "given up"
+	if f.crash {
+		bound, what = b.CrashTakeover, "whose holder crashed"
+	}
+	c.stats.GroupBounds++
+	if gap := w.now - f.at; gap > bound {
+		c.violate(Liveness, in, fmt.Sprintf("%s, %s at %s, is granted %v later; the bound is %v", name, what, fmtTime(f.at), gap, bound))
+	}
 }
 
 // groupBalanced: the scenario has been quiet for groupQuiet; every shard is
@@ -388,12 +437,13 @@ func stopFor(w *world, in *instance, d time.Duration) {
 }
 
 var groupScenarios = []*Scenario{
-	groupScenario("group-churn", "6 members of a 16-shard group join over a minute, then leave gracefully, crash and come back every 10 to 30s; each shard held by one member at a time with rising tokens, and the group balanced once quiet", 6,
+	groupScenario("group-churn", "6 members of a 16-shard group join over a minute, then leave gracefully or crash every 20 to 40s and come back 25 to 40s later; each shard held by one member at a time with rising tokens, taken over within the group's bounds, and the group balanced once quiet", 6,
 		func(p *plan, r *rand.Rand) {
+			p.Group.Bounds = true
 			for _, n := range p.Nodes {
 				n.Start = uniform(r, 0, time.Minute)
 			}
-			groupSpells(p, r, time.Minute, span{10 * second, 30 * second}, span{second, 20 * second}, func(w *world, in *instance, d time.Duration) {
+			groupSpells(p, r, time.Minute, span{20 * second, 40 * second}, span{25 * second, 40 * second}, func(w *world, in *instance, d time.Duration) {
 				if w.rng.IntN(2) == 0 {
 					stopFor(w, in, d)
 				} else {
@@ -403,6 +453,7 @@ var groupScenarios = []*Scenario{
 		}),
 	groupScenario("group-rolling", "every member of a 5-member group is restarted in turn, gracefully, twice: shards handed over and back", 5,
 		func(p *plan, r *rand.Rand) {
+			p.Group.Bounds = true
 			t := 30 * second
 			for range 2 {
 				for i := range p.Nodes {

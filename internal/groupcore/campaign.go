@@ -422,6 +422,10 @@ func (m *Campaign) plan(now time.Time) {
 		switch {
 		case want && s.lk == nil:
 			m.startShard(s)
+		case !want && s.lk != nil && !s.stopped && !s.held && !winding && !m.leaving && m.takingOver(s, alive):
+			// A takeover under way from a member no longer alive: finish
+			// it, then hand the shard over, rather than leave its next
+			// owner to wait the lease out again from its first read.
 		case !want && s.lk != nil && !s.stopped:
 			s.stopped, s.why = true, why
 			if s.held {
@@ -430,6 +434,13 @@ func (m *Campaign) plan(now time.Time) {
 			s.lk.Stop()
 		}
 	}
+}
+
+// takingOver reports whether s's lock waits out a holder that is not among
+// alive: a member that died or is suspected, or none we know.
+func (m *Campaign) takingOver(s *shardLock, alive []Member) bool {
+	ld := s.lk.Leader()
+	return ld.Holder != "" && ld.Holder != m.cfg.ID && !containsKey(alive, Key(ld.Holder))
 }
 
 func (m *Campaign) startShard(s *shardLock) {
