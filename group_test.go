@@ -101,9 +101,15 @@ type member struct {
 
 func startMember(t *testing.T, b *shardBook, store lease.Store, id string, shards int) *member {
 	t.Helper()
+	return startMemberWith(t, b, store, id, tenure.GroupConfig{Shards: shards})
+}
+
+// startMemberWith starts member id with cfg's Shards and options.
+func startMemberWith(t *testing.T, b *shardBook, store lease.Store, id string, cfg tenure.GroupConfig) *member {
+	t.Helper()
 	assigned, revoked := b.member(id)
-	g, err := tenure.NewGroup(tenure.GroupConfig{Store: store, Name: "ingest", Shards: shards, ID: id,
-		OnAssigned: assigned, OnRevoked: revoked, WakeAddr: tenure.NoWake, Logger: testLogger(t)})
+	cfg.Store, cfg.Name, cfg.ID, cfg.OnAssigned, cfg.OnRevoked, cfg.WakeAddr, cfg.Logger = store, "ingest", id, assigned, revoked, tenure.NoWake, testLogger(t)
+	g, err := tenure.NewGroup(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -206,30 +212,42 @@ func (s *cutStore) Put(ctx context.Context, name string, rec lease.Record, expec
 // the others take them over once the takeover rule allows, within the
 // bound docs/groups.md states, and none is held by two at once.
 func TestGroupTakesOverFromACutMember(t *testing.T) {
+	t.Run("suspected", func(t *testing.T) { testCutMember(t, false) })
+	t.Run("watched", func(t *testing.T) { testCutMember(t, true) })
+}
+
+// testCutMember: with watch (GroupConfig.Watch), within the lock's
+// failover bound.
+func testCutMember(t *testing.T, watch bool) {
 	synctest.Test(t, func(t *testing.T) {
 		const k = 12
 		store := memlease.New()
 		book := newShardBook(t)
-		startMember(t, book, store, "a", k)
-		startMember(t, book, store, "b", k)
+		cfg := tenure.GroupConfig{Shards: k, Watch: watch}
+		startMemberWith(t, book, store, "a", cfg)
+		startMemberWith(t, book, store, "b", cfg)
 		cut := &cutStore{Store: store}
-		startMember(t, book, cut, "c", k)
+		startMemberWith(t, book, cut, "c", cfg)
 		time.Sleep(15 * time.Second)
 		if got := book.counts("a", "b", "c"); !balanced(got, k) {
 			t.Fatalf("before the cut: %v", got)
 		}
 		cut.cut.Store(true)
 		start := time.Now()
-		for book.owned() != k || !balanced(book.counts("a", "b"), k) {
+		for book.owned() != k || book.counts("c")[0] != 0 {
 			time.Sleep(100 * time.Millisecond)
 			if time.Since(start) > time.Minute {
 				t.Fatalf("a minute after c was cut off: %v held, %d owned", book.counts("a", "b", "c"), book.owned())
 			}
 		}
 		// Suspected within 3 beats of the cut, then ttl·(1+ρ) from the
-		// first read of each shard, and a poll.
+		// first read of each shard, and a poll; watched, the lock's bound.
 		took := time.Since(start)
-		bound := groupcore.NewBounds(election.Timing{}, k, 3, 0).CrashTakeover
+		b := groupcore.NewBounds(election.Timing{}, k, 3, 0)
+		bound := b.CrashTakeover
+		if watch {
+			bound = b.WatchedCrashTakeover
+		}
 		t.Logf("c's shards taken over %v after the cut; the bound is %v", took, bound)
 		if took > bound {
 			t.Fatalf("c's shards taken over %v after the cut", took)
@@ -239,6 +257,10 @@ func TestGroupTakesOverFromACutMember(t *testing.T) {
 		}
 		if book.revoked[tenure.ReasonStoreUnavailable] != 4 {
 			t.Fatalf("revocations by reason: %v", book.revoked)
+		}
+		time.Sleep(b.Balance + time.Duration(float64(b.Timing.LeaseDuration)*(1+b.Timing.MaxDrift))) // c's entry dropped, the group rebalanced
+		if got := book.counts("a", "b"); !balanced(got, k) {
+			t.Fatalf("after c's entry was dropped: %v", got)
 		}
 	})
 }

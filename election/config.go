@@ -44,6 +44,12 @@ type Config struct {
 	// holder learns at its next renewal, which conflicts. Never set it for
 	// a lease: its holder would act on a term another had taken.
 	Preempt func(held lease.Record) bool
+	// TakeoverOnly makes a released record wait like a held one: taken only
+	// once it stayed unchanged for ttl·(1+ρ). Waiting longer is always
+	// safe; it is for a follower that waits on a lease only in case its
+	// holder dies (a group member watching the shards it would inherit),
+	// which must leave a lease given back to the one it was given to.
+	TakeoverOnly bool
 }
 
 // FieldError is a Config field whose value breaks a rule, alone or together

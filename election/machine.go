@@ -997,7 +997,7 @@ func (m *Machine) free() bool {
 	if m.maxSeen > 0 && (!m.exists || m.rec.Token < m.maxSeen) {
 		return false
 	}
-	return !m.exists || m.rec.Released || m.cfg.Preempt != nil && m.rec.Holder != m.cfg.ID && m.cfg.Preempt(m.rec)
+	return !m.exists || m.rec.Released && !m.cfg.TakeoverOnly || m.cfg.Preempt != nil && m.rec.Holder != m.cfg.ID && m.cfg.Preempt(m.rec)
 }
 
 // follow schedules a follower's next step: take the lease when the protocol

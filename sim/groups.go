@@ -34,6 +34,9 @@ type groupPlan struct {
 	// fault came meanwhile. Off where faults (pauses, cut-offs, errors)
 	// delay the store beyond its latency.
 	Bounds bool
+	// Watch: members run with GroupConfig.Watch, and a crashed member's
+	// shards are held to the lock's failover bound.
+	Watch bool
 }
 
 // shardFree is when a shard's last hold ended, and why.
@@ -89,7 +92,7 @@ func newGroupMember(in *instance) instRuntime {
 	g := &groupMember{in: in, w: w, ht: hostTimer{in: in}, reqs: map[*request]int{}, onShard: make([]*request, w.plan.Group.Shards)}
 	in.ht = &g.ht
 	cfg := &election.Config{ID: in.ID, Timing: in.timing, Rand: w.machineRand(in), Wall: in.wallNow, StaleReads: w.plan.StaleReads}
-	cc := groupcore.CampaignConfig{Name: groupName, Shards: w.plan.Group.Shards, ID: in.ID, Lock: cfg}
+	cc := groupcore.CampaignConfig{Name: groupName, Shards: w.plan.Group.Shards, ID: in.ID, Lock: cfg, Watch: w.plan.Group.Watch}
 	if w.plan.Wake != nil {
 		cc.Addr = in.ID + ":1" // the instance's ID is its address
 	}
@@ -354,7 +357,10 @@ func (c *checker) shardUnowned(in *instance, name string, f shardFree) {
 		return
 	}
 	bound, what := b.PolledHandover, "given up"
-	if f.crash {
+	switch {
+	case f.crash && w.plan.Group.Watch:
+		bound, what = b.WatchedCrashTakeover, "whose holder crashed (watched)"
+	case f.crash:
 		bound, what = b.CrashTakeover, "whose holder crashed"
 	}
 	c.stats.GroupBounds++
@@ -445,6 +451,20 @@ var groupScenarios = []*Scenario{
 			}
 			groupSpells(p, r, time.Minute, span{20 * second, 40 * second}, span{25 * second, 40 * second}, func(w *world, in *instance, d time.Duration) {
 				if w.rng.IntN(2) == 0 {
+					stopFor(w, in, d)
+				} else {
+					crashFor(w, in, d)
+				}
+			})
+		}),
+	groupScenario("group-watch", "as group-churn, with Watch: each shard's would-be successor waits on it, and a crashed member's shards are taken within the lock's failover bound", 6,
+		func(p *plan, r *rand.Rand) {
+			p.Group.Bounds, p.Group.Watch = true, true
+			for _, n := range p.Nodes {
+				n.Start = uniform(r, 0, time.Minute)
+			}
+			groupSpells(p, r, time.Minute, span{20 * second, 40 * second}, span{25 * second, 40 * second}, func(w *world, in *instance, d time.Duration) {
+				if w.rng.IntN(3) == 0 {
 					stopFor(w, in, d)
 				} else {
 					crashFor(w, in, d)

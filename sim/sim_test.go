@@ -220,6 +220,10 @@ func TestScenariosDoWhatTheySay(t *testing.T) {
 			return want(r.Stats.Terms >= 40 && r.Stats.Crashes >= 1 && r.Stats.WakesSent >= 10 && r.Stats.GroupChecks == 1 && r.Stats.GroupBounds >= 5,
 				"40 shard terms, crashes, hand-overs woken, 5 held to a bound, the balance check")
 		},
+		"group-watch": func(r *Result) string {
+			return want(r.Stats.Terms >= 40 && r.Stats.Crashes >= 2 && r.Stats.GroupChecks == 1 && r.Stats.GroupBounds >= 5,
+				"40 shard terms, crashes, 5 held to a bound, the balance check")
+		},
 		"group-rolling": func(r *Result) string {
 			return want(r.Stats.Terms >= 40 && r.Stats.WakesSent >= 20 && r.Stats.GroupChecks == 1 && r.Stats.GroupBounds >= 20,
 				"40 shard terms, hand-overs woken, 20 held to a bound, the balance check")
@@ -350,7 +354,7 @@ func TestScenarioNames(t *testing.T) {
 		prefer-rolling prefer-flap prefer-faults stale-reads
 		lock-contention lock-fair lock-holder-crash lock-holder-pause lock-give-up lock-skew-drift lock-partition
 		lock-wake lock-wake-fair lock-wake-faults lock-sem lock-sem-fair
-		group-churn group-rolling group-faults`)
+		group-churn group-watch group-rolling group-faults`)
 	var got []string
 	for _, sc := range Scenarios() {
 		got = append(got, sc.Name)

@@ -25,6 +25,7 @@ type groupFlags struct {
 	wake          string
 	wakeAdvertise string
 	strongPolls   bool
+	watch         bool
 }
 
 // runGroup runs `tenure run --group NAME --shards N -- COMMAND`: one
@@ -42,7 +43,7 @@ func runGroup(c *holder, gf groupFlags, argv []string, stdout, stderr io.Writer)
 		ending: ending{cancel: cancel}, child: tel.child, running: map[*signals]struct{}{}}
 	g, err := tenure.NewGroup(tenure.GroupConfig{
 		Store: store, Name: gf.name, Shards: gf.shards, ID: c.id, Weight: gf.weight, LeaseDuration: c.lease,
-		WakeAddr: gf.wake, WakeAdvertise: gf.wakeAdvertise, StrongPolls: gf.strongPolls,
+		WakeAddr: gf.wake, WakeAdvertise: gf.wakeAdvertise, StrongPolls: gf.strongPolls, Watch: gf.watch,
 		Logger: log, MeterProvider: tel.mp, OnAssigned: r.assigned,
 	})
 	if err != nil {
@@ -83,7 +84,7 @@ func groupCommand(fs *flag.FlagSet, c *holder, gf groupFlags, argv []string, std
 	const want = "want --group NAME --shards N [flags] -- COMMAND [ARGS...]"
 	switch {
 	case gf.name == "":
-		fmt.Fprintf(stderr, "tenure run: --shards and --weight go with --group: %s\n", want)
+		fmt.Fprintf(stderr, "tenure run: --shards, --weight and --watch go with --group: %s\n", want)
 		return exitUsage
 	case len(argv) == 0:
 		fmt.Fprintf(stderr, "tenure run: no command: %s\n", want)

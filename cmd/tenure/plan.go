@@ -53,6 +53,7 @@ func planCommand(args []string, stdout, stderr io.Writer) int {
 	slots := fs.Int("slots", 0, "also print what a semaphore of this many slots costs per holder and per waiter (tenure.Slots, tenure lock --slots); with --fair, fair waiters")
 	shards := fs.Int("shards", 0, "also print what a group of this many shards promises and costs (tenure.Group, tenure run --group)")
 	members := fs.Int("members", 3, "with --shards: the group's members")
+	watchShards := fs.Bool("watch", false, "with --shards: members wait on the shards they would take over (GroupConfig.Watch, run --group --watch)")
 	if ok, status := parseFlags(fs, args, stderr); !ok {
 		return status
 	}
@@ -118,13 +119,13 @@ func planCommand(args []string, stdout, stderr io.Writer) int {
 		printSlots(stdout, p.Timing, *slots, *fair, prices)
 	}
 	if *shards > 0 {
-		printGroup(stdout, groupcore.NewBounds(t, *shards, *members, *rtt), *shards, *members, prices)
+		printGroup(stdout, groupcore.NewBounds(t, *shards, *members, *rtt), *shards, *members, *watchShards, prices)
 	}
 	return 0
 }
 
 // printGroup prints what a group promises and costs (docs/groups.md).
-func printGroup(w io.Writer, b groupcore.Bounds, k, n int, prices []priceList) {
+func printGroup(w io.Writer, b groupcore.Bounds, k, n int, watch bool, prices []priceList) {
 	t := b.Timing
 	fmt.Fprintf(w, "\nA group of %d shards over %d members (lease %v, renew %v, poll %v):\n", k, n, t.LeaseDuration, t.RenewInterval, t.PollInterval)
 	row := func(k, v string) { fmt.Fprintf(w, "  %-28s %s\n", k, v) }
@@ -135,14 +136,26 @@ func printGroup(w io.Writer, b groupcore.Bounds, k, n int, prices []priceList) {
 	row("shards per member", share+" at equal weights (⌊K·w/W⌋ or one more with --weight)")
 	row("handover, woken", fmt.Sprintf("unowned at most %v (5 round trips) from the release to the next owner's term; the holder gives a shard up at its first beat that sees the join or leave", b.WokenHandover.Round(time.Millisecond)))
 	row("handover, not woken", fmt.Sprintf("unowned at most %v (a beat, the longest poll, 2 round trips)", b.PolledHandover.Round(time.Millisecond)))
-	row("failover after a crash", fmt.Sprintf("each shard held again at most %v after its member stopped (suspected within %v, then the takeover wait, a poll)", b.CrashTakeover.Round(time.Millisecond), b.Suspect.Round(time.Millisecond)))
+	if watch {
+		row("failover after a crash", fmt.Sprintf("each shard held again at most %v after its member stopped (the lock's bound: its next owner waits on it all along)", b.WatchedCrashTakeover.Round(time.Millisecond)))
+	} else {
+		row("failover after a crash", fmt.Sprintf("each shard held again at most %v after its member stopped (suspected within %v, then the takeover wait, a poll; %v with --watch)", b.CrashTakeover.Round(time.Millisecond), b.Suspect.Round(time.Millisecond), b.WatchedCrashTakeover.Round(time.Millisecond)))
+	}
 	row("balanced", fmt.Sprintf("within %v of the last join or leave; after a crash, %v plus that", b.Balance.Round(time.Millisecond), (b.CrashTakeover+time.Duration(float64(t.LeaseDuration)*(1+t.MaxDrift))).Round(time.Millisecond)))
-	all := b.RenewalsPerHour + b.MemberReadsPerHour + b.MemberWritesPerHour
-	row("requests per hour", fmt.Sprintf("renewals %s (%d shards, one heartbeat loop per member); membership %s reads and %s writes (%d members; the same for any number of shards); all %s",
-		count(b.RenewalsPerHour), k, count(b.MemberReadsPerHour), count(b.MemberWritesPerHour), n, count(all)))
+	watchReads := 0.0
+	if watch {
+		watchReads = b.WatchReadsPerHour
+	}
+	all := b.RenewalsPerHour + b.MemberReadsPerHour + b.MemberWritesPerHour + watchReads
+	extra := ""
+	if watch {
+		extra = fmt.Sprintf("; watching %s reads (a read per shard per poll)", count(watchReads))
+	}
+	row("requests per hour", fmt.Sprintf("renewals %s (%d shards, one heartbeat loop per member); membership %s reads and %s writes (%d members; the same for any number of shards)%s; all %s",
+		count(b.RenewalsPerHour), k, count(b.MemberReadsPerHour), count(b.MemberWritesPerHour), n, extra, count(all)))
 	for _, pr := range prices {
 		hours := pr.MonthDuration.Hours()
-		month := hours * ((b.RenewalsPerHour+b.MemberWritesPerHour)*pr.WritesPerPut*pr.WritePerMil + b.MemberReadsPerHour*pr.ReadPerMil) / 1e6 // the membership's reads are strong
+		month := hours * ((b.RenewalsPerHour+b.MemberWritesPerHour)*pr.WritesPerPut*pr.WritePerMil + b.MemberReadsPerHour*pr.ReadPerMil + watchReads*pr.ReadsPerPoll*pr.ReadPerMil) / 1e6 // the membership's reads are strong; the watch's are polls
 		row("cost, 30 days", fmt.Sprintf("%s: $%.2f for the group ($%.2f per shard)", pr.Name, month, month/float64(k)))
 	}
 }

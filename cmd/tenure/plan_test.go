@@ -167,6 +167,12 @@ func TestPlanGroup(t *testing.T) {
 			t.Errorf("output lacks %q:\n%s", s, out)
 		}
 	}
+	_, watched, _ := runTenure(t, "plan", "--shards", "64", "--members", "8", "--store", "dynamodb", "--watch")
+	for _, s := range []string{"at most 12.302s after its member stopped (the lock's bound", "watching 115,200 reads", "all 259,200", "$64.80 for the group"} {
+		if !strings.Contains(watched, s) {
+			t.Errorf("--watch: output lacks %q:\n%s", s, watched)
+		}
+	}
 	_, more, _ := runTenure(t, "plan", "--shards", "640", "--members", "8", "--store", "dynamodb")
 	if !strings.Contains(more, "membership 14,400 reads and 14,400 writes") {
 		t.Errorf("the membership's cost grows with the shards:\n%s", more)

@@ -261,11 +261,12 @@ func runCommand(args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&gf.name, "group", "", "join the group NAME instead of campaigning for one lease: run the command once per shard this process holds (needs --shards)")
 	fs.IntVar(&gf.shards, "shards", 0, "with --group: the number of shards, NAME/0 … NAME/N-1 (every member must give the same)")
 	fs.IntVar(&gf.weight, "weight", 1, "with --group: this member's capacity relative to the others' (1 to 9999)")
+	fs.BoolVar(&gf.watch, "watch", false, "with --group: also wait on the shards this member would take over, so that a crashed member's shards fail over within a lock's bound (a read per shard per poll)")
 	before, argv := splitArgs(args)
 	if ok, status := parseFlags(fs, before, stderr); !ok {
 		return status
 	}
-	if gf.name != "" || isSet(fs, "shards") || isSet(fs, "weight") {
+	if gf.name != "" || isSet(fs, "shards") || isSet(fs, "weight") || isSet(fs, "watch") {
 		gf.wake, gf.wakeAdvertise, gf.strongPolls = *wake, *wakeAdvertise, *strongPolls
 		return groupCommand(fs, &c, gf, argv, stdout, stderr)
 	}

@@ -24,6 +24,10 @@ type Bounds struct {
 	// then the shard's record read, waited out for ttl·(1+ρ) on a clock ρ
 	// slow, read once more at the next poll, and taken.
 	CrashTakeover time.Duration
+	// WatchedCrashTakeover: the same with Watch: the lock's failover bound
+	// after a crash (election.Plan.CrashFailover), the shard's next owner
+	// having been waiting on it all along.
+	WatchedCrashTakeover time.Duration
 	// WokenHandover: a shard given up on a join or a leave is held by its
 	// next owner within this of its release, when the wake-up arrives: for
 	// a leave, the next owner reads the membership first.
@@ -44,6 +48,9 @@ type Bounds struct {
 	// shards, and the membership's beats (a read and a write per member
 	// per beat; conflicts aside), which do not grow with k.
 	RenewalsPerHour, MemberReadsPerHour, MemberWritesPerHour float64
+	// WatchReadsPerHour: with Watch, each shard is read by the member it
+	// would fall to, once a PollInterval on average.
+	WatchReadsPerHour float64
 }
 
 // NewBounds returns the bounds of a group of k shards and n members at
@@ -57,6 +64,9 @@ func NewBounds(t election.Timing, k, n int, rtt time.Duration) Bounds {
 	b := Bounds{Timing: t, RoundTrip: rtt}
 	b.Suspect = 3*beat + rtt
 	b.CrashTakeover = b.Suspect + rtt + slow(wait) + poll + 2*rtt
+	if p, err := election.NewPlan(t, 2, rtt); err == nil {
+		b.WatchedCrashTakeover = p.CrashFailover
+	}
 	b.WokenHandover = 5 * rtt
 	b.PolledHandover = beat + poll + 2*rtt
 	b.Balance = beat + b.PolledHandover
@@ -65,6 +75,7 @@ func NewBounds(t election.Timing, k, n int, rtt time.Duration) Bounds {
 	b.MemberWritesPerHour = float64(n) * perHour
 	if n > 1 {
 		b.MemberReadsPerHour = float64(n) * perHour
+		b.WatchReadsPerHour = float64(k) * float64(time.Hour) / float64(t.PollInterval)
 	}
 	return b
 }

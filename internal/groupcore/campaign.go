@@ -51,6 +51,11 @@ type CampaignConfig struct {
 	// Lock is the configuration of every shard's Machine (its Timing the
 	// membership's too); it is kept and must not change.
 	Lock *election.Config
+	// Watch: the member also waits on each shard that would fall to it were
+	// its owner to die, polling it as a lock's waiter does, so that a crash
+	// is failed over within the lock's bound instead of after a suspicion;
+	// a read per shard per PollInterval for the group.
+	Watch bool
 	// Machine makes a shard's Machine; nil: an election.Machine for Lock.
 	// The simulator's baselines replace it.
 	Machine func() (lockcore.Machine, error)
@@ -107,6 +112,7 @@ type Campaign struct {
 	suspectAfter time.Duration
 	refresh      lockcore.WakeLimit
 	refreshAt    time.Time // a wake-up the limit held back: refresh then
+	watchMachine func() (lockcore.Machine, error)
 
 	held    int
 	wanted  int
@@ -124,6 +130,7 @@ type shardLock struct {
 	lk       *lockcore.Lock  // nil: no campaign
 	held     bool            // a term is under way
 	stopped  bool            // we stopped the lock
+	watching bool            // its Machine is TakeoverOnly: it waits in case the owner dies
 	gaveBack bool            // we stopped it while it was held: wake the next owner once released
 	why      election.Reason // why we stopped it, for its term's end
 	wakeTo   string          // the next owner's address
@@ -147,12 +154,16 @@ func NewCampaign(h CampaignHost, cfg CampaignConfig) (*Campaign, error) {
 	if err := cfg.Lock.Validate(); err != nil {
 		return nil, err
 	}
+	watchMachine := cfg.Machine // a baseline's, as it is
 	if cfg.Machine == nil {
 		lc := cfg.Lock
+		wc := *cfg.Lock
+		wc.TakeoverOnly = true
 		cfg.Machine = func() (lockcore.Machine, error) { return election.NewShared(lc) }
+		watchMachine = func() (lockcore.Machine, error) { return election.NewShared(&wc) }
 	}
 	t := cfg.Lock.Timing
-	m := &Campaign{h: h, cfg: cfg, t: t, self: Key(cfg.ID)}
+	m := &Campaign{h: h, cfg: cfg, t: t, self: Key(cfg.ID), watchMachine: watchMachine}
 	m.ms = NewMembership((*msHost)(m), cfg.Name, cfg.ID, max(cfg.Weight, 1), t, cfg.Lock.Rand)
 	m.ms.SetAddr(cfg.Addr)
 	// Our reads see another member's entry move once a beat of theirs,
@@ -404,24 +415,36 @@ func (m *Campaign) plan(now time.Time) {
 	if len(alive) < len(live) {
 		alt = Assign(len(m.sh), alive)
 	}
-	m.wanted = 0
+	nexts := make([]string, len(m.sh))
 	for i := range m.sh {
-		s := &m.sh[i]
-		next := ""
 		if owner != nil {
 			o := live[owner[i]]
 			if alt != nil && !containsKey(alive, o.Key) {
 				o = alive[alt[i]]
 			}
-			next = o.Key
+			nexts[i] = o.Key
 		}
+	}
+	watch := m.watched(alive, nexts, selfLive && !winding && !m.leaving)
+	m.wanted = 0
+	for i := range m.sh {
+		s := &m.sh[i]
+		next := nexts[i]
 		want := next == m.self && !winding && !m.leaving
 		if want {
 			m.wanted++
 		}
 		switch {
-		case want && s.lk == nil:
-			m.startShard(s)
+		case (want || watch[i]) && s.lk == nil:
+			m.startShard(s, !want)
+		case want && s.watching && !s.held && !s.stopped && s.lk.Leader().Holder == "":
+			// Ours now, and given back: a watching lock would wait the
+			// release out. (Held by a dead owner, it goes on as it is,
+			// its wait under way.)
+			s.stopped = true
+			s.lk.Stop()
+		case watch[i] && !s.held:
+			// Waiting on it, should its owner die.
 		case !want && s.lk != nil && !s.stopped && !s.held && !winding && !m.leaving && m.takingOver(s, alive):
 			// A takeover under way from a member no longer alive: finish
 			// it, then hand the shard over, rather than leave its next
@@ -436,6 +459,28 @@ func (m *Campaign) plan(now time.Time) {
 	}
 }
 
+// watched returns, with Watch, which shards would fall to us were their
+// owner among alive to die (an all-false slice otherwise).
+func (m *Campaign) watched(alive []Member, nexts []string, on bool) []bool {
+	watch := make([]bool, len(m.sh))
+	if !m.cfg.Watch || !on || len(alive) < 2 {
+		return watch
+	}
+	for _, x := range alive {
+		if x.Key == m.self {
+			continue
+		}
+		without := removeKey(alive, x.Key)
+		succ := Assign(len(m.sh), without)
+		for i, next := range nexts {
+			if next == x.Key && without[succ[i]].Key == m.self {
+				watch[i] = true
+			}
+		}
+	}
+	return watch
+}
+
 // takingOver reports whether s's lock waits out a holder that is not among
 // alive: a member that died or is suspected, or none we know.
 func (m *Campaign) takingOver(s *shardLock, alive []Member) bool {
@@ -443,13 +488,17 @@ func (m *Campaign) takingOver(s *shardLock, alive []Member) bool {
 	return ld.Holder != "" && ld.Holder != m.cfg.ID && !containsKey(alive, Key(ld.Holder))
 }
 
-func (m *Campaign) startShard(s *shardLock) {
-	mach, err := m.cfg.Machine()
+func (m *Campaign) startShard(s *shardLock, watching bool) {
+	mk := m.cfg.Machine
+	if watching {
+		mk = m.watchMachine
+	}
+	mach, err := mk()
 	if err != nil {
 		m.fail(err)
 		return
 	}
-	*s = shardLock{m: m, i: s.i, limit: s.limit}
+	*s = shardLock{m: m, i: s.i, limit: s.limit, watching: watching}
 	s.lk = new(lockcore.Lock)
 	s.lk.InitMachine(s, ShardName(m.cfg.Name, s.i), mach, false, false)
 	s.lk.HoldBarriers()
