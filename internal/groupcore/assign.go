@@ -1,7 +1,8 @@
 // Package groupcore is a Group's logic without goroutines, so that the
 // Group's loop and the simulator run the same code: who should own which
 // shard (Assign), the membership record and its heartbeat (Membership,
-// View), and, to come, a member's campaign over its shards.
+// View), a member's campaign over its shards (Campaign), and the bounds
+// these promise (Bounds).
 //
 // Membership only decides who should own what; it is never an authority.
 // Each shard NAME/i is a lock of its own (internal/lockcore), with its own

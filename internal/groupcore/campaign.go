@@ -212,6 +212,9 @@ func (m *Campaign) Result(shard int, r election.Result) {
 		}
 	} else if lk := m.sh[shard].lk; lk != nil {
 		lk.Result(r)
+		if s := &m.sh[shard]; s.watching && s.lk != nil && s.lk.Leader().Holder == "" {
+			m.dirty = true // found given back: ours, perhaps, and then not to be waited out
+		}
 	}
 	m.after()
 }
