@@ -102,10 +102,11 @@ type checker struct {
 	lockTok map[string]uint64 // highest token granted, per lock (and group shard)
 	waiting []*lockClient     // lock calls not yet answered
 
-	gopen    map[*instance]map[string]*term // group members' open holds, by shard
-	gfree    map[string]shardFree           // shards not held, since when
-	gjoined  time.Duration                  // when a group member last started
-	gcrashed time.Duration                  // and last crashed
+	gopen                    map[*instance]map[string]*term // group members' open holds, by shard
+	gfree                    map[string]shardFree           // shards not held, since when
+	gjoined                  time.Duration                  // when a group member last started
+	gcrashed                 time.Duration                  // and last crashed
+	gstarts, gstops, ggrants int                            // group members started and stopped, shards granted
 }
 
 func newChecker(w *world, req Set) *checker {

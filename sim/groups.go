@@ -37,6 +37,11 @@ type groupPlan struct {
 	// Watch: members run with GroupConfig.Watch, and a crashed member's
 	// shards are held to the lock's failover bound.
 	Watch bool
+	// Moves: membership changes (members started after the first of each
+	// node, and stopped) move few shards: at the end, the shard grants
+	// number at most K and, per change, 2·⌈K/(N−1)⌉ (a join or a leave
+	// moves about K/N; a reshuffle moves about K).
+	Moves bool
 }
 
 // shardFree is when a shard's last hold ended, and why.
@@ -113,12 +118,16 @@ func (g *groupMember) trace(s string) { g.w.trace(g.in, line{what: mFault, text:
 
 func (g *groupMember) start() {
 	g.w.chk.gjoined = g.w.now
+	g.w.chk.gstarts++
 	g.c.Start()
 	g.arm()
 }
 
 // stop: Run's context is done: the member leaves, handing its shards over.
 func (g *groupMember) stop() {
+	if !g.w.ending {
+		g.w.chk.gstops++
+	}
 	g.c.Leave()
 	g.arm()
 }
@@ -296,6 +305,7 @@ func (c *checker) shardGranted(in *instance, name string, t election.Term) {
 		c.violate(Tokens, in, fmt.Sprintf("%s is granted %s with token %d, not above %d granted before", in.label, name, t.Token, c.lockTok[name]))
 	}
 	c.lockTok[name] = max(c.lockTok[name], t.Token)
+	c.ggrants++
 	if c.gopen[in] == nil {
 		c.gopen[in] = map[string]*term{}
 	}
@@ -396,6 +406,13 @@ func (c *checker) groupBalanced() {
 	if len(held) != k {
 		c.violate(Liveness, nil, fmt.Sprintf("%v after the last fault, %d of %d shards are held", groupQuiet, len(held), k))
 	}
+	if c.w.plan.Group.Moves {
+		nodes := len(c.w.nodes)
+		changes := c.gstarts - nodes + c.gstops
+		if limit := k + changes*2*((k+nodes-2)/(nodes-1)); c.ggrants > limit {
+			c.violate(Liveness, nil, fmt.Sprintf("%d shard grants for %d shards and %d membership changes: more than %d", c.ggrants, k, changes, limit))
+		}
+	}
 	for _, in := range members {
 		if got := count[in]; got != k/n && got != (k+n-1)/n {
 			c.violate(Liveness, in, fmt.Sprintf("%v after the last fault, %s holds %d of %d shards over %d members", groupQuiet, in.label, got, k, n))
@@ -473,7 +490,7 @@ var groupScenarios = []*Scenario{
 		}),
 	groupScenario("group-rolling", "every member of a 5-member group is restarted in turn, gracefully, twice: shards handed over and back", 5,
 		func(p *plan, r *rand.Rand) {
-			p.Group.Bounds = true
+			p.Group.Bounds, p.Group.Moves = true, true
 			t := 30 * second
 			for range 2 {
 				for i := range p.Nodes {
