@@ -459,34 +459,32 @@ func stopFor(w *world, in *instance, d time.Duration) {
 	})
 }
 
+// churn starts the members over the first minute, then stops one
+// gracefully (one time in stopOneIn) or crashes one every 20 to 40s, each
+// to come back 25 to 40s later.
+func churn(p *plan, r *rand.Rand, stopOneIn int) {
+	for _, n := range p.Nodes {
+		n.Start = uniform(r, 0, time.Minute)
+	}
+	groupSpells(p, r, time.Minute, span{20 * second, 40 * second}, span{25 * second, 40 * second}, func(w *world, in *instance, d time.Duration) {
+		if w.rng.IntN(stopOneIn) == 0 {
+			stopFor(w, in, d)
+		} else {
+			crashFor(w, in, d)
+		}
+	})
+}
+
 var groupScenarios = []*Scenario{
 	groupScenario("group-churn", "6 members of a 16-shard group join over a minute, then leave gracefully or crash every 20 to 40s and come back 25 to 40s later; each shard held by one member at a time with rising tokens, taken over within the group's bounds, and the group balanced once quiet", 6,
 		func(p *plan, r *rand.Rand) {
 			p.Group.Bounds = true
-			for _, n := range p.Nodes {
-				n.Start = uniform(r, 0, time.Minute)
-			}
-			groupSpells(p, r, time.Minute, span{20 * second, 40 * second}, span{25 * second, 40 * second}, func(w *world, in *instance, d time.Duration) {
-				if w.rng.IntN(2) == 0 {
-					stopFor(w, in, d)
-				} else {
-					crashFor(w, in, d)
-				}
-			})
+			churn(p, r, 2)
 		}),
 	groupScenario("group-watch", "as group-churn, with Watch: each shard's would-be successor waits on it, and a crashed member's shards are taken within the lock's failover bound", 6,
 		func(p *plan, r *rand.Rand) {
 			p.Group.Bounds, p.Group.Watch = true, true
-			for _, n := range p.Nodes {
-				n.Start = uniform(r, 0, time.Minute)
-			}
-			groupSpells(p, r, time.Minute, span{20 * second, 40 * second}, span{25 * second, 40 * second}, func(w *world, in *instance, d time.Duration) {
-				if w.rng.IntN(3) == 0 {
-					stopFor(w, in, d)
-				} else {
-					crashFor(w, in, d)
-				}
-			})
+			churn(p, r, 3)
 		}),
 	groupScenario("group-rolling", "every member of a 5-member group is restarted in turn, gracefully, twice: shards handed over and back", 5,
 		func(p *plan, r *rand.Rand) {
