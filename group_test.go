@@ -32,6 +32,7 @@ type shardBook struct {
 	held    map[string]int        // member: shards held
 	moves   int                   // terms begun
 	revoked map[tenure.DemotionReason]int
+	changed chan struct{} // a term began or ended
 	// linger: OnAssigned blocks until its context ends, and then this
 	// long (its work winding down); the shard must stay unowned until it
 	// returned.
@@ -39,7 +40,28 @@ type shardBook struct {
 }
 
 func newShardBook(t *testing.T) *shardBook {
-	return &shardBook{t: t, holder: map[int]string{}, token: map[int]fencing.Token{}, held: map[string]int{}, revoked: map[tenure.DemotionReason]int{}}
+	return &shardBook{t: t, holder: map[int]string{}, token: map[int]fencing.Token{}, held: map[string]int{}, revoked: map[tenure.DemotionReason]int{}, changed: make(chan struct{}, 1)}
+}
+
+// tell says that a term began or ended; b.mu is held.
+func (b *shardBook) tell() {
+	select {
+	case b.changed <- struct{}{}:
+	default:
+	}
+}
+
+// await waits for the terms' events until cond holds, for at most within.
+func (b *shardBook) await(within time.Duration, what string, cond func() bool) {
+	b.t.Helper()
+	timeout := time.After(within)
+	for !cond() {
+		select {
+		case <-b.changed:
+		case <-timeout:
+			b.t.Fatalf("%s: not within %v; held %v", what, within, b.held)
+		}
+	}
 }
 
 func (b *shardBook) member(id string) (func(context.Context, tenure.Shard), func(tenure.Shard, tenure.DemotionReason)) {
@@ -57,6 +79,7 @@ func (b *shardBook) member(id string) (func(context.Context, tenure.Shard), func
 		b.holder[s.ID], b.token[s.ID] = id, s.Token
 		b.held[id]++
 		b.moves++
+		b.tell()
 		b.mu.Unlock()
 		if b.linger > 0 {
 			<-ctx.Done()
@@ -73,6 +96,7 @@ func (b *shardBook) member(id string) (func(context.Context, tenure.Shard), func
 		}
 		b.held[id]--
 		b.revoked[r]++
+		b.tell()
 	}
 	return assigned, revoked
 }
@@ -234,12 +258,9 @@ func testCutMember(t *testing.T, watch bool) {
 		}
 		cut.cut.Store(true)
 		start := time.Now()
-		for book.owned() != k || book.counts("c")[0] != 0 {
-			time.Sleep(100 * time.Millisecond)
-			if time.Since(start) > time.Minute {
-				t.Fatalf("a minute after c was cut off: %v held, %d owned", book.counts("a", "b", "c"), book.owned())
-			}
-		}
+		book.await(time.Minute, "a and b hold every shard after c was cut off", func() bool {
+			return book.owned() == k && book.counts("c")[0] == 0
+		})
 		// Suspected within 3 beats of the cut, then ttl·(1+ρ) from the
 		// first read of each shard, and a poll; watched, the lock's bound.
 		took := time.Since(start)
