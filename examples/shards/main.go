@@ -132,6 +132,7 @@ func run(ctx context.Context, w io.Writer, o options) (outcome, error) {
 				tick := time.NewTicker(o.lease / 20)
 				defer tick.Stop()
 				zombie := false
+				var late <-chan time.Time // a zombie's writes must be refused by then
 				for {
 					select {
 					case <-ctx.Done():
@@ -140,6 +141,12 @@ func run(ctx context.Context, w io.Writer, o options) (outcome, error) {
 						}
 						zombie = true // it cannot know: it writes on with its fence
 						ctx = fencing.NewContext(context.Background(), s.Fence())
+						late = time.After(5 * o.lease)
+					case <-late:
+						mu.Lock()
+						out.broken = append(out.broken, fmt.Sprintf("%s: partition %d's commits with token %d still accepted 5 leases after its term", id, s.ID, s.Token))
+						mu.Unlock()
+						return
 					case <-tick.C:
 					}
 					err := res.commit(ctx, s.ID)
