@@ -3,8 +3,6 @@ package s3lease
 import (
 	"bytes"
 	"context"
-	cryptorand "crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -19,6 +17,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
 	"github.com/tenure-go/tenure/internal/awskit"
+	"github.com/tenure-go/tenure/internal/recordjson"
 	"github.com/tenure-go/tenure/lease"
 )
 
@@ -42,6 +41,15 @@ const (
 	// first retry after a 409 waits a random time of up to 20ms.
 	DefaultConflictBackoff = 20 * time.Millisecond
 )
+
+// SchemaVersion is the value of "v" in every lease object this package
+// writes, and the only one it reads (see the package doc).
+const SchemaVersion = recordjson.SchemaVersion
+
+// MaxObjectSize is the most bytes Get reads from a lease object. A larger
+// object is reported as a *lease.RecordError with Field "body" without being
+// read: the largest valid record encodes to about 2.3 KiB.
+const MaxObjectSize = recordjson.MaxSize
 
 // maxConflictBackoff caps the wait before any one retry after a 409.
 const maxConflictBackoff = time.Second
@@ -321,7 +329,7 @@ func (s *Store) Get(ctx context.Context, name string) (lease.Record, lease.Versi
 	if etag == "" {
 		return lease.Record{}, lease.NoVersion, fmt.Errorf("get lease %q from s3://%s/%s: the server sent no ETag, which is the lease version", name, s.bucket, s.Key(name))
 	}
-	rec, err := decodeRecord(name, data)
+	rec, err := recordjson.Decode(name, data)
 	if err != nil {
 		return lease.Record{}, lease.NoVersion, err
 	}
@@ -378,7 +386,7 @@ func (s *Store) Put(ctx context.Context, name string, rec lease.Record, expect l
 		return lease.NoVersion, fmt.Errorf("put lease %q: %w", name, err)
 	}
 
-	body := encodeRecord(rec, newWriteID())
+	body := recordjson.Encode(rec, recordjson.NewWriteID())
 	for attempt := 1; ; attempt++ {
 		in := &s3.PutObjectInput{
 			Bucket:        aws.String(s.bucket),
@@ -442,13 +450,4 @@ func checkVersion(v lease.Version) error {
 		return fmt.Errorf("version %q is not an ETag this store returned", v)
 	}
 	return nil
-}
-
-// newWriteID returns 32 random hex digits. Every body Put sends holds a fresh
-// one, so no two writes store the same bytes and an ETag never repeats for a
-// lease, even when a caller writes the same record twice.
-func newWriteID() string {
-	var b [16]byte
-	_, _ = cryptorand.Read(b[:]) // never fails
-	return hex.EncodeToString(b[:])
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"strings"
@@ -20,6 +21,7 @@ import (
 	smithyhttp "github.com/aws/smithy-go/transport/http"
 
 	"github.com/tenure-go/tenure/internal/awskit"
+	"github.com/tenure-go/tenure/internal/recordjson"
 	"github.com/tenure-go/tenure/lease"
 )
 
@@ -213,7 +215,7 @@ func TestPutRequest(t *testing.T) {
 		if int64(len(body)) != aws.ToInt64(in.ContentLength) {
 			t.Errorf("ContentLength %d, body %d bytes", aws.ToInt64(in.ContentLength), len(body))
 		}
-		got, err := decodeRecord("a/b", body)
+		got, err := recordjson.Decode("a/b", body)
 		if err != nil || !got.Equal(rec) {
 			t.Errorf("body decodes to %+v, %v; want %+v", got, err, rec)
 		}
@@ -548,4 +550,25 @@ func TestNewNilAPI(t *testing.T) {
 	if _, err := New(nil, Config{Bucket: "leases"}); err == nil || !strings.Contains(err.Error(), "nil API") {
 		t.Fatalf("New(nil) = %v", err)
 	}
+}
+
+func sampleRecord() lease.Record {
+	return lease.Record{
+		Holder:    "host-1",
+		Token:     7,
+		Duration:  10 * time.Second,
+		Nonce:     "n-1",
+		WrittenAt: time.Date(2025, 3, 14, 15, 9, 26, 535897932, time.FixedZone("IST", 5*3600+1800)),
+		Payload:   []byte("addr"),
+	}
+}
+
+// valid is a lease object as recordjson writes it.
+const valid = `{"v":1,"holder":"h","token":7,"duration_ns":10000000000,"released":false,"nonce":"n-1","written_at":"2025-03-14T15:09:26.535897932Z","payload":"YWRkcg==","write_id":"00"}`
+
+func edit(old, new string) string {
+	if !strings.Contains(valid, old) {
+		panic(fmt.Sprintf("test bug: %q not in valid", old))
+	}
+	return strings.Replace(valid, old, new, 1)
 }

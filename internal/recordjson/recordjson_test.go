@@ -1,4 +1,4 @@
-package s3lease
+package recordjson
 
 import (
 	"bytes"
@@ -26,7 +26,7 @@ func sampleRecord() lease.Record {
 // TestEncodeGolden pins the format: a change here is a change to objects in
 // users' buckets, and needs a new SchemaVersion if old readers could misread it.
 func TestEncodeGolden(t *testing.T) {
-	got := string(encodeRecord(sampleRecord(), "00112233445566778899aabbccddeeff"))
+	got := string(Encode(sampleRecord(), "00112233445566778899aabbccddeeff"))
 	const want = `{"v":1,"holder":"host-1","token":7,"duration_ns":10000000000,"released":false,"nonce":"n-1",` +
 		`"written_at":"2025-03-14T09:39:26.535897932Z","payload":"YWRkcg==","write_id":"00112233445566778899aabbccddeeff"}` + "\n"
 	if got != want {
@@ -64,7 +64,7 @@ func TestRoundTrip(t *testing.T) {
 		if err := rec.Validate("x"); err != nil {
 			t.Fatalf("%s: test bug: %v", label, err)
 		}
-		body := encodeRecord(rec, newWriteID())
+		body := Encode(rec, NewWriteID())
 		if !json.Valid(body) {
 			t.Errorf("%s: encoding is not valid JSON: %s", label, body)
 			continue
@@ -74,7 +74,7 @@ func TestRoundTrip(t *testing.T) {
 		if err := json.Unmarshal(body, &std); err != nil || std.Holder != rec.Holder || std.Nonce != rec.Nonce {
 			t.Errorf("%s: encoding/json reads holder %q nonce %q (%v), want %q %q", label, std.Holder, std.Nonce, err, rec.Holder, rec.Nonce)
 		}
-		got, err := decodeRecord("x", body)
+		got, err := Decode("x", body)
 		if err != nil {
 			t.Errorf("%s: decode: %v\n%s", label, err, body)
 			continue
@@ -98,16 +98,16 @@ func TestLargestRecordFitsWithRoom(t *testing.T) {
 	if err := rec.Validate("x"); err != nil {
 		t.Fatal(err)
 	}
-	n := len(encodeRecord(rec, newWriteID()))
-	if n > MaxObjectSize/3 {
-		t.Errorf("largest record encodes to %d bytes; want well under MaxObjectSize (%d)", n, MaxObjectSize)
+	n := len(Encode(rec, NewWriteID()))
+	if n > MaxSize/3 {
+		t.Errorf("largest record encodes to %d bytes; want well under MaxSize (%d)", n, MaxSize)
 	}
 	t.Logf("largest record: %d bytes", n)
 }
 
 func TestWriteIDsDiffer(t *testing.T) {
 	rec := sampleRecord()
-	if bytes.Equal(encodeRecord(rec, newWriteID()), encodeRecord(rec, newWriteID())) {
+	if bytes.Equal(Encode(rec, NewWriteID()), Encode(rec, NewWriteID())) {
 		t.Fatal("two encodings of one record are the same bytes: their ETags would repeat")
 	}
 }
@@ -133,7 +133,7 @@ func TestDecodeValidVariants(t *testing.T) {
 		// Key order does not matter.
 		`{"write_id":"00","nonce":"n-1","released":true,"duration_ns":1000000,"token":1,"holder":"h","written_at":"2025-03-14T15:09:26+05:30","v":1}`,
 	} {
-		if _, err := decodeRecord("x", []byte(body)); err != nil {
+		if _, err := Decode("x", []byte(body)); err != nil {
 			t.Errorf("decode %s: %v", body, err)
 		}
 	}
@@ -208,7 +208,7 @@ func TestDecodeRejects(t *testing.T) {
 		{"write_id number", edit(`"write_id":"00"`, `"write_id":0`), "write_id", "is 0, want a string"},
 	}
 	for _, tt := range tests {
-		rec, err := decodeRecord("app/cron", []byte(tt.body))
+		rec, err := Decode("app/cron", []byte(tt.body))
 		var re *lease.RecordError
 		if !errors.As(err, &re) {
 			t.Errorf("%s: decode = %+v, %v; want a *lease.RecordError", tt.label, rec, err)
@@ -225,23 +225,23 @@ func TestDecodeRejects(t *testing.T) {
 }
 
 func TestDecodeLongValuesAreCutInErrors(t *testing.T) {
-	_, err := decodeRecord("x", []byte(edit(`"token":7`, `"token":"`+strings.Repeat("9", 5000)+`"`)))
+	_, err := Decode("x", []byte(edit(`"token":7`, `"token":"`+strings.Repeat("9", 5000)+`"`)))
 	if err == nil || len(err.Error()) > 300 {
 		t.Errorf("error is %d bytes: %.300v", len(err.Error()), err)
 	}
 }
 
-// FuzzDecodeRecord checks that no body makes decodeRecord panic, and that
+// FuzzDecode checks that no body makes decodeRecord panic, and that
 // whatever it accepts is a valid record that survives a round trip.
-func FuzzDecodeRecord(f *testing.F) {
+func FuzzDecode(f *testing.F) {
 	f.Add([]byte(valid))
-	f.Add(encodeRecord(sampleRecord(), "ff"))
+	f.Add(Encode(sampleRecord(), "ff"))
 	f.Add([]byte(edit(`"token":7`, `"token":"7"`)))
 	f.Add([]byte(edit(`"v":1`, `"v":1,"x":[{"y":[1,{}]}]`)))
 	f.Add([]byte(`{"v":1}`))
 	f.Add([]byte(`[`))
 	f.Fuzz(func(t *testing.T, body []byte) {
-		rec, err := decodeRecord("x", body)
+		rec, err := Decode("x", body)
 		if err != nil {
 			var re *lease.RecordError
 			if !errors.As(err, &re) {
@@ -252,26 +252,26 @@ func FuzzDecodeRecord(f *testing.F) {
 		if err := rec.Validate("x"); err != nil {
 			t.Fatalf("accepted an invalid record: %v", err)
 		}
-		again, err := decodeRecord("x", encodeRecord(rec, "00"))
+		again, err := Decode("x", Encode(rec, "00"))
 		if err != nil || !again.Equal(rec) {
 			t.Fatalf("round trip of %+v: %+v, %v", rec, again, err)
 		}
 	})
 }
 
-func BenchmarkEncodeRecord(b *testing.B) {
+func BenchmarkEncode(b *testing.B) {
 	rec := sampleRecord()
 	b.ReportAllocs()
 	for b.Loop() {
-		encodeRecord(rec, newWriteID())
+		Encode(rec, NewWriteID())
 	}
 }
 
-func BenchmarkDecodeRecord(b *testing.B) {
-	body := encodeRecord(sampleRecord(), newWriteID())
+func BenchmarkDecode(b *testing.B) {
+	body := Encode(sampleRecord(), NewWriteID())
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, err := decodeRecord("x", body); err != nil {
+		if _, err := Decode("x", body); err != nil {
 			b.Fatal(err)
 		}
 	}

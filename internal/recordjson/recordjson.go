@@ -1,8 +1,14 @@
-package s3lease
+// Package recordjson is the JSON form of a lease.Record that the object and
+// key-value stores keep (lease/s3lease, lease/gcslease, lease/azbloblease,
+// lease/etcdlease): one format, one strict reader, so that a record reads the
+// same, and a corrupt one is reported the same, whatever holds it.
+package recordjson
 
 import (
 	"bytes"
+	cryptorand "crypto/rand"
 	"encoding/base64"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -15,15 +21,15 @@ import (
 
 // SchemaVersion is the value of "v" in every lease object this package writes,
 // and the only one it reads. A change to the format that an older reader could
-// misread gets a new number; see the package doc for how to roll it out.
+// misread gets a new number; lease/s3lease's doc says how to roll it out.
 const SchemaVersion = 1
 
-// MaxObjectSize is the most bytes Get reads from a lease object. A larger
+// MaxSize is the most bytes a store reads from a lease object. A larger
 // object is reported as a *lease.RecordError with Field "body" without being
 // read. The largest valid record encodes to about 2.3 KiB (a 256-byte holder
 // of quotes, a 64-byte nonce, a 1 KiB payload in base64), so the cap only ever
 // stops objects that tenure did not write.
-const MaxObjectSize = 8 << 10
+const MaxSize = 8 << 10
 
 // The fields of a lease object, in the order they are written and checked.
 const (
@@ -72,14 +78,14 @@ type wire struct {
 	WriteID   string `json:"write_id"`
 }
 
-// encodeRecord returns the JSON body that stores rec, on one line:
+// Encode returns the JSON body that stores rec, on one line:
 //
 //	{"v":1,"holder":"a","token":7,"duration_ns":10000000000,"released":false,
 //	 "nonce":"a-1","written_at":"2025-03-14T09:39:26.535897932Z",
 //	 "payload":"YWRkcg==","write_id":"9f86d081884c7d659a2feaa0c55ad015"}
 //
 // rec must have passed Validate.
-func encodeRecord(rec lease.Record, writeID string) []byte {
+func Encode(rec lease.Record, writeID string) []byte {
 	var b bytes.Buffer
 	enc := json.NewEncoder(&b)
 	enc.SetEscapeHTML(false) // holders and nonces stay readable in the bucket
@@ -91,7 +97,7 @@ func encodeRecord(rec lease.Record, writeID string) []byte {
 	return b.Bytes()
 }
 
-// decodeRecord parses a lease object strictly: one JSON object, "v" equal
+// Decode parses a lease object strictly: one JSON object, "v" equal
 // to SchemaVersion, every required key present once with a value of its
 // type, no other key (matched exactly, case included), and a record that
 // passes lease.Record.Validate. Anything else is a *lease.RecordError
@@ -100,7 +106,7 @@ func encodeRecord(rec lease.Record, writeID string) []byte {
 //
 // Numbers decode into integers, never through float64, so a token and a
 // duration read back exactly.
-func decodeRecord(name string, data []byte) (lease.Record, error) {
+func Decode(name string, data []byte) (lease.Record, error) {
 	bad := func(field, format string, args ...any) (lease.Record, error) {
 		return lease.Record{}, &lease.RecordError{Name: name, Field: field, Reason: fmt.Sprintf(format, args...)}
 	}
@@ -153,7 +159,7 @@ func decodeRecord(name string, data []byte) (lease.Record, error) {
 	if rec.WrittenAt, err = time.Parse(time.RFC3339Nano, w.WrittenAt); err != nil {
 		return bad("written_at", `key "written_at" is %s, want an RFC 3339 time: %v`, quoteShort(w.WrittenAt), err)
 	}
-	// The whole object is at most MaxObjectSize bytes, so this allocation is
+	// The whole object is at most MaxSize bytes, so this allocation is
 	// bounded; Validate reports a payload that decodes too long.
 	if w.Payload != "" {
 		if rec.Payload, err = base64.StdEncoding.Strict().DecodeString(w.Payload); err != nil {
@@ -228,4 +234,13 @@ func quoteShort(s string) string {
 		return strconv.Quote(t[:len(t)-3]) + "..."
 	}
 	return strconv.Quote(s)
+}
+
+// NewWriteID returns 32 random hex digits for Encode's writeID: it makes every
+// body unique, so that a store whose version is a hash of the body (an S3
+// ETag) never hands out a version twice.
+func NewWriteID() string {
+	var b [16]byte
+	_, _ = cryptorand.Read(b[:]) // never fails
+	return hex.EncodeToString(b[:])
 }
