@@ -1,0 +1,167 @@
+package etcdlease_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+
+	"github.com/tenure-go/tenure/internal/testservers"
+	"github.com/tenure-go/tenure/lease"
+	"github.com/tenure-go/tenure/lease/etcdlease"
+	"github.com/tenure-go/tenure/lease/leasetest"
+)
+
+// Tests in this file talk to the etcd server that scripts/testservers.sh
+// starts (TENURE_ETCD_ENDPOINT).
+
+func client(t testing.TB, cfg clientv3.Config) *clientv3.Client {
+	t.Helper()
+	cfg.Endpoints = []string{testservers.Etcd(t)}
+	cfg.DialTimeout = 5 * time.Second
+	cfg.Logger = zap.NewNop()
+	c, err := clientv3.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+func newStore(t testing.TB) (*etcdlease.Store, *clientv3.Client) {
+	c := client(t, clientv3.Config{})
+	s, err := etcdlease.New(c, etcdlease.Config{Prefix: "/" + testservers.UniqueName("tenure") + "/"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s, c
+}
+
+func TestIntegrationConformance(t *testing.T) {
+	s, _ := newStore(t)
+	leasetest.Run(t, func(t *testing.T) lease.Store { return s })
+}
+
+// TestIntegrationRace: 64 writers, each with a client (a connection) of
+// its own, race on one key for 50 rounds; exactly one wins each.
+func TestIntegrationRace(t *testing.T) {
+	prefix := "/" + testservers.UniqueName("race") + "/"
+	var stores []lease.Store
+	for range 64 {
+		s, err := etcdlease.New(client(t, clientv3.Config{}), etcdlease.Config{Prefix: prefix})
+		if err != nil {
+			t.Fatal(err)
+		}
+		stores = append(stores, s)
+	}
+	leasetest.Race(t, &spread{stores: stores}, 64, 50)
+}
+
+// spread sends each Put through the next store, so that racing writers use
+// different connections.
+type spread struct{ stores []lease.Store }
+
+func (s *spread) Get(ctx context.Context, name string) (lease.Record, lease.Version, error) {
+	return s.stores[0].Get(ctx, name)
+}
+
+func (s *spread) Put(ctx context.Context, name string, rec lease.Record, expect lease.Version) (lease.Version, error) {
+	i := 0
+	if n, err := parseHolder(rec.Holder); err == nil {
+		i = n % len(s.stores)
+	}
+	return s.stores[i].Put(ctx, name, rec, expect)
+}
+
+// parseHolder reads leasetest.Race's writer number from "wN".
+func parseHolder(h string) (int, error) {
+	n := 0
+	if !strings.HasPrefix(h, "w") || len(h) < 2 {
+		return 0, errors.New("not a racer")
+	}
+	for _, c := range h[1:] {
+		if c < '0' || c > '9' {
+			return 0, errors.New("not a racer")
+		}
+		n = n*10 + int(c-'0')
+	}
+	return n, nil
+}
+
+// TestIntegrationConflictCarriesRecord: a failed Txn's else branch brings
+// the stored record, at no second request.
+func TestIntegrationConflictCarriesRecord(t *testing.T) {
+	s, _ := newStore(t)
+	ctx := t.Context()
+	rec := lease.Record{Holder: "a", Token: 3, Duration: time.Second, Nonce: "n"}
+	v, err := s.Put(ctx, "x", rec, lease.NoVersion)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = s.Put(ctx, "x", lease.Record{Holder: "b", Token: 4, Duration: time.Second, Nonce: "m"}, lease.NoVersion)
+	var ce *lease.ConflictError
+	if !errors.As(err, &ce) || !ce.Found || ce.Version != v || !ce.Current.Equal(rec) {
+		t.Errorf("conflict: %#v, want one carrying %q at %q", err, rec.Holder, v)
+	}
+}
+
+// TestIntegrationPermanentErrors: a user without rights on the prefix, and
+// a wrong password, are permanent.
+func TestIntegrationPermanentErrors(t *testing.T) {
+	root := client(t, clientv3.Config{})
+	ctx := t.Context()
+	role := testservers.UniqueName("tenure-role")
+	steps := []func() error{
+		func() error { _, err := root.UserAdd(ctx, "root", "rootpw"); return err },
+		func() error { _, err := root.UserGrantRole(ctx, "root", "root"); return err },
+		func() error { _, err := root.RoleAdd(ctx, role); return err },
+		func() error { _, err := root.UserAdd(ctx, "tenure", "tenurepw"); return err },
+		func() error { _, err := root.UserGrantRole(ctx, "tenure", role); return err },
+		func() error { _, err := root.AuthEnable(ctx); return err },
+	}
+	for _, step := range steps {
+		if err := step(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Cleanup(func() {
+		admin := client(t, clientv3.Config{Username: "root", Password: "rootpw"})
+		ctx, cancel := context.WithTimeout(context.Background(), testservers.SetupTimeout)
+		defer cancel()
+		if _, err := admin.AuthDisable(ctx); err != nil {
+			t.Errorf("cleanup: auth disable: %v (later etcd tests will fail)", err)
+		}
+		_, _ = admin.UserDelete(ctx, "tenure")
+		_, _ = admin.UserDelete(ctx, "root")
+		_, _ = admin.RoleDelete(ctx, role)
+	})
+	rec := lease.Record{Holder: "a", Token: 1, Duration: time.Second, Nonce: "n"}
+
+	noRights := client(t, clientv3.Config{Username: "tenure", Password: "tenurepw"})
+	s, _ := etcdlease.New(noRights, etcdlease.Config{Prefix: "/tenure/"})
+	_, _, gerr := s.Get(ctx, "x")
+	_, perr := s.Put(ctx, "x", rec, lease.NoVersion)
+	for _, err := range []error{gerr, perr} {
+		if !errors.Is(err, lease.ErrPermanent) || !strings.Contains(err.Error(), "grant-permission") {
+			t.Errorf("without rights: %v, want a permanent error saying what to grant", err)
+		}
+	}
+
+	// A wrong password fails at the client's first call (its
+	// authentication), which the store reports as permanent.
+	cfg := clientv3.Config{Endpoints: []string{testservers.Etcd(t)}, Username: "tenure", Password: "wrong", DialTimeout: 5 * time.Second, Logger: zap.NewNop()}
+	bad, err := clientv3.New(cfg)
+	if err == nil {
+		defer bad.Close()
+		s, _ := etcdlease.New(bad, etcdlease.Config{Prefix: "/tenure/"})
+		_, _, err = s.Get(ctx, "x")
+	}
+	t.Logf("wrong password: %v", err)
+	if !errors.Is(err, lease.ErrPermanent) {
+		t.Errorf("wrong password: %v, want a permanent error", err)
+	}
+}
