@@ -1,0 +1,311 @@
+// Package azbloblease is a lease.Store on Azure Blob Storage, through the
+// official client, github.com/Azure/azure-sdk-for-go/sdk/storage/azblob: a
+// block blob per lease, each write one upload with an ETag condition.
+//
+//	cred, err := azidentity.NewDefaultAzureCredential(nil)
+//	cc, err := container.NewClient("https://acct.blob.core.windows.net/leases", cred, nil)
+//	store, err := azbloblease.New(cc, azbloblease.Config{Prefix: "tenure/"})
+//
+// The client is a tree of handles, not an interface, so New takes the
+// *container.Client itself; it calls NewBlockBlobClient(…).Upload,
+// DownloadStream and, for operators' tools only, NewListBlobsFlatPager and
+// Delete.
+//
+// # The conditional primitive
+//
+// A lease is the blob PREFIX+name; its body is tenure's JSON record (the
+// format lease/s3lease documents), and its version is the blob's ETag. Every
+// write is one Put Blob with a condition:
+//
+//   - to create a lease, If-None-Match: * (only if no blob exists);
+//   - to replace one, If-Match: ETAG.
+//
+// The blob service evaluates the condition and writes as one step: of any
+// number of writers that read the same ETag, one succeeds and the others get
+// 412 ConditionNotMet (409 BlobAlreadyExists on a create), a conflict. Every
+// write gives the blob a new ETag, a re-created blob too.
+//
+// Not Azure's own blob leases: an Azure lease is a lock on the blob, 15 to
+// 60 seconds or infinite, renewed by its holder, with no fencing token, and
+// timed by the service, not by the rules tenure uses on every store. A
+// tenure record on a plain blob keeps the expiry rules, the tokens and the
+// lost-record rule the same everywhere. Releasing is a conditional
+// overwrite (a record with Released set); the protocol never deletes.
+//
+// The client's own retries are off for writes: it would send a conditional
+// write again after a lost response, and the second send would fail its
+// condition against the first: a false conflict, where the lease.Store
+// contract wants an error that makes the caller read back and compare its
+// nonce. Make the container client with Retry.MaxRetries = -1 (storeurl
+// does), or accept that a lost response may read as a conflict (safe: the
+// caller reads the record and finds its own nonce).
+//
+// # Linearizability
+//
+// Blob storage is strongly consistent: a write is durable and visible to
+// every reader once the service acknowledges it ("Azure Storage was designed
+// to embrace a strong consistency model that guarantees that after the
+// service performs an insert or update operation, subsequent read
+// operations return the latest update": "Managing concurrency in Blob
+// storage", learn.microsoft.com/azure/storage/blobs/concurrency-manage).
+// Read from the primary endpoint: the -secondary endpoint of an RA-GRS
+// account is eventually consistent.
+//
+// # Permissions
+//
+// A candidate needs to read and write blobs in the container: the role
+// Storage Blob Data Contributor, or a SAS with read, create and write.
+// tenure list needs list; tenure gc needs delete.
+//
+// # Errors
+//
+// A missing container, failed authentication and denied access are wrapped
+// with lease.Permanent, so that tenure fails at once (the tenure command
+// exits 69). Timeouts, throttling (503 ServerBusy) and 5xx are transient.
+package azbloblease
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/streaming"
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/blob"
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/bloberror"
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/blockblob"
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/container"
+
+	"github.com/tenure-go/tenure/internal/recordjson"
+	"github.com/tenure-go/tenure/lease"
+)
+
+// Config configures a Store.
+type Config struct {
+	// Prefix is put in front of every lease name to make its blob name,
+	// for example "tenure/". Default "".
+	Prefix string
+}
+
+// Store is a lease.Store on an Azure Blob container. It is safe for
+// concurrent use. Make one with New.
+type Store struct {
+	cc     *container.Client
+	prefix string
+}
+
+var (
+	_ lease.Store   = (*Store)(nil)
+	_ lease.Lister  = (*Store)(nil)
+	_ lease.Deleter = (*Store)(nil)
+)
+
+// maxBlobName is the longest blob name Azure takes, in characters.
+const maxBlobName = 1024
+
+// New returns a Store on the container cc names. It sends nothing: a
+// missing container shows at the first call, as a permanent error.
+func New(cc *container.Client, cfg Config) (*Store, error) {
+	if cc == nil {
+		return nil, errors.New("azbloblease: nil container client")
+	}
+	if len(cfg.Prefix)+3*lease.MaxNameLen > maxBlobName {
+		return nil, fmt.Errorf("azbloblease: Config.Prefix is %d bytes, limit %d", len(cfg.Prefix), maxBlobName-3*lease.MaxNameLen)
+	}
+	return &Store{cc: cc, prefix: cfg.Prefix}, nil
+}
+
+// Blob returns the blob name of the lease name: the prefix and the name,
+// with each "." that ends a segment written "%2E". Azure's naming rules say
+// to avoid blob names whose segments end with a dot ("Naming and
+// Referencing Containers, Blobs, and Metadata"): URL handling may drop it,
+// making "a./b" and "a/b" one blob. A lease name holds no '%', so the
+// mapping stays one-to-one. (Azurite keeps the dot either way.)
+func (s *Store) Blob(name string) string {
+	segs := strings.Split(name, "/")
+	for i, seg := range segs {
+		if strings.HasSuffix(seg, ".") {
+			segs[i] = seg[:len(seg)-1] + "%2E"
+		}
+	}
+	return s.prefix + strings.Join(segs, "/")
+}
+
+func (s *Store) nameOf(blob string) (string, bool) {
+	rest, ok := strings.CutPrefix(blob, s.prefix)
+	if !ok {
+		return "", false
+	}
+	name := strings.ReplaceAll(rest, "%2E", ".")
+	return name, lease.ValidateName(name) == nil && s.Blob(name) == blob
+}
+
+// Get implements lease.Store with one Get Blob.
+func (s *Store) Get(ctx context.Context, name string) (lease.Record, lease.Version, error) {
+	if err := lease.ValidateName(name); err != nil {
+		return lease.Record{}, lease.NoVersion, fmt.Errorf("get lease: %w", err)
+	}
+	if err := ctx.Err(); err != nil {
+		return lease.Record{}, lease.NoVersion, fmt.Errorf("get lease %q: %w", name, err)
+	}
+	resp, err := s.cc.NewBlockBlobClient(s.Blob(name)).DownloadStream(ctx, nil)
+	if bloberror.HasCode(err, bloberror.BlobNotFound) {
+		return lease.Record{}, lease.NoVersion, lease.NotFound(name)
+	}
+	if err != nil {
+		return lease.Record{}, lease.NoVersion, s.failed(ctx, "get", name, err)
+	}
+	defer resp.Body.Close()
+	if n := resp.ContentLength; n != nil && *n > recordjson.MaxSize {
+		return lease.Record{}, lease.NoVersion, &lease.RecordError{Name: name, Field: "body",
+			Reason: fmt.Sprintf("blob is %d bytes, limit %d: not a lease record (not read)", *n, recordjson.MaxSize)}
+	}
+	data, err := io.ReadAll(io.LimitReader(resp.Body, recordjson.MaxSize+1))
+	if err != nil {
+		return lease.Record{}, lease.NoVersion, s.failed(ctx, "get", name, err)
+	}
+	if resp.ETag == nil || *resp.ETag == "" {
+		return lease.Record{}, lease.NoVersion, fmt.Errorf("get lease %q: the service sent no ETag, which is the lease version", name)
+	}
+	rec, err := recordjson.Decode(name, data)
+	if err != nil {
+		return lease.Record{}, lease.NoVersion, err
+	}
+	return rec, lease.Version(*resp.ETag), nil
+}
+
+// Put implements lease.Store with one Put Blob under If-None-Match or
+// If-Match.
+func (s *Store) Put(ctx context.Context, name string, rec lease.Record, expect lease.Version) (lease.Version, error) {
+	if err := lease.ValidateName(name); err != nil {
+		return lease.NoVersion, fmt.Errorf("put lease: %w", err)
+	}
+	if err := rec.Validate(name); err != nil {
+		return lease.NoVersion, err
+	}
+	if err := ctx.Err(); err != nil {
+		return lease.NoVersion, fmt.Errorf("put lease %q: %w", name, err)
+	}
+	cond := &blob.ModifiedAccessConditions{}
+	switch {
+	case expect == lease.NoVersion:
+		cond.IfNoneMatch = ptr(azcore.ETagAny)
+	case expect == lease.AnyVersion || strings.TrimSpace(string(expect)) == "*":
+		return lease.NoVersion, lease.Conflict(name) // If-Match: * would overwrite any blob
+	default:
+		cond.IfMatch = ptr(azcore.ETag(expect))
+	}
+	body := recordjson.Encode(rec, "")
+	resp, err := s.cc.NewBlockBlobClient(s.Blob(name)).Upload(ctx, streaming.NopCloser(bytes.NewReader(body)), &blockblob.UploadOptions{
+		HTTPHeaders:      &blob.HTTPHeaders{BlobContentType: ptr("application/json"), BlobCacheControl: ptr("no-store")},
+		AccessConditions: &blob.AccessConditions{ModifiedAccessConditions: cond},
+	})
+	if bloberror.HasCode(err, bloberror.ConditionNotMet, bloberror.BlobAlreadyExists) {
+		return lease.NoVersion, lease.Conflict(name)
+	}
+	if err != nil {
+		return lease.NoVersion, s.failed(ctx, "put", name, err)
+	}
+	if resp.ETag == nil || *resp.ETag == "" {
+		return lease.NoVersion, fmt.Errorf("put lease %q: the service sent no ETag, which is the lease version", name)
+	}
+	return lease.Version(*resp.ETag), nil
+}
+
+func ptr[T any](v T) *T { return &v }
+
+// shortError is a service error on one line: azcore's own runs to a dozen,
+// with the response body, too much for a log line that repeats.
+type shortError struct {
+	err error
+	re  *azcore.ResponseError
+}
+
+func (e shortError) Error() string {
+	return fmt.Sprintf("%d %s", e.re.StatusCode, e.re.ErrorCode)
+}
+
+func (e shortError) Unwrap() error { return e.err }
+
+// failed wraps a failed call's error: the context's error when ctx ended,
+// and permanent when retrying cannot cure it.
+func (s *Store) failed(ctx context.Context, op, name string, err error) error {
+	if ctx.Err() != nil && !errors.Is(err, ctx.Err()) {
+		err = fmt.Errorf("%w (%v)", ctx.Err(), err)
+	}
+	var re *azcore.ResponseError
+	status := 0
+	if errors.As(err, &re) {
+		status = re.StatusCode
+		err = shortError{err, re}
+	}
+	e := fmt.Errorf("%s lease %q (blob %s in %s): %w", op, name, s.Blob(name), s.cc.URL(), err)
+	switch {
+	case bloberror.HasCode(err, bloberror.ContainerNotFound):
+		return lease.Permanent(fmt.Errorf("%w; the container does not exist: create it (az storage container create), or add create=true to the URL", e))
+	case bloberror.HasCode(err, bloberror.AuthenticationFailed, bloberror.InvalidAuthenticationInfo, bloberror.NoAuthenticationInformation,
+		bloberror.AuthorizationFailure, bloberror.AuthorizationPermissionMismatch, bloberror.InsufficientAccountPermissions),
+		status == http.StatusUnauthorized, status == http.StatusForbidden:
+		// The service answers a wrong key and missing rights alike, 403.
+		return lease.Permanent(fmt.Errorf("%w; check the credentials (AZURE_STORAGE_KEY, or the identity DefaultAzureCredential finds) and that they may read and write the container's blobs (Storage Blob Data Contributor)", e))
+	case status == http.StatusBadRequest:
+		return lease.Permanent(e)
+	}
+	return e
+}
+
+// List implements lease.Lister with flat blob listings under the prefix.
+func (s *Store) List(ctx context.Context, prefix string, fn func(name string) error) error {
+	p := s.cc.NewListBlobsFlatPager(&container.ListBlobsFlatOptions{Prefix: ptr(s.prefix + prefix)})
+	for p.More() {
+		page, err := p.NextPage(ctx)
+		if err != nil {
+			return s.failed(ctx, "list", prefix+"*", err)
+		}
+		for _, item := range page.Segment.BlobItems {
+			if item.Name == nil {
+				continue
+			}
+			name, ok := s.nameOf(*item.Name)
+			if !ok || !strings.HasPrefix(name, prefix) {
+				continue // not a lease's blob
+			}
+			if err := fn(name); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// Delete implements lease.Deleter with one Delete Blob under If-Match
+// (none with lease.AnyVersion).
+func (s *Store) Delete(ctx context.Context, name string, expect lease.Version) error {
+	if err := lease.ValidateName(name); err != nil {
+		return fmt.Errorf("delete lease: %w", err)
+	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("delete lease %q: %w", name, err)
+	}
+	opts := &blob.DeleteOptions{}
+	if expect != lease.AnyVersion {
+		if expect == lease.NoVersion || strings.TrimSpace(string(expect)) == "*" {
+			return lease.Conflict(name)
+		}
+		opts.AccessConditions = &blob.AccessConditions{ModifiedAccessConditions: &blob.ModifiedAccessConditions{IfMatch: ptr(azcore.ETag(expect))}}
+	}
+	_, err := s.cc.NewBlockBlobClient(s.Blob(name)).Delete(ctx, opts)
+	switch {
+	case err == nil:
+		return nil
+	case bloberror.HasCode(err, bloberror.BlobNotFound):
+		return lease.NotFound(name)
+	case bloberror.HasCode(err, bloberror.ConditionNotMet):
+		return lease.Conflict(name)
+	}
+	return s.failed(ctx, "delete", name, err)
+}
