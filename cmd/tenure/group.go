@@ -15,6 +15,7 @@ import (
 
 	"github.com/tenure-go/tenure"
 	"github.com/tenure-go/tenure/lease"
+	"github.com/tenure-go/tenure/lease/storeurl"
 )
 
 // groupFlags are run's flags for a group (--group).
@@ -52,7 +53,7 @@ func runGroup(c *holder, gf groupFlags, argv []string, stdout, stderr io.Writer)
 	}
 	r.id = g.ID()
 	tel.setProbes(g.Handler())
-	fmt.Fprintf(stderr, "tenure run: joining group %q (%d shards) in %s as %q\n", gf.name, gf.shards, c.store, g.ID())
+	fmt.Fprintf(stderr, "tenure run: joining group %q (%d shards) in %s as %q\n", gf.name, gf.shards, storeurl.Redact(c.store), g.ID())
 	r.early = warnGrace(log, c.lease, c.grace)
 	stopSignals := r.signals()
 	defer stopSignals()
@@ -63,7 +64,7 @@ func runGroup(c *holder, gf groupFlags, argv []string, stdout, stderr io.Writer)
 		case <-ctx.Done():
 		case <-t.C:
 			if g.LastAnswer().IsZero() {
-				fmt.Fprintf(stderr, "tenure run: store %s: no answer within %v (check --store, the network and the credentials): %v\n", c.store, startupWait(c.lease), g.Status().Err)
+				fmt.Fprintf(stderr, "tenure run: store %s: no answer within %v (check --store, the network and the credentials): %v\n", storeurl.Redact(c.store), startupWait(c.lease), g.Status().Err)
 				r.finish(exitUnavailable)
 			}
 		}

@@ -15,6 +15,7 @@ import (
 	"github.com/tenure-go/tenure"
 	"github.com/tenure-go/tenure/election"
 	"github.com/tenure-go/tenure/lease"
+	"github.com/tenure-go/tenure/lease/storeurl"
 )
 
 const lockUsage = `usage: tenure lock [flags] NAME -- COMMAND [ARGS...]
@@ -177,7 +178,7 @@ func lockCommand(args []string, stdout, stderr io.Writer) int {
 	}
 	defer l.Close()
 	tel.setProbes(l.Handler())
-	log.Info("locking", "lock", name, "store", c.store, "id", l.ID())
+	log.Info("locking", "lock", name, "store", storeurl.Redact(c.store), "id", l.ID())
 	early := warnGrace(log, c.lease, c.grace)
 
 	// A signal while waiting gives up the wait.
@@ -230,7 +231,7 @@ func lockCommand(args []string, stdout, stderr io.Writer) int {
 		var le *tenure.LockedError
 		switch {
 		case isClosed(unreachable):
-			fmt.Fprintf(stderr, "tenure lock: store %s: no answer within %v (check --store, the network and the credentials): %v\n", c.store, startupWait(c.lease), err)
+			fmt.Fprintf(stderr, "tenure lock: store %s: no answer within %v (check --store, the network and the credentials): %v\n", storeurl.Redact(c.store), startupWait(c.lease), err)
 			return exitUnavailable
 		case stopSig.Load() != 0: // a signal ended the wait
 			return 128 + int(stopSig.Load())

@@ -131,7 +131,7 @@ func (c *common) storeFailed(name string, err error, stderr io.Writer) int {
 	case errors.Is(err, dynamolease.ErrTableNotFound), errors.Is(err, s3lease.ErrBucketNotFound):
 		hint = " (create=true in the store URL creates it)"
 	}
-	fmt.Fprintf(stderr, "%s: store %s: %v%s\n", name, c.store, err, hint)
+	fmt.Fprintf(stderr, "%s: store %s: %v%s\n", name, storeurl.Redact(c.store), err, hint)
 	return exitUnavailable
 }
 
@@ -298,7 +298,7 @@ func runCommand(args []string, stdout, stderr io.Writer) int {
 		return status
 	}
 	defer tel.close()
-	r := &runner{store: c.store, holdOff: 2 * (c.lease / 5), argv: argv, grace: c.grace, jeopardySig: c.jeopardySig, onExit: *onExit, onLost: *onLost, maxRestarts: *maxRestarts,
+	r := &runner{store: storeurl.Redact(c.store), holdOff: 2 * (c.lease / 5), argv: argv, grace: c.grace, jeopardySig: c.jeopardySig, onExit: *onExit, onLost: *onLost, maxRestarts: *maxRestarts,
 		log: log, stdout: stdout, stderr: stderr, ending: ending{cancel: cancel}, child: tel.child}
 	cand, err := tenure.New(tenure.Config{
 		Lease: name, Store: store, ID: c.id, LeaseDuration: c.lease, Payload: []byte(c.payload), Logger: log,

@@ -69,9 +69,22 @@ import (
 func Open(ctx context.Context, raw string) (lease.Store, error) {
 	s, err := open(ctx, raw)
 	if err != nil {
-		return nil, fmt.Errorf("store %q: %w", raw, err)
+		return nil, fmt.Errorf("store %q: %w", Redact(raw), err)
 	}
 	return s, nil
+}
+
+// Redact returns raw with the password in it, if any, replaced by "xxxxx",
+// for logs and messages.
+func Redact(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil || u.User == nil {
+		return raw
+	}
+	if _, ok := u.User.Password(); !ok {
+		return raw
+	}
+	return u.Redacted()
 }
 
 func open(ctx context.Context, raw string) (lease.Store, error) {
@@ -112,10 +125,18 @@ func open(ctx context.Context, raw string) (lease.Store, error) {
 		return openDynamo(ctx, u, q)
 	case "s3":
 		return openS3(ctx, u, q)
+	case "postgres", "postgresql":
+		return openPostgres(ctx, u, q)
+	case "etcd":
+		return openEtcd(u, q)
+	case "gs":
+		return openGCS(ctx, u, q)
+	case "azblob":
+		return openAzblob(ctx, u, q)
 	case "":
-		return nil, errors.New("no scheme: want dynamodb://TABLE, s3://BUCKET/PREFIX, file:///DIR or mem:NAME")
+		return nil, errors.New("no scheme: want dynamodb://TABLE, s3://BUCKET/PREFIX, postgres://HOST/DB, etcd://HOST:PORT/PREFIX, gs://BUCKET/PREFIX, azblob://ACCOUNT/CONTAINER/PREFIX, file:///DIR or mem:NAME")
 	}
-	return nil, fmt.Errorf("unknown scheme %q: want dynamodb, s3, file or mem", u.Scheme)
+	return nil, fmt.Errorf("unknown scheme %q: want dynamodb, s3, postgres, etcd, gs, azblob, file or mem", u.Scheme)
 }
 
 var (
