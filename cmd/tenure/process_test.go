@@ -319,9 +319,13 @@ func onStores(t *testing.T, f func(t *testing.T, e *procEnv)) {
 }
 
 // TestProcessKillLeader: kill -9 the leading tenure: its child dies with it,
-// and the other's child starts within the failover bound.
+// and the other's child starts within the failover bound; on every store.
 func TestProcessKillLeader(t *testing.T) {
-	onStores(t, func(t *testing.T, e *procEnv) {
+	every := func(t *testing.T, f func(t *testing.T, e *procEnv)) {
+		onStores(t, f)
+		onServerStores(t, f)
+	}
+	every(t, func(t *testing.T, e *procEnv) {
 		a := e.tenure("run", "--id", "a", "job")
 		first := e.await(20*time.Second, "first child", func(ev event) bool { return ev.what == "start" })
 		b := e.tenure("run", "--id", "b", "job")
