@@ -33,7 +33,33 @@ var (
 	s3Standard = priceList{Name: "S3 Standard, us-east-1", Date: "November 2024",
 		WritePerMil: 5, ReadPerMil: 0.4, WritesPerPut: 1, ReadsPerPoll: 1,
 		WriteVerb: "PutObject", ReadVerb: "GetObject", MonthDuration: 30 * 24 * time.Hour}
+	// GCS: an upload is a Class A operation, a read Class B; a regional
+	// bucket's Standard class.
+	gcsStandard = priceList{Name: "Cloud Storage Standard, a region (us-central1)", Date: "2024",
+		WritePerMil: 5, ReadPerMil: 0.4, WritesPerPut: 1, ReadsPerPoll: 1,
+		WriteVerb: "uploads (Class A)", ReadVerb: "reads (Class B)", MonthDuration: 30 * 24 * time.Hour}
+	// Azure: a Put Blob is a write operation, a Get Blob a read; the Hot
+	// tier, LRS.
+	azureHot = priceList{Name: "Azure Blob Hot LRS, East US", Date: "2024",
+		WritePerMil: 5.5, ReadPerMil: 0.44, WritesPerPut: 1, ReadsPerPoll: 1,
+		WriteVerb: "Put Blob (write operations)", ReadVerb: "Get Blob (read operations)", MonthDuration: 30 * 24 * time.Hour}
 )
+
+// planStores are the stores tenure plan knows, by --store name: a price
+// list, or none for a server whose cost does not grow with requests.
+var planStores = []struct {
+	name, schemes string
+	price         *priceList
+	server        string // for a store without a per-request price
+}{
+	{"dynamodb", "dynamodb", &dynamoDBOnDemand, ""},
+	{"s3", "s3", &s3Standard, ""},
+	{"gcs", "gs", &gcsStandard, ""},
+	{"azblob", "azblob", &azureHot, ""},
+	{"postgres", "postgres postgresql", nil, "PostgreSQL"},
+	{"etcd", "etcd", nil, "etcd"},
+	{"file", "file", nil, "A file store"},
+}
 
 // monthlyCost returns what one lease costs a month at pr: the leader's
 // renewals (with a standby, and its reads of the standby's record), and

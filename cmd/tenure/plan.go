@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/tenure-go/tenure/election"
@@ -16,7 +18,9 @@ const planUsage = `usage: tenure plan [flags]
 Prints what a configuration means: how long a leader leads, how long a
 failover can take after a crash and after a release, what fencing changes,
 how many store requests the candidates make, and what they cost a month on
-DynamoDB on-demand and S3 Standard at list prices. It refuses what a
+DynamoDB on-demand, S3 Standard, Cloud Storage and Azure Blob at list
+prices (--store picks one: a name or a store URL; PostgreSQL and etcd have
+no per-request price). It refuses what a
 Candidate would refuse (the same election.Timing.Validate), and computes
 with the same functions the Candidate and the simulator use.
 
@@ -24,6 +28,7 @@ examples:
   tenure plan                                   # the defaults, 3 candidates
   tenure plan --lease 3s --candidates 10        # a short lease, many replicas
   tenure plan --lease 30s --renew 10s --store s3
+  tenure plan --store gs://acme-leases/tenure/  # the store a URL names
   tenure plan --lease 3s --renew 1s --poll 1s --standby --candidates 20
   tenure plan --lease 3s --renew 1s --poll 1s --standby --wake --candidates 3
   tenure plan --fair --store dynamodb           # what fair lock waiters cost
@@ -48,7 +53,7 @@ func planCommand(args []string, stdout, stderr io.Writer) int {
 	strong := fs.Bool("strong-polls", false, "price polls as strongly consistent reads (tenure.Config.StrongPolls); by default DynamoDB's are eventually consistent, at half the read units")
 	candidates := fs.Int("candidates", 3, "number of candidates")
 	rtt := fs.Duration("rtt", 20*time.Millisecond, "longest store round trip to assume")
-	store := fs.String("store", "all", "whose cost to print: dynamodb, s3 or all")
+	store := fs.String("store", "all", "whose cost to print: dynamodb, s3, gcs, azblob, postgres, etcd, all, or a store URL")
 	fair := fs.Bool("fair", false, "also print what fair lock waiters cost (tenure.Fair(), tenure lock --fair): 2, 5, 10 and 50 queued behind a holder")
 	slots := fs.Int("slots", 0, "also print what a semaphore of this many slots costs per holder and per waiter (tenure.Slots, tenure lock --slots); with --fair, fair waiters")
 	shards := fs.Int("shards", 0, "also print what a group of this many shards promises and costs (tenure.Group, tenure run --group)")
@@ -80,16 +85,9 @@ func planCommand(args []string, stdout, stderr io.Writer) int {
 	if !*strong {
 		ddb = dynamoDBOnDemandStalePolls
 	}
-	var prices []priceList
-	switch *store {
-	case "dynamodb":
-		prices = []priceList{ddb}
-	case "s3":
-		prices = []priceList{s3Standard}
-	case "all":
-		prices = []priceList{ddb, s3Standard}
-	default:
-		fmt.Fprintf(stderr, "tenure plan: --store %q: want dynamodb, s3 or all\n", *store)
+	prices, server, ok := planPrices(*store, ddb)
+	if !ok {
+		fmt.Fprintf(stderr, "tenure plan: --store %q: want dynamodb, s3, gcs, azblob, postgres, etcd, all, or a store URL\n", *store)
 		return exitUsage
 	}
 	switch {
@@ -112,6 +110,9 @@ func planCommand(args []string, stdout, stderr io.Writer) int {
 		p = p.WithNotices()
 	}
 	printPlan(stdout, p, prices)
+	if server != "" {
+		fmt.Fprintf(stdout, "\n%s has no per-request price: the requests above are its load, each a read or a compare-and-swap of one record.\n", server)
+	}
 	if *fair && *slots == 0 {
 		printFair(stdout, p.Timing, prices)
 	}
@@ -122,6 +123,28 @@ func planCommand(args []string, stdout, stderr io.Writer) int {
 		printGroup(stdout, groupcore.NewBounds(t, *shards, *members, *rtt), *shards, *members, *watchShards, prices)
 	}
 	return 0
+}
+
+// planPrices returns the price lists --store names (a name, "all", or a
+// store URL, by its scheme), or the server of a store without a
+// per-request price; ddb is DynamoDB's, as --strong-polls prices it.
+func planPrices(store string, ddb priceList) (prices []priceList, server string, ok bool) {
+	if store == "all" {
+		return []priceList{ddb, s3Standard, gcsStandard, azureHot}, "", true
+	}
+	scheme, _, isURL := strings.Cut(store, ":")
+	for _, s := range planStores {
+		if store == s.name || isURL && slices.Contains(strings.Fields(s.schemes), scheme) {
+			switch {
+			case s.price == &dynamoDBOnDemand:
+				return []priceList{ddb}, "", true
+			case s.price != nil:
+				return []priceList{*s.price}, "", true
+			}
+			return nil, s.server, true
+		}
+	}
+	return nil, "", false
 }
 
 // printGroup prints what a group promises and costs (docs/groups.md).
@@ -198,7 +221,13 @@ func printPlan(w io.Writer, p election.Plan, prices []priceList) {
 			pr.Name, pr.Date, pr.WritePerMil, pr.WriteVerb, pr.ReadPerMil, pr.ReadVerb)
 		row("cost per lease, 30 days", fmt.Sprintf("leader $%.2f + followers $%.2f = $%.2f", leader, followers, leader+followers))
 	}
-	fmt.Fprintln(w, "\nA payload over 1 KB doubles DynamoDB's write units. Prices change: check AWS's pricing pages.")
+	if len(prices) > 0 {
+		fmt.Fprint(w, "\n")
+		if strings.HasPrefix(prices[0].Name, "DynamoDB") {
+			fmt.Fprint(w, "A payload over 1 KB doubles DynamoDB's write units. ")
+		}
+		fmt.Fprintln(w, "Prices change: check the providers' pricing pages.")
+	}
 }
 
 // count formats n with thousands separators, rounded.

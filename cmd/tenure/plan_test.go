@@ -178,3 +178,26 @@ func TestPlanGroup(t *testing.T) {
 		t.Errorf("the membership's cost grows with the shards:\n%s", more)
 	}
 }
+
+// TestPlanStores: --store takes each store's name or a URL of it, and
+// prints its price list, or says that it has none.
+func TestPlanStores(t *testing.T) {
+	for _, c := range []struct{ store, want, not string }{
+		{"gcs", "Cloud Storage Standard", "DynamoDB"},
+		{"gs://acme/tenure/", "Cloud Storage Standard", "Azure"},
+		{"azblob", "Azure Blob Hot LRS", "S3"},
+		{"azblob://acct/leases/", "Azure Blob Hot LRS", "Cloud Storage"},
+		{"postgres", "PostgreSQL has no per-request price", "cost per lease"},
+		{"postgresql://db.internal/app", "PostgreSQL has no per-request price", "cost per lease"},
+		{"etcd://10.0.0.1:2379/tenure/", "etcd has no per-request price", "cost per lease"},
+		{"all", "Azure Blob Hot LRS", "no per-request price"},
+	} {
+		code, out, errs := runTenure(t, "plan", "--store", c.store)
+		if code != 0 || !strings.Contains(out, c.want) || strings.Contains(out, c.not) {
+			t.Errorf("--store %s: exit %d, want %q and no %q:\n%s%s", c.store, code, c.want, c.not, out, errs)
+		}
+	}
+	if code, _, errs := runTenure(t, "plan", "--store", "redis://x"); code != exitUsage || !strings.Contains(errs, "a store URL") {
+		t.Errorf("--store redis://x: exit %d, %s", code, errs)
+	}
+}

@@ -6,6 +6,12 @@
 //	dynamodb://TABLE?endpoint=http://127.0.0.1:8000&create=true
 //	s3://BUCKET/PREFIX?region=eu-west-1                 lease/s3lease
 //	s3://BUCKET?endpoint=http://127.0.0.1:9000&path-style=true&create=true
+//	postgres://USER@HOST:5432/DB?table=T&create=true    lease/pglease (postgresql:// too)
+//	etcd://HOST:2379,HOST:2379/tenure/?tls=true         lease/etcdlease
+//	gs://BUCKET/PREFIX                                  lease/gcslease
+//	gs://BUCKET/PREFIX?endpoint=http://127.0.0.1:4443&create=true&project=P
+//	azblob://ACCOUNT/CONTAINER/PREFIX                   lease/azbloblease
+//	azblob://ACCOUNT/CONTAINER/PREFIX?endpoint=http://127.0.0.1:10000/ACCOUNT&create=true
 //	file:///var/lib/tenure                              lease/filelease (shared=true: a directory
 //	                                                    others may write, shared on purpose)
 //	mem:NAME                                            lease/memlease (one per NAME in the process)
@@ -25,6 +31,27 @@
 //	key         dynamodb: the table's partition key attribute (default "lease")
 //	path-style  s3: true for path-style addressing (default: true with an
 //	            endpoint, false without)
+//
+// postgres: every parameter but table (default tenure_leases) and create
+// (CREATE TABLE IF NOT EXISTS) is the pgx driver's, libpq's names
+// (sslmode, connect_timeout...); the password comes from the URL or from
+// where libpq looks (PGPASSWORD, ~/.pgpass).
+//
+// etcd: the user from the URL, the password from the URL or from
+// TENURE_ETCD_PASSWORD; tls=true for TLS, ca=FILE for a CA bundle,
+// cert=FILE and key=FILE for a client certificate. The path is the key
+// prefix, leading slash included. The client connects at the first call,
+// so that a cluster down when tenure starts is retried like any outage.
+//
+// gs: Application Default Credentials (GOOGLE_APPLICATION_CREDENTIALS, the
+// metadata server, gcloud auth application-default login); none with an
+// http:// endpoint (an emulator). create=true needs project=ID (or
+// GOOGLE_CLOUD_PROJECT).
+//
+// azblob: the account key from AZURE_STORAGE_KEY if set, else the identity
+// DefaultAzureCredential finds (environment, workload or managed identity,
+// az login). endpoint is the account's URL (default
+// https://ACCOUNT.blob.core.windows.net).
 //
 // The SDK's own retries are off in the clients Open makes: tenure retries a
 // failed call itself, with backoff bounded by the lease's timings, and an
