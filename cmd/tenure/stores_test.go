@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/tenure-go/tenure/internal/testservers"
+	"github.com/tenure-go/tenure/internal/testservers/servers"
 )
 
 // onServerStores runs f on each store beyond AWS, on its real server:
@@ -87,6 +88,8 @@ func TestProcessServerStoresRefuse(t *testing.T) {
 		name, store, env, want string
 	}{
 		{"postgres", testservers.Postgres(t) + "&table=no_such_table", "", "create=true"},
+		{"etcd-password", "etcd://tenure:wrong@" + testservers.EtcdAuth(t) + "/tenure/", "", "check the user name and password"},
+		{"etcd-rights", "etcd://tenure@" + testservers.EtcdAuth(t) + "/tenure/", "TENURE_ETCD_PASSWORD=" + servers.EtcdTenurePassword, "grant-permission"},
 		{"gcs", "gs://no-such-bucket/tenure/?endpoint=" + testservers.GCS(t), "", "bucket does not exist"},
 		{"azblob", "azblob://" + srv.Account + "/no-such-container/?endpoint=" + srv.Endpoint, "AZURE_STORAGE_KEY=" + srv.Key, "container does not exist"},
 		{"azblob-key", "azblob://" + srv.Account + "/no-such-container/?endpoint=" + srv.Endpoint, "AZURE_STORAGE_KEY=d3Jvbmc=", "check the credentials"},

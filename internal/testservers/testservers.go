@@ -5,7 +5,7 @@
 // The script exports the servers' addresses and keys in environment variables
 // (TENURE_DYNAMODB_ENDPOINT, TENURE_VERSITYGW_ENDPOINT, TENURE_VERSITYGW_ACCESS_KEY,
 // TENURE_VERSITYGW_SECRET_KEY, TENURE_MINIO_ENDPOINT, TENURE_MINIO_ACCESS_KEY,
-// TENURE_MINIO_SECRET_KEY, TENURE_POSTGRES_URL, TENURE_ETCD_ENDPOINT, TENURE_GCS_ENDPOINT,
+// TENURE_MINIO_SECRET_KEY, TENURE_POSTGRES_URL, TENURE_ETCD_ENDPOINT, TENURE_ETCD_AUTH_ENDPOINT, TENURE_GCS_ENDPOINT,
 // TENURE_AZURITE_ENDPOINT, TENURE_AZURITE_ACCOUNT, TENURE_AZURITE_KEY). A test that needs a server the environment does not
 // name is skipped, or failed when Required reports true (in CI), so that a missing
 // server can never pass silently there.
@@ -44,6 +44,7 @@ const (
 	EnvMinIOSecretKey     = "TENURE_MINIO_SECRET_KEY"
 	EnvPostgresURL        = "TENURE_POSTGRES_URL"
 	EnvEtcdEndpoint       = "TENURE_ETCD_ENDPOINT"
+	EnvEtcdAuthEndpoint   = "TENURE_ETCD_AUTH_ENDPOINT"
 	EnvGCSEndpoint        = "TENURE_GCS_ENDPOINT"
 	EnvAzuriteEndpoint    = "TENURE_AZURITE_ENDPOINT"
 	EnvAzuriteAccount     = "TENURE_AZURITE_ACCOUNT"
@@ -116,6 +117,16 @@ func Postgres(t testing.TB) string {
 func Etcd(t testing.TB) string {
 	t.Helper()
 	return need(t, EnvEtcdEndpoint, "etcd")
+}
+
+// EtcdAuth returns the client address of the second etcd server, the one
+// with authentication on ($TENURE_ETCD_AUTH_ENDPOINT): the user root
+// (password servers.EtcdRootPassword) may do anything, the user tenure
+// (servers.EtcdTenurePassword) may log in and nothing else. Without it,
+// it skips the test, or fails it when Required.
+func EtcdAuth(t testing.TB) string {
+	t.Helper()
+	return need(t, EnvEtcdAuthEndpoint, "etcd with authentication")
 }
 
 // GCS returns the base URL (http://HOST:PORT) of the fake-gcs-server at

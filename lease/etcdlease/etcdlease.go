@@ -58,6 +58,7 @@ import (
 	"strconv"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -199,6 +200,9 @@ func classify(err error) error {
 		code = coded.Code()
 	} else if st, ok := status.FromError(err); ok {
 		code = st.Code()
+	}
+	if errors.Is(err, rpctypes.ErrAuthFailed) {
+		return lease.Permanent(fmt.Errorf("%w; check the user name and password (tenure: in the URL, or TENURE_ETCD_PASSWORD)", err))
 	}
 	switch code {
 	case codes.PermissionDenied:

@@ -7,10 +7,12 @@ import (
 	"testing"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
 	"github.com/tenure-go/tenure/internal/testservers"
+	"github.com/tenure-go/tenure/internal/testservers/servers"
 	"github.com/tenure-go/tenure/lease"
 	"github.com/tenure-go/tenure/lease/etcdlease"
 	"github.com/tenure-go/tenure/lease/leasetest"
@@ -109,39 +111,20 @@ func TestIntegrationConflictCarriesRecord(t *testing.T) {
 	}
 }
 
-// TestIntegrationPermanentErrors: a user without rights on the prefix, and
-// a wrong password, are permanent.
+// TestIntegrationPermanentErrors: on the server with authentication on, a
+// user without rights on the prefix, and a wrong password, are permanent.
 func TestIntegrationPermanentErrors(t *testing.T) {
-	root := client(t, clientv3.Config{})
 	ctx := t.Context()
-	role := testservers.UniqueName("tenure-role")
-	steps := []func() error{
-		func() error { _, err := root.UserAdd(ctx, "root", "rootpw"); return err },
-		func() error { _, err := root.UserGrantRole(ctx, "root", "root"); return err },
-		func() error { _, err := root.RoleAdd(ctx, role); return err },
-		func() error { _, err := root.UserAdd(ctx, "tenure", "tenurepw"); return err },
-		func() error { _, err := root.UserGrantRole(ctx, "tenure", role); return err },
-		func() error { _, err := root.AuthEnable(ctx); return err },
-	}
-	for _, step := range steps {
-		if err := step(); err != nil {
-			t.Fatal(err)
-		}
-	}
-	t.Cleanup(func() {
-		admin := client(t, clientv3.Config{Username: "root", Password: "rootpw"})
-		ctx, cancel := context.WithTimeout(context.Background(), testservers.SetupTimeout)
-		defer cancel()
-		if _, err := admin.AuthDisable(ctx); err != nil {
-			t.Errorf("cleanup: auth disable: %v (later etcd tests will fail)", err)
-		}
-		_, _ = admin.UserDelete(ctx, "tenure")
-		_, _ = admin.UserDelete(ctx, "root")
-		_, _ = admin.RoleDelete(ctx, role)
-	})
 	rec := lease.Record{Holder: "a", Token: 1, Duration: time.Second, Nonce: "n"}
-
-	noRights := client(t, clientv3.Config{Username: "tenure", Password: "tenurepw"})
+	dial := func(password string) (*clientv3.Client, error) {
+		return clientv3.New(clientv3.Config{Endpoints: []string{testservers.EtcdAuth(t)}, Username: "tenure", Password: password,
+			DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+	}
+	noRights, err := dial(servers.EtcdTenurePassword)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer noRights.Close()
 	s, _ := etcdlease.New(noRights, etcdlease.Config{Prefix: "/tenure/"})
 	_, _, gerr := s.Get(ctx, "x")
 	_, perr := s.Put(ctx, "x", rec, lease.NoVersion)
@@ -150,18 +133,10 @@ func TestIntegrationPermanentErrors(t *testing.T) {
 			t.Errorf("without rights: %v, want a permanent error saying what to grant", err)
 		}
 	}
-
-	// A wrong password fails at the client's first call (its
-	// authentication), which the store reports as permanent.
-	cfg := clientv3.Config{Endpoints: []string{testservers.Etcd(t)}, Username: "tenure", Password: "wrong", DialTimeout: 5 * time.Second, Logger: zap.NewNop()}
-	bad, err := clientv3.New(cfg)
-	if err == nil {
-		defer bad.Close()
-		s, _ := etcdlease.New(bad, etcdlease.Config{Prefix: "/tenure/"})
-		_, _, err = s.Get(ctx, "x")
-	}
-	t.Logf("wrong password: %v", err)
-	if !errors.Is(err, lease.ErrPermanent) {
-		t.Errorf("wrong password: %v, want a permanent error", err)
+	// clientv3.New logs in, so a wrong password fails there; storeurl makes
+	// the client at the first call, where the store classifies the error
+	// (lease/storeurl's TestIntegrationEtcdLogin).
+	if _, err := dial("wrong"); !errors.Is(err, rpctypes.ErrAuthFailed) {
+		t.Errorf("wrong password: %v, want %v", err, rpctypes.ErrAuthFailed)
 	}
 }

@@ -1,11 +1,13 @@
 package storeurl_test
 
 import (
+	"context"
 	"errors"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/tenure-go/tenure/internal/testservers"
 	"github.com/tenure-go/tenure/lease"
@@ -36,12 +38,34 @@ func TestBadURLs(t *testing.T) {
 		"s3://b/p?path-style=2":      `path-style="2": want true or false`,
 		"s3://Bad_Bucket?region=x":   "Config.Bucket",
 		"file:///tmp/x?shared=maybe": `shared="maybe": want true or false`,
-		"s3://bucket/p?endpoint=http://127.0.0.1:1&acl=x": `unknown parameter "acl"`,
+		"s3://bucket/p?endpoint=http://127.0.0.1:1&acl=x":  `unknown parameter "acl"`,
+		"postgres://h/db?create=maybe":                     `create="maybe": want true or false`,
+		"postgres://h/db?table=a-b":                        "pglease: table",
+		"etcd:///p":                                        "want etcd://HOST:PORT/PREFIX",
+		"etcd://h:1/p?timeout=1":                           `unknown parameter "timeout"`,
+		"etcd://h:1/p?cert=/c.pem":                         "cert= and key= go together",
+		"gs://":                                            "want gs://BUCKET/PREFIX",
+		"gs://b/p?endpoint=http://127.0.0.1:1&create=true": "project=ID",
+		"azblob://acct":                                    "want azblob://ACCOUNT/CONTAINER/PREFIX",
+		"azblob://acct/c?tier=hot":                         `unknown parameter "tier"`,
 	} {
 		_, err := storeurl.Open(t.Context(), raw)
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("Open(%q) = %v, want an error containing %q", raw, err, want)
 		}
+	}
+}
+
+// TestPasswordRedacted: an error about a URL never repeats its password.
+func TestPasswordRedacted(t *testing.T) {
+	for _, raw := range []string{"postgres://u:s3cret@h/db?create=maybe", "etcd://u:s3cret@h:1/p?cert=x"} {
+		_, err := storeurl.Open(t.Context(), raw)
+		if err == nil || strings.Contains(err.Error(), "s3cret") {
+			t.Errorf("Open(%q) = %v: want an error without the password", raw, err)
+		}
+	}
+	if got := storeurl.Redact("postgres://u:s3cret@h/db"); got != "postgres://u:xxxxx@h/db" {
+		t.Errorf("Redact = %q", got)
 	}
 }
 
@@ -128,6 +152,43 @@ func TestIntegrationStoreURL(t *testing.T) {
 			// MinIO ignores If-Match on DeleteObject (see s3lease.Store.Delete).
 			conformance(t, "s3://"+bucket+"/tenure/?region=us-east-1&create=true&endpoint="+srv.Endpoint, srv.Name == "minio")
 		})
+	}
+	t.Run("postgres", func(t *testing.T) {
+		table := strings.ReplaceAll(testservers.UniqueName("tenure_url"), "-", "_")
+		conformance(t, testservers.Postgres(t)+"&create=true&table="+table, false)
+	})
+	t.Run("etcd", func(t *testing.T) {
+		conformance(t, "etcd://"+testservers.Etcd(t)+"/"+testservers.UniqueName("tenure-url")+"/", false)
+	})
+	t.Run("gcs", func(t *testing.T) {
+		conformance(t, "gs://"+testservers.UniqueName("tenure-url")+"/tenure/?create=true&project=test&endpoint="+testservers.GCS(t), false)
+	})
+	t.Run("azblob", func(t *testing.T) {
+		srv := testservers.Azurite(t)
+		t.Setenv("AZURE_STORAGE_KEY", srv.Key)
+		conformance(t, "azblob://"+srv.Account+"/"+testservers.UniqueName("tenure-url")+"/tenure/?create=true&endpoint="+srv.Endpoint, false)
+	})
+}
+
+// TestIntegrationEtcdLogin: etcd's login happens at the first call, so a
+// wrong password there is a permanent error, and a cluster that does not
+// answer is not.
+func TestIntegrationEtcdLogin(t *testing.T) {
+	s, err := storeurl.Open(t.Context(), "etcd://tenure:wrong@"+testservers.EtcdAuth(t)+"/tenure/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := s.Get(t.Context(), "x"); !errors.Is(err, lease.ErrPermanent) {
+		t.Errorf("Get with a login the server refuses: %v, want a permanent error", err)
+	}
+	s, err = storeurl.Open(t.Context(), "etcd://tenure:pw@127.0.0.1:1/tenure/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), time.Second)
+	defer cancel()
+	if _, _, err := s.Get(ctx, "x"); err == nil || errors.Is(err, lease.ErrPermanent) {
+		t.Errorf("Get from a closed port: %v, want an error that is not permanent", err)
 	}
 }
 

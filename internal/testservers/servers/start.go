@@ -38,7 +38,7 @@ var EnvNames = []string{
 	"TENURE_SERVERS_STATE", "TENURE_DYNAMODB_ENDPOINT",
 	"TENURE_VERSITYGW_ENDPOINT", "TENURE_VERSITYGW_ACCESS_KEY", "TENURE_VERSITYGW_SECRET_KEY",
 	"TENURE_MINIO_ENDPOINT", "TENURE_MINIO_ACCESS_KEY", "TENURE_MINIO_SECRET_KEY", "TENURE_POSTGRES_URL",
-	"TENURE_ETCD_ENDPOINT", "TENURE_GCS_ENDPOINT", "TENURE_AZURITE_ENDPOINT", "TENURE_AZURITE_ACCOUNT", "TENURE_AZURITE_KEY",
+	"TENURE_ETCD_ENDPOINT", "TENURE_ETCD_AUTH_ENDPOINT", "TENURE_GCS_ENDPOINT", "TENURE_AZURITE_ENDPOINT", "TENURE_AZURITE_ACCOUNT", "TENURE_AZURITE_KEY",
 }
 
 // Set is a set of running servers.
@@ -95,7 +95,7 @@ func (c Config) Start(servers []string, detach bool) (*Set, error) {
 }
 
 func (s *Set) start(servers []string) error {
-	ports, err := freePorts(len(All) + 2) // one each, MinIO's console and etcd's peer port
+	ports, err := freePorts(len(All) + 4) // one each, MinIO's console, etcd's peer port, a second etcd's
 	if err != nil {
 		return fmt.Errorf("pick free ports: %w", err)
 	}
@@ -121,8 +121,16 @@ func (s *Set) start(servers []string) error {
 			err = s.startPostgres(port, url)
 			s.setenv("TENURE_POSTGRES_URL", url)
 		case "etcd":
-			err = s.startEtcd(port, strconv.Itoa(ports[len(All)+1]))
+			err = s.startEtcd("etcd", port, strconv.Itoa(ports[len(All)+1]), nil)
 			s.setenv("TENURE_ETCD_ENDPOINT", addr)
+			if err == nil {
+				// A second one, with authentication on, for the tests of
+				// refused logins and rights: turning it on in the first
+				// would fail the tests that run beside them.
+				auth := strconv.Itoa(ports[len(All)+2])
+				err = s.startEtcd("etcd-auth", auth, strconv.Itoa(ports[len(All)+3]), func() error { return etcdAuthSetup("127.0.0.1:" + auth) })
+				s.setenv("TENURE_ETCD_AUTH_ENDPOINT", "127.0.0.1:"+auth)
+			}
 		case "gcs":
 			err = s.startFakeGCS(port)
 			s.setenv("TENURE_GCS_ENDPOINT", "http://"+addr)
@@ -216,11 +224,16 @@ func (s *Set) startMinIO(port, console string) error {
 }
 
 // startEtcd runs a one-member etcd cluster on loopback, its data in the
-// state directory.
-func (s *Set) startEtcd(port, peer string) error {
+// state directory; setup, if any, runs once it answers, until it succeeds.
+func (s *Set) startEtcd(name, port, peer string, setup func() error) error {
 	client, peerURL := "http://127.0.0.1:"+port, "http://127.0.0.1:"+peer
-	_, err := s.launch("etcd", httpOK(port, "/health"), "", []string{"ETCD_UNSUPPORTED_ARCH=" + runtime.GOARCH}, nil, etcdBin(),
-		"--name", "tenure", "--data-dir", filepath.Join(s.State, "etcd-data"),
+	check := httpOK(port, "/health")
+	if setup != nil {
+		up := check
+		check = func() bool { return up() && setup() == nil }
+	}
+	_, err := s.launch(name, check, "", []string{"ETCD_UNSUPPORTED_ARCH=" + runtime.GOARCH}, nil, etcdBin(),
+		"--name", "tenure", "--data-dir", filepath.Join(s.State, name+"-data"),
 		"--listen-client-urls", client, "--advertise-client-urls", client,
 		"--listen-peer-urls", peerURL, "--initial-advertise-peer-urls", peerURL,
 		"--initial-cluster", "tenure="+peerURL, "--log-level", "warn")
@@ -471,7 +484,7 @@ func removeState(state string, c Config) {
 		os.RemoveAll(state)
 		return
 	}
-	for _, d := range []string{"versitygw-data", "versitygw-meta", "minio-data", "postgres", "etcd-data"} {
+	for _, d := range []string{"versitygw-data", "versitygw-meta", "minio-data", "postgres", "etcd-data", "etcd-auth-data"} {
 		os.RemoveAll(filepath.Join(state, d))
 	}
 	c.say("server logs kept in %s", state)
