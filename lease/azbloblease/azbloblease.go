@@ -81,6 +81,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/container"
 
 	"github.com/tenure-go/tenure/internal/recordjson"
+	"github.com/tenure-go/tenure/internal/storekit"
 	"github.com/tenure-go/tenure/lease"
 )
 
@@ -146,11 +147,8 @@ func (s *Store) nameOf(blob string) (string, bool) {
 
 // Get implements lease.Store with one Get Blob.
 func (s *Store) Get(ctx context.Context, name string) (lease.Record, lease.Version, error) {
-	if err := lease.ValidateName(name); err != nil {
-		return lease.Record{}, lease.NoVersion, fmt.Errorf("get lease: %w", err)
-	}
-	if err := ctx.Err(); err != nil {
-		return lease.Record{}, lease.NoVersion, fmt.Errorf("get lease %q: %w", name, err)
+	if err := storekit.CheckGet(ctx, name); err != nil {
+		return lease.Record{}, lease.NoVersion, err
 	}
 	resp, err := s.cc.NewBlockBlobClient(s.Blob(name)).DownloadStream(ctx, nil)
 	if bloberror.HasCode(err, bloberror.BlobNotFound) {
@@ -181,14 +179,8 @@ func (s *Store) Get(ctx context.Context, name string) (lease.Record, lease.Versi
 // Put implements lease.Store with one Put Blob under If-None-Match or
 // If-Match.
 func (s *Store) Put(ctx context.Context, name string, rec lease.Record, expect lease.Version) (lease.Version, error) {
-	if err := lease.ValidateName(name); err != nil {
-		return lease.NoVersion, fmt.Errorf("put lease: %w", err)
-	}
-	if err := rec.Validate(name); err != nil {
+	if err := storekit.CheckPut(ctx, name, rec); err != nil {
 		return lease.NoVersion, err
-	}
-	if err := ctx.Err(); err != nil {
-		return lease.NoVersion, fmt.Errorf("put lease %q: %w", name, err)
 	}
 	cond := &blob.ModifiedAccessConditions{}
 	switch {
@@ -234,9 +226,7 @@ func (e shortError) Unwrap() error { return e.err }
 // failed wraps a failed call's error: the context's error when ctx ended,
 // and permanent when retrying cannot cure it.
 func (s *Store) failed(ctx context.Context, op, name string, err error) error {
-	if ctx.Err() != nil && !errors.Is(err, ctx.Err()) {
-		err = fmt.Errorf("%w (%v)", ctx.Err(), err)
-	}
+	err = storekit.Cause(ctx, err)
 	var re *azcore.ResponseError
 	status := 0
 	if errors.As(err, &re) {
@@ -285,11 +275,8 @@ func (s *Store) List(ctx context.Context, prefix string, fn func(name string) er
 // Delete implements lease.Deleter with one Delete Blob under If-Match
 // (none with lease.AnyVersion).
 func (s *Store) Delete(ctx context.Context, name string, expect lease.Version) error {
-	if err := lease.ValidateName(name); err != nil {
-		return fmt.Errorf("delete lease: %w", err)
-	}
-	if err := ctx.Err(); err != nil {
-		return fmt.Errorf("delete lease %q: %w", name, err)
+	if err := storekit.CheckDelete(ctx, name); err != nil {
+		return err
 	}
 	opts := &blob.DeleteOptions{}
 	if expect != lease.AnyVersion {

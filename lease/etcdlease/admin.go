@@ -3,12 +3,12 @@ package etcdlease
 import (
 	"context"
 	"errors"
-	"fmt"
 	"strconv"
 	"strings"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/tenure-go/tenure/internal/storekit"
 	"github.com/tenure-go/tenure/lease"
 )
 
@@ -50,11 +50,8 @@ func (s *Store) List(ctx context.Context, prefix string, fn func(name string) er
 // Delete implements lease.Deleter: one Txn that deletes the key if its
 // mod_revision is still expect; with lease.AnyVersion, one Delete.
 func (s *Store) Delete(ctx context.Context, name string, expect lease.Version) error {
-	if err := lease.ValidateName(name); err != nil {
-		return fmt.Errorf("delete lease: %w", err)
-	}
-	if err := ctx.Err(); err != nil {
-		return fmt.Errorf("delete lease %q: %w", name, err)
+	if err := storekit.CheckDelete(ctx, name); err != nil {
+		return err
 	}
 	key := s.Key(name)
 	if expect == lease.AnyVersion {

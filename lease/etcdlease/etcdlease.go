@@ -64,6 +64,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/tenure-go/tenure/internal/recordjson"
+	"github.com/tenure-go/tenure/internal/storekit"
 	"github.com/tenure-go/tenure/lease"
 )
 
@@ -109,11 +110,8 @@ func (s *Store) Key(name string) string { return s.prefix + name }
 
 // Get implements lease.Store with one linearizable Range.
 func (s *Store) Get(ctx context.Context, name string) (lease.Record, lease.Version, error) {
-	if err := lease.ValidateName(name); err != nil {
-		return lease.Record{}, lease.NoVersion, fmt.Errorf("get lease: %w", err)
-	}
-	if err := ctx.Err(); err != nil {
-		return lease.Record{}, lease.NoVersion, fmt.Errorf("get lease %q: %w", name, err)
+	if err := storekit.CheckGet(ctx, name); err != nil {
+		return lease.Record{}, lease.NoVersion, err
 	}
 	resp, err := s.kv.Get(ctx, s.Key(name))
 	if err != nil {
@@ -141,14 +139,8 @@ func version(rev int64) lease.Version { return lease.Version(strconv.FormatInt(r
 
 // Put implements lease.Store with one Txn (see the package doc).
 func (s *Store) Put(ctx context.Context, name string, rec lease.Record, expect lease.Version) (lease.Version, error) {
-	if err := lease.ValidateName(name); err != nil {
-		return lease.NoVersion, fmt.Errorf("put lease: %w", err)
-	}
-	if err := rec.Validate(name); err != nil {
+	if err := storekit.CheckPut(ctx, name, rec); err != nil {
 		return lease.NoVersion, err
-	}
-	if err := ctx.Err(); err != nil {
-		return lease.NoVersion, fmt.Errorf("put lease %q: %w", name, err)
 	}
 	key := s.Key(name)
 	var cond clientv3.Cmp
@@ -184,9 +176,7 @@ func (s *Store) Put(ctx context.Context, name string, rec lease.Record, expect l
 // failed wraps a failed call's error: the context's error when ctx ended,
 // and permanent when retrying cannot cure it.
 func (s *Store) failed(ctx context.Context, op, name string, err error) error {
-	if ctx.Err() != nil && !errors.Is(err, ctx.Err()) {
-		err = fmt.Errorf("%w (%v)", ctx.Err(), err)
-	}
+	err = storekit.Cause(ctx, err)
 	err = fmt.Errorf("%s lease %q (key %q): %w", op, name, s.Key(name), err)
 	return classify(err)
 }

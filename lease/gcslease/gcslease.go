@@ -77,6 +77,7 @@ import (
 	"google.golang.org/api/iterator"
 
 	"github.com/tenure-go/tenure/internal/recordjson"
+	"github.com/tenure-go/tenure/internal/storekit"
 	"github.com/tenure-go/tenure/lease"
 )
 
@@ -128,11 +129,8 @@ func (s *Store) Object(name string) string { return s.prefix + name }
 
 // Get implements lease.Store with one object read.
 func (s *Store) Get(ctx context.Context, name string) (lease.Record, lease.Version, error) {
-	if err := lease.ValidateName(name); err != nil {
-		return lease.Record{}, lease.NoVersion, fmt.Errorf("get lease: %w", err)
-	}
-	if err := ctx.Err(); err != nil {
-		return lease.Record{}, lease.NoVersion, fmt.Errorf("get lease %q: %w", name, err)
+	if err := storekit.CheckGet(ctx, name); err != nil {
+		return lease.Record{}, lease.NoVersion, err
 	}
 	r, err := s.bucket.Object(s.Object(name)).ReadCompressed(true).NewReader(ctx)
 	if errors.Is(err, storage.ErrObjectNotExist) {
@@ -161,14 +159,8 @@ func version(gen int64) lease.Version { return lease.Version(strconv.FormatInt(g
 
 // Put implements lease.Store with one upload under ifGenerationMatch.
 func (s *Store) Put(ctx context.Context, name string, rec lease.Record, expect lease.Version) (lease.Version, error) {
-	if err := lease.ValidateName(name); err != nil {
-		return lease.NoVersion, fmt.Errorf("put lease: %w", err)
-	}
-	if err := rec.Validate(name); err != nil {
+	if err := storekit.CheckPut(ctx, name, rec); err != nil {
 		return lease.NoVersion, err
-	}
-	if err := ctx.Err(); err != nil {
-		return lease.NoVersion, fmt.Errorf("put lease %q: %w", name, err)
 	}
 	cond := storage.Conditions{DoesNotExist: true}
 	if expect != lease.NoVersion {
@@ -211,9 +203,7 @@ func status(err error) int {
 // failed wraps a failed call's error: the context's error when ctx ended,
 // and permanent when retrying cannot cure it.
 func (s *Store) failed(ctx context.Context, op, name string, err error) error {
-	if ctx.Err() != nil && !errors.Is(err, ctx.Err()) {
-		err = fmt.Errorf("%w (%v)", ctx.Err(), err)
-	}
+	err = storekit.Cause(ctx, err)
 	e := fmt.Errorf("%s lease %q (gs://%s/%s): %w", op, name, s.name, s.Object(name), err)
 	switch code := status(err); {
 	case errors.Is(err, storage.ErrBucketNotExist), code == http.StatusNotFound:
@@ -252,11 +242,8 @@ func (s *Store) List(ctx context.Context, prefix string, fn func(name string) er
 // Delete implements lease.Deleter with one delete under ifGenerationMatch
 // (none with lease.AnyVersion).
 func (s *Store) Delete(ctx context.Context, name string, expect lease.Version) error {
-	if err := lease.ValidateName(name); err != nil {
-		return fmt.Errorf("delete lease: %w", err)
-	}
-	if err := ctx.Err(); err != nil {
-		return fmt.Errorf("delete lease %q: %w", name, err)
+	if err := storekit.CheckDelete(ctx, name); err != nil {
+		return err
 	}
 	o := s.bucket.Object(s.Object(name)).Retryer(storage.WithPolicy(storage.RetryNever))
 	if expect != lease.AnyVersion {

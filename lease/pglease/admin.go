@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/tenure-go/tenure/internal/storekit"
 	"github.com/tenure-go/tenure/lease"
 )
 
@@ -82,11 +83,8 @@ func (s *Store) List(ctx context.Context, prefix string, fn func(name string) er
 // (any version with lease.AnyVersion). A delete that finds no such row is a
 // conflict, whether the row changed or is gone.
 func (s *Store) Delete(ctx context.Context, name string, expect lease.Version) error {
-	if err := lease.ValidateName(name); err != nil {
-		return fmt.Errorf("delete lease: %w", err)
-	}
-	if err := ctx.Err(); err != nil {
-		return fmt.Errorf("delete lease %q: %w", name, err)
+	if err := storekit.CheckDelete(ctx, name); err != nil {
+		return err
 	}
 	var (
 		res sql.Result
@@ -114,9 +112,7 @@ func (s *Store) Delete(ctx context.Context, name string, expect lease.Version) e
 // failed wraps a failed call's error: the context's error when ctx ended,
 // and permanent when retrying cannot cure it.
 func (s *Store) failed(ctx context.Context, op, name string, err error) error {
-	if ctx.Err() != nil && !errors.Is(err, ctx.Err()) {
-		err = fmt.Errorf("%w (%v)", ctx.Err(), err)
-	}
+	err = storekit.Cause(ctx, err)
 	return classify(fmt.Errorf("%s lease %q in table %s: %w", op, name, s.table, err))
 }
 

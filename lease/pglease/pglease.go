@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/tenure-go/tenure/internal/storekit"
 	"github.com/tenure-go/tenure/lease"
 )
 
@@ -116,11 +117,8 @@ func (s *Store) Table() string { return s.table }
 
 // Get implements lease.Store with one SELECT.
 func (s *Store) Get(ctx context.Context, name string) (lease.Record, lease.Version, error) {
-	if err := lease.ValidateName(name); err != nil {
-		return lease.Record{}, lease.NoVersion, fmt.Errorf("get lease: %w", err)
-	}
-	if err := ctx.Err(); err != nil {
-		return lease.Record{}, lease.NoVersion, fmt.Errorf("get lease %q: %w", name, err)
+	if err := storekit.CheckGet(ctx, name); err != nil {
+		return lease.Record{}, lease.NoVersion, err
 	}
 	var (
 		version, holder, nonce sql.NullString
@@ -172,14 +170,8 @@ func (s *Store) Get(ctx context.Context, name string) (lease.Record, lease.Versi
 // Put implements lease.Store with one INSERT … ON CONFLICT DO NOTHING (to
 // create) or one UPDATE … WHERE version = expect (to replace).
 func (s *Store) Put(ctx context.Context, name string, rec lease.Record, expect lease.Version) (lease.Version, error) {
-	if err := lease.ValidateName(name); err != nil {
-		return lease.NoVersion, fmt.Errorf("put lease: %w", err)
-	}
-	if err := rec.Validate(name); err != nil {
+	if err := storekit.CheckPut(ctx, name, rec); err != nil {
 		return lease.NoVersion, err
-	}
-	if err := ctx.Err(); err != nil {
-		return lease.NoVersion, fmt.Errorf("put lease %q: %w", name, err)
 	}
 	v := newVersion()
 	var writtenAt any // NULL for a zero time
