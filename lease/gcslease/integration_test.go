@@ -3,7 +3,13 @@ package gcslease_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -73,5 +79,56 @@ func TestIntegrationMissingBucket(t *testing.T) {
 	_, perr := s.Put(t.Context(), "x", rec, lease.NoVersion)
 	if !errors.Is(perr, lease.ErrPermanent) || !strings.Contains(perr.Error(), "bucket does not exist") {
 		t.Errorf("Put to a missing bucket: %v, want a permanent error saying so", perr)
+	}
+}
+
+// TestIntegrationRefused: fake-gcs-server checks no credentials, so a
+// proxy in front of it answers as GCS does to a bad token (401) and to
+// missing rights (403); both are permanent and say what to do. A 503 is
+// not permanent.
+func TestIntegrationRefused(t *testing.T) {
+	target, err := url.Parse(testservers.GCS(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var answer atomic.Int32
+	proxy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if code := int(answer.Load()); code != 0 {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(code)
+			fmt.Fprintf(w, `{"error":{"code":%d,"message":"refused by the test's proxy"}}`, code)
+			return
+		}
+		httputil.NewSingleHostReverseProxy(target).ServeHTTP(w, r)
+	}))
+	defer proxy.Close()
+	c, err := storage.NewClient(context.Background(), option.WithEndpoint(proxy.URL+"/storage/v1/"), option.WithoutAuthentication())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.SetRetry(storage.WithPolicy(storage.RetryNever))
+	s, err := gcslease.New(c, gcslease.Config{Bucket: newBucket(t, c)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := lease.Record{Holder: "a", Token: 1, Duration: time.Second, Nonce: "n"}
+	for _, tc := range []struct {
+		code      int
+		permanent bool
+		want      string
+	}{
+		{http.StatusUnauthorized, true, "check the credentials"},
+		{http.StatusForbidden, true, "roles/storage.objectUser"},
+		{http.StatusServiceUnavailable, false, "503"},
+	} {
+		answer.Store(int32(tc.code))
+		_, _, gerr := s.Get(t.Context(), "x")
+		_, perr := s.Put(t.Context(), "x", rec, lease.NoVersion)
+		for _, err := range []error{gerr, perr} {
+			if errors.Is(err, lease.ErrPermanent) != tc.permanent || !strings.Contains(fmt.Sprint(err), tc.want) {
+				t.Errorf("answered %d: %v; want permanent %v, saying %q", tc.code, err, tc.permanent, tc.want)
+			}
+		}
 	}
 }
