@@ -198,7 +198,7 @@ func (c Config) Check(servers []string) error {
 			}
 		case "azurite":
 			if runtime.GOOS != "linux" || runtime.GOARCH != "amd64" {
-				return fmt.Errorf("Azurite runs here on Node.js %s from the npm package %s, built for Linux on x86-64 only, not %s/%s", nodeVersion, nodePackage, runtime.GOOS, runtime.GOARCH)
+				return fmt.Errorf("the tests run Azurite on Node.js %s from the npm package %s, built for Linux on x86-64 only, not %s/%s", nodeVersion, nodePackage, runtime.GOOS, runtime.GOARCH)
 			}
 			if !stampOK(c.azuriteHome(), c.azuriteStamp()) {
 				if _, err := exec.LookPath("npm"); err != nil {
