@@ -1,13 +1,12 @@
 package servers
 
 import (
-	"context"
-	"errors"
+	"bytes"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
 	"time"
-
-	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
-	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.uber.org/zap"
 )
 
 // The users of the etcd server with authentication on: root may do
@@ -17,31 +16,32 @@ const (
 	EtcdTenurePassword = "tenure-pw"
 )
 
-// etcdAuthSetup makes the users and turns authentication on. A step that
-// was done already (an earlier try got that far) is skipped.
+// etcdAuthSetup makes the users and turns authentication on, through
+// etcd's JSON gateway (so that this command does not build etcd's client).
+// A step that was done already (an earlier try got that far) is skipped.
 func etcdAuthSetup(addr string) error {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	c, err := clientv3.New(clientv3.Config{Endpoints: []string{addr}, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
-	if err != nil {
-		return err
-	}
-	defer c.Close()
-	done := func(err error) error {
-		if errors.Is(err, rpctypes.ErrUserAlreadyExist) || errors.Is(err, rpctypes.ErrRoleAlreadyExist) {
-			return nil
+	client := &http.Client{Timeout: 5 * time.Second}
+	call := func(path, body string) error {
+		resp, err := client.Post("http://"+addr+"/v3/"+path, "application/json", bytes.NewReader([]byte(body)))
+		if err != nil {
+			return err
 		}
-		return err
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		if resp.StatusCode != http.StatusOK && !strings.Contains(string(b), "already exists") {
+			return fmt.Errorf("etcd %s: %s: %s", path, resp.Status, b)
+		}
+		return nil
 	}
-	for _, step := range []func() error{
-		func() error { _, err := c.UserAdd(ctx, "root", EtcdRootPassword); return done(err) },
-		func() error { _, err := c.UserGrantRole(ctx, "root", "root"); return err },
-		func() error { _, err := c.RoleAdd(ctx, "nothing"); return done(err) },
-		func() error { _, err := c.UserAdd(ctx, "tenure", EtcdTenurePassword); return done(err) },
-		func() error { _, err := c.UserGrantRole(ctx, "tenure", "nothing"); return err },
-		func() error { _, err := c.AuthEnable(ctx); return err },
+	for _, step := range [][2]string{
+		{"auth/user/add", `{"name":"root","password":"` + EtcdRootPassword + `"}`},
+		{"auth/user/grant", `{"user":"root","role":"root"}`},
+		{"auth/role/add", `{"name":"nothing"}`},
+		{"auth/user/add", `{"name":"tenure","password":"` + EtcdTenurePassword + `"}`},
+		{"auth/user/grant", `{"user":"tenure","role":"nothing"}`},
+		{"auth/enable", `{}`},
 	} {
-		if err := step(); err != nil {
+		if err := call(step[0], step[1]); err != nil {
 			return err
 		}
 	}
