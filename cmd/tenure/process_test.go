@@ -334,21 +334,30 @@ func TestProcessKillLeader(t *testing.T) {
 			leader, follower = b, a
 		}
 		_ = follower
-		if err := leader.Process.Kill(); err != nil {
-			t.Fatal(err)
-		}
-		killed := time.Now()
-		next := e.await(e.crashBound()+2*time.Second, "a new leader's child", func(ev event) bool { return ev.what == "start" && ev.holder != first.holder })
-		if took := time.Since(killed); took > e.crashBound() {
-			t.Errorf("the new child started %v after the kill; the failover bound is %v", took, e.crashBound())
-		}
-		if next.token <= first.token {
-			t.Errorf("new token %d, not above %d", next.token, first.token)
-		}
-		if alive(first.pid) {
-			t.Errorf("the killed leader's child %d is still running", first.pid)
-		}
+		e.killFailsOver(leader, first, "a new leader's child", func(ev event) bool { return ev.what == "start" && ev.holder != first.holder })
 	})
+}
+
+// killFailsOver kills holder with SIGKILL, whose child first started, and
+// checks that the next holder's child (what, matched by next) starts within
+// the failover bound, at a higher token, and that the killed child died
+// with its tenure.
+func (e *procEnv) killFailsOver(holder *exec.Cmd, first event, what string, next func(event) bool) {
+	e.t.Helper()
+	if err := holder.Process.Kill(); err != nil {
+		e.t.Fatal(err)
+	}
+	killed := time.Now()
+	ev := e.await(e.crashBound()+2*time.Second, what, next)
+	if took := time.Since(killed); took > e.crashBound() {
+		e.t.Errorf("%s started %v after the kill; the failover bound is %v", what, took, e.crashBound())
+	}
+	if ev.token <= first.token {
+		e.t.Errorf("%s has token %d, not above %d", what, ev.token, first.token)
+	}
+	if alive(first.pid) {
+		e.t.Errorf("the killed holder's child %d is still running", first.pid)
+	}
 }
 
 // TestProcessSIGTERM: SIGTERM to the leading tenure reaches its child, the

@@ -4,7 +4,6 @@ import (
 	"os"
 	"os/exec"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -62,20 +61,7 @@ func TestProcessServerStores(t *testing.T) {
 			t.Errorf("list: %d %s", code, out)
 		}
 		e.tenure("lock", "--id", "b", "job")
-		if err := a.Process.Signal(syscall.SIGKILL); err != nil {
-			t.Fatal(err)
-		}
-		killed := time.Now()
-		next := e.await(e.crashBound()+2*time.Second, "b's child", func(ev event) bool { return ev.what == "start" && ev.holder == "b" })
-		if took := time.Since(killed); took > e.crashBound() {
-			t.Errorf("b's child started %v after the kill; the failover bound is %v", took, e.crashBound())
-		}
-		if next.token <= first.token {
-			t.Errorf("b's token %d is not above a's %d", next.token, first.token)
-		}
-		if alive(first.pid) {
-			t.Errorf("the killed holder's child %d is still running", first.pid)
-		}
+		e.killFailsOver(a, first, "b's child", func(ev event) bool { return ev.what == "start" && ev.holder == "b" })
 	})
 }
 
