@@ -40,14 +40,18 @@ var (
 	buildErr  error
 )
 
+// It also marks the processes t starts, to wait for them all before t ends
+// (see ownProcesses).
 func tenureBinary(t *testing.T) string {
 	t.Helper()
+	ownProcesses(t)
 	buildOnce.Do(func() {
 		dir, err := os.MkdirTemp("", "tenure-bin")
 		if err != nil {
 			buildErr = err
 			return
 		}
+		afterTests = append(afterTests, func() { _ = os.RemoveAll(dir) })
 		binPath = filepath.Join(dir, "tenure")
 		out, err := exec.Command("go", "build", "-o", binPath, ".").CombinedOutput()
 		if err != nil {
