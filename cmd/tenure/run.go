@@ -46,11 +46,24 @@ type holder struct {
 // processes on this host. Processes of other users, or of other hosts, need
 // a store they share, named with --store.
 func defaultStore() string {
-	dir := filepath.Join(os.TempDir(), fmt.Sprintf("tenure-%d", os.Getuid()))
-	if u, err := user.Current(); err == nil && u.HomeDir != "" && u.HomeDir != "/" {
-		dir = filepath.Join(u.HomeDir, ".local", "state", "tenure")
+	home := ""
+	if u, err := user.Current(); err == nil {
+		home = u.HomeDir
 	}
-	return "file://" + filepath.ToSlash(dir)
+	return "file://" + filepath.ToSlash(defaultStoreDir(home, os.Getuid(), os.TempDir()))
+}
+
+// defaultStoreDir is the default store's directory for a user whose home
+// (from the password database) is home: under it, unless the user has no
+// home to write in (none, "/", or one that does not exist, such as
+// Debian's /nonexistent for daemons); then tenure-UID under tmp.
+func defaultStoreDir(home string, uid int, tmp string) string {
+	if home != "" && home != "/" {
+		if fi, err := os.Stat(home); err == nil && fi.IsDir() {
+			return filepath.Join(home, ".local", "state", "tenure")
+		}
+	}
+	return filepath.Join(tmp, fmt.Sprintf("tenure-%d", uid))
 }
 
 func (c *common) register(fs *flag.FlagSet) {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -114,5 +115,23 @@ func TestDefaultStoreIsFixed(t *testing.T) {
 	s2 := defaultStore()
 	if s1 != s2 || strings.Contains(s1, a) || strings.Contains(s2, b) {
 		t.Fatalf("default store %q with TMPDIR=%s, %q with TMPDIR=%s", s1, a, s2, b)
+	}
+}
+
+// TestDefaultStoreWithoutHome: a system user whose home does not exist
+// (Debian gives daemons /nonexistent) gets tenure-UID under TMPDIR, as
+// docs/cli.md says, not a directory tenure cannot make.
+func TestDefaultStoreWithoutHome(t *testing.T) {
+	tmp, home := t.TempDir(), t.TempDir()
+	for _, c := range []struct{ home, want string }{
+		{"/nonexistent", filepath.Join(tmp, "tenure-101")},
+		{"", filepath.Join(tmp, "tenure-101")},
+		{"/", filepath.Join(tmp, "tenure-101")},
+		{filepath.Join(home, "missing"), filepath.Join(tmp, "tenure-101")},
+		{home, filepath.Join(home, ".local", "state", "tenure")},
+	} {
+		if got := defaultStoreDir(c.home, 101, tmp); got != c.want {
+			t.Errorf("home %q: default store %s, want %s", c.home, got, c.want)
+		}
 	}
 }
