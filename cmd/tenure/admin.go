@@ -153,21 +153,32 @@ func listCommand(args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
-const releaseUsage = `usage: tenure release --force [flags] NAME
+const releaseUsage = `usage: tenure release --force [--now] [flags] NAME
 
-Breaks a stuck lease or lock: writes it released, with a token above its
-holder's, by compare-and-swap on the record it read. It never deletes the
-record and never lets a token go back. The holder learns at its next
-renewal (within a renewal interval), which fails: its term ends, and tenure
-run or lock stops its command. Resources fenced on tokens refuse the old
-holder once the next holder has written. What it costs: the holder's work
-is cut off mid-way, so use it on a holder that is stuck or gone, not one
-that is merely slow.
+Breaks a stuck lease or lock: a fenced takeover, by compare-and-swap on the
+record it read. It never deletes a readable record and never lets a token
+go back.
 
-A record no one can decode (tenure says "invalid record") is replaced by a
-released one at the token a lost record's successor would mint: the
-current Unix time in milliseconds, above every token minted before it if
-clocks agree within minutes.
+By default it writes the record held by tenure-release-force@HOST at the
+holder's token + 1, as a holder that then went silent would: every taker
+waits it out (the lease × (1+max drift), on its own clock, from when it
+first sees it) before taking the lease, exactly as after a crash. The old
+holder learns at its next renewal, which fails (its term ends, and tenure
+run or lock stops its command); one that cannot renew (paused, cut off)
+stops believing at its own deadline. Either way its belief ends before the
+next holder's begins: at most one process believes it holds the lease.
+
+--now writes the record released, so that the next holder may take it at
+once. Use it only when the holder is known dead (its host is down, its
+process gone): a holder that still runs believes until its next renewal
+(up to a third of the lease), so for that time two processes may each
+believe they hold it. Resources fenced on tokens refuse the old holder
+once the next holder has written, but anything unfenced may see both.
+
+A record no one can decode (tenure says "invalid record") is replaced, at
+the token a lost record's successor would mint: the current Unix time in
+milliseconds, above every token minted before it if clocks agree within
+minutes; held for --lease unless --now.
 
 exit status: 0 when released (or nothing was held); 75 when the record
 changed meanwhile (read it again, and run again if still stuck); 69 when
@@ -175,8 +186,12 @@ the store refuses; 2 for bad flags, or without --force.
 
 examples:
   tenure release --force nightly
+  tenure release --force --now nightly     # its holder's host is gone for good
   tenure release --force --store 'dynamodb://leases?region=eu-west-1' writer
 `
+
+// forceHolder holds the record a forced release writes, unless --now.
+const forceHolder = "tenure-release-force"
 
 // releaseCommand implements "tenure release --force".
 func releaseCommand(args []string, stdout, stderr io.Writer) int {
@@ -184,6 +199,8 @@ func releaseCommand(args []string, stdout, stderr io.Writer) int {
 	var c common
 	c.register(fs)
 	force := fs.Bool("force", false, "required: release whoever holds it, cutting its work off")
+	now := fs.Bool("now", false, "let the next holder take it at once, not after the lease: only for a holder known dead (two may believe otherwise)")
+	ttl := fs.Duration("lease", 10*time.Second, "with a record no one can decode: how long takers wait before taking it (the lease its holders use)")
 	if ok, status := parseFlags(fs, args, stderr); !ok {
 		return status
 	}
@@ -205,7 +222,11 @@ func releaseCommand(args []string, stdout, stderr io.Writer) int {
 	if store == nil {
 		return status
 	}
-	rec := lease.Record{Holder: "tenure-release-force", Released: true, Nonce: nonce(), WrittenAt: time.Now().UTC()}
+	if *ttl < lease.MinDuration || *ttl > lease.MaxDuration {
+		fmt.Fprintf(stderr, "tenure release: --lease %v: want %v to %v\n", *ttl, lease.MinDuration, lease.MaxDuration)
+		return exitUsage
+	}
+	rec := lease.Record{Holder: forceHolder, Released: *now, Nonce: nonce(), WrittenAt: time.Now().UTC()}
 	if host, err := os.Hostname(); err == nil && host != "" && len(host) < 200 && strings.Trim(host, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.-_") == "" {
 		rec.Holder += "@" + host
 	}
@@ -223,12 +244,15 @@ func releaseCommand(args []string, stdout, stderr io.Writer) int {
 		if err := d.Delete(ctx, name, lease.AnyVersion); err != nil && !errors.Is(err, lease.ErrNotFound) {
 			return c.storeFailed("tenure release", err, stderr)
 		}
-		rec.Token, rec.Duration, expect = uint64(time.Now().UnixMilli()), lease.MinDuration, lease.NoVersion
+		rec.Token, rec.Duration, expect = uint64(time.Now().UnixMilli()), *ttl, lease.NoVersion
 		fmt.Fprintf(stdout, "%s: removed a record no one could read (%v)\n", name, err)
 	case err != nil:
 		return c.storeFailed("tenure release", err, stderr)
 	case cur.Released:
 		fmt.Fprintf(stdout, "%s: already released (last token %d)\n", name, cur.Token)
+		return 0
+	case strings.HasPrefix(cur.Holder, forceHolder) && !*now:
+		fmt.Fprintf(stdout, "%s: already released by force (token %d): taken once %v has passed unrenewed; --now to free it at once\n", name, cur.Token, cur.Duration)
 		return 0
 	default:
 		rec.Token, rec.Duration = cur.Token+1, cur.Duration
@@ -240,10 +264,13 @@ func releaseCommand(args []string, stdout, stderr io.Writer) int {
 		}
 		return c.storeFailed("tenure release", err, stderr)
 	}
-	if expect != lease.NoVersion {
-		fmt.Fprintf(stdout, "%s: released from %q (token %d); its next renewal fails, and the next holder's token is above %d\n", name, cur.Holder, cur.Token, rec.Token)
-	} else {
+	switch {
+	case expect == lease.NoVersion:
 		fmt.Fprintf(stdout, "%s: released at token %d\n", name, rec.Token)
+	case *now:
+		fmt.Fprintf(stdout, "%s: released from %q (token %d) at once: the next holder may start before it stops; its next renewal fails, and the next holder's token is above %d\n", name, cur.Holder, cur.Token, rec.Token)
+	default:
+		fmt.Fprintf(stdout, "%s: released from %q (token %d); its next renewal fails, and the next holder takes it once %v has passed unrenewed, at a token above %d\n", name, cur.Holder, cur.Token, rec.Duration, rec.Token)
 	}
 	return 0
 }

@@ -1216,10 +1216,40 @@ func TestProcessOperatorTools(t *testing.T) {
 	if code, out := tool("release", "--force", "job"); code != 0 || !strings.Contains(out, `released from "a"`) {
 		t.Fatalf("release --force: %d %s", code, out)
 	}
+	// Not free: held by the release, to be waited out as a silent holder.
+	if code, out := tool("status", "job"); !strings.Contains(out, forceHolder) {
+		t.Errorf("status after release --force: %d %s; want it held by %s", code, out, forceHolder)
+	}
 	e.await(10*time.Second, "SIGTERM at a's child", func(ev event) bool { return ev.what == "term" && ev.pid == first.pid })
 	next := e.await(10*time.Second, "the next holder's child", func(ev event) bool { return ev.what == "start" && ev.pid != first.pid })
 	if next.token <= first.token+1 {
 		t.Errorf("the next holder's token %d is not above the release's %d", next.token, first.token+1)
+	}
+	// At most one believes: a's child was told to stop, and did, before
+	// the next holder's child started (the taker waited the forced record
+	// out, as a silent holder's).
+	ended := false
+	for _, ev := range e.events() {
+		switch {
+		case ev.pid == first.pid && ev.what == "term":
+			ended = true
+		case ev.pid == first.pid && ended:
+			t.Errorf("a's child %s after its SIGTERM", ev.what)
+		case ev.pid == next.pid && ev.what == "start" && !ended:
+			t.Errorf("the next holder's child started while a's child still ran: %v", e.events())
+		}
+	}
+	if !pidGone(first.pid, 5*time.Second) {
+		t.Errorf("a's child %d still runs", first.pid)
+	}
+	if code, out := tool("release", "--force", "job"); code != 0 || !strings.Contains(out, "once 2s has passed unrenewed") {
+		t.Errorf("release --force of the next holder: %d %s", code, out)
+	}
+	if code, out := tool("release", "--force", "job"); code != 0 || !strings.Contains(out, "already released by force") {
+		t.Errorf("release --force again: %d %s", code, out)
+	}
+	if code, out := tool("release", "--force", "--now", "job"); code != 0 || !strings.Contains(out, "at once: the next holder may start before it stops") {
+		t.Errorf("release --force --now: %d %s", code, out)
 	}
 
 	// A record no one can read: release --force replaces it.
@@ -1232,6 +1262,12 @@ func TestProcessOperatorTools(t *testing.T) {
 	}
 	if code, out := tool("release", "--force", "broken"); code != 0 {
 		t.Errorf("release --force of a broken record: %d %s", code, out)
+	}
+	if code, out := tool("lock", "--wait", "0", "broken", "--", "true"); code != exitLocked || !strings.Contains(out, forceHolder) {
+		t.Errorf("lock at once after the repair, before a lease has passed: %d %s", code, out)
+	}
+	if code, out := tool("release", "--force", "--now", "broken"); code != 0 {
+		t.Errorf("release --force --now: %d %s", code, out)
 	}
 	if code, out := tool("lock", "--wait", "0", "broken", "--", "true"); code != 0 {
 		t.Errorf("lock after the repair: %d %s", code, out)
