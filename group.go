@@ -182,9 +182,10 @@ type groupEntry struct {
 
 // shardTerm is one term of a shard: its context, and why it ended.
 type shardTerm struct {
-	ctx    termContext
-	s      Shard
-	reason DemotionReason // set before ctx is cancelled
+	ctx     termContext
+	s       Shard
+	reason  DemotionReason // set before revoked is closed
+	revoked chan struct{}  // closed by the loop once the term ended
 }
 
 // NewGroup returns a member of the group cfg names; Run runs it.
@@ -450,7 +451,7 @@ func (e *groupEntry) Log(level slog.Level, msg string, args ...any) {
 
 func (e *groupEntry) Assigned(shard int, t election.Term) {
 	g := e.g
-	st := &shardTerm{s: Shard{Group: g.cfg.Name, ID: shard, Lease: groupcore.ShardName(g.cfg.Name, shard), Token: fencing.Token(t.Token), Deadline: t.Deadline}}
+	st := &shardTerm{s: Shard{Group: g.cfg.Name, ID: shard, Lease: groupcore.ShardName(g.cfg.Name, shard), Token: fencing.Token(t.Token), Deadline: t.Deadline}, revoked: make(chan struct{})}
 	st.ctx.init(context.Background(), Term{Lease: st.s.Lease, Holder: g.cfg.ID, Token: st.s.Token, Deadline: t.Deadline}, g.cfg.Clock)
 	e.terms[shard] = st
 	g.held.Add(1)
@@ -463,7 +464,11 @@ func (e *groupEntry) Assigned(shard int, t election.Term) {
 // campaign release the shard.
 func (g *Group) runTerm(st *shardTerm) {
 	ok := call("OnAssigned", func() { g.cfg.OnAssigned(&st.ctx, st.s) }, g.panic)
+	// The context may end at the deadline on the callback's own goroutine
+	// (its Err reads the clock), before the loop has revoked the term and
+	// said why: OnRevoked waits for the loop.
 	<-st.ctx.Done()
+	<-st.revoked
 	if ok && g.cfg.OnRevoked != nil {
 		call("OnRevoked", func() { g.cfg.OnRevoked(st.s, st.reason) }, g.panic)
 	}
@@ -497,6 +502,7 @@ func (e *groupEntry) Revoked(shard int, t election.Term, r election.Reason) {
 	e.terms[shard] = nil
 	g.held.Add(-1)
 	st.reason = DemotionReason(r)
+	close(st.revoked)
 	g.ms.demoted(st.reason)
 	followJeopardy(&st.ctx, g.cfg.Clock.Now(), driver.Snapshot{}, g.ms, g.log, "shard", shard) // over with the term
 	st.ctx.announce()

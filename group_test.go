@@ -37,6 +37,8 @@ type shardBook struct {
 	// long (its work winding down); the shard must stay unowned until it
 	// returned.
 	linger time.Duration
+	// poll: OnAssigned polls its context's Err until the term ends.
+	poll bool
 }
 
 func newShardBook(t *testing.T) *shardBook {
@@ -81,6 +83,9 @@ func (b *shardBook) member(id string) (func(context.Context, tenure.Shard), func
 		b.moves++
 		b.tell()
 		b.mu.Unlock()
+		for b.poll && ctx.Err() == nil {
+			time.Sleep(10 * time.Millisecond) // ends the context itself at the deadline
+		}
 		if b.linger > 0 {
 			<-ctx.Done()
 			time.Sleep(b.linger)
@@ -238,15 +243,22 @@ func (s *cutStore) Put(ctx context.Context, name string, rec lease.Record, expec
 func TestGroupTakesOverFromACutMember(t *testing.T) {
 	t.Run("suspected", func(t *testing.T) { testCutMember(t, false) })
 	t.Run("watched", func(t *testing.T) { testCutMember(t, true) })
+	// OnAssigned polls ctx.Err, which ends the context at the deadline on
+	// its own goroutine, before the loop revokes: OnRevoked still gets the
+	// reason.
+	t.Run("polled", func(t *testing.T) { testCutMember(t, false, func(b *shardBook) { b.poll = true }) })
 }
 
 // testCutMember: with watch (GroupConfig.Watch), within the lock's
 // failover bound.
-func testCutMember(t *testing.T, watch bool) {
+func testCutMember(t *testing.T, watch bool, opts ...func(*shardBook)) {
 	synctest.Test(t, func(t *testing.T) {
 		const k = 12
 		store := memlease.New()
 		book := newShardBook(t)
+		for _, o := range opts {
+			o(book)
+		}
 		cfg := tenure.GroupConfig{Shards: k, Watch: watch}
 		startMemberWith(t, book, store, "a", cfg)
 		startMemberWith(t, book, store, "b", cfg)
