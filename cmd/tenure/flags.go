@@ -49,6 +49,9 @@ func parseFlags(fs *flag.FlagSet, args []string, stderr io.Writer) (ok bool, sta
 
 // hint says what a flag's parse error most likely means.
 func hint(fs *flag.FlagSet, err error) string {
+	if strings.HasPrefix(err.Error(), "flag provided but not defined") && (fs.Name() == "tenure run" || fs.Name() == "tenure lock") {
+		return ` (is "--" missing? the command and its flags go after it: want [flags] NAME -- COMMAND [ARGS...])`
+	}
 	_, rest, ok := strings.Cut(err.Error(), " for flag -")
 	name, _, _ := strings.Cut(rest, ":")
 	if f := fs.Lookup(name); ok && f != nil {

@@ -113,6 +113,9 @@ func groupCommand(fs *flag.FlagSet, c *holder, gf groupFlags, argv []string, std
 	if !c.check(fs, stderr) {
 		return exitUsage
 	}
+	if !commandFound("tenure run", argv, stderr) {
+		return exitNoCommand
+	}
 	return runGroup(c, gf, argv, stdout, stderr)
 }
 
@@ -180,7 +183,7 @@ func (r *groupRunner) assigned(ctx context.Context, s tenure.Shard) {
 		c, err := startChild(r.argv, env, r.stdout, r.stderr, r.early, r.grace)
 		if err != nil {
 			fmt.Fprintf(r.stderr, "tenure run: %v\n", err)
-			r.finish(127)
+			r.finish(exitNoCommand)
 			return
 		}
 		r.child.started()

@@ -157,6 +157,9 @@ func lockCommand(args []string, stdout, stderr io.Writer) int {
 	if *conflictExit >= 0 {
 		conflict = *conflictExit
 	}
+	if !commandFound("tenure lock", argv, stderr) {
+		return exitNoCommand
+	}
 	log := c.logger(stderr, "lock")
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -281,7 +284,7 @@ func lockCommand(args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		fmt.Fprintf(stderr, "tenure lock: %v\n", err)
 		_ = h.Unlock(context.Background())
-		return 127
+		return exitNoCommand
 	}
 	logf := func(format string, args ...any) {
 		log.Warn(fmt.Sprintf(format, args...), "lock", name, "token", h.Token())

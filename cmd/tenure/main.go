@@ -48,11 +48,12 @@ Run "tenure <command> -h" for a command's flags and examples.
 // child that exits with one of these itself reads the same: tenure says
 // which on stderr.
 const (
-	exitUsage       = 2  // bad flags, arguments or configuration
-	exitUnavailable = 69 // the store refused us for good, or never answered
-	exitLocked      = 75 // lock: held by another until the wait ran out
-	exitLost        = 76 // the lease or lock was lost while the child ran
-	exitSlotTaken   = 79 // lock --once-per: another replica took this slot
+	exitUsage       = 2   // bad flags, arguments or configuration
+	exitUnavailable = 69  // the store refused us for good, or never answered
+	exitLocked      = 75  // lock: held by another until the wait ran out
+	exitLost        = 76  // the lease or lock was lost while the child ran
+	exitSlotTaken   = 79  // lock --once-per: another replica took this slot
+	exitNoCommand   = 127 // the command cannot be found or started
 )
 
 // run executes the command line args and returns the exit status: 0 for

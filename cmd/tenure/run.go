@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"os/exec"
 	"os/user"
 	"path/filepath"
 	"strings"
@@ -180,6 +181,17 @@ func nameAndCommand(fs *flag.FlagSet, command []string, stderr io.Writer) (strin
 	return rest[0], true
 }
 
+// commandFound reports whether the command can be found (as the supervisor
+// will look it up: PATH, or a path), and says why not: checked before
+// campaigning, so that a typo exits at once rather than at the failover.
+func commandFound(name string, argv []string, stderr io.Writer) bool {
+	if _, err := exec.LookPath(argv[0]); err != nil {
+		fmt.Fprintf(stderr, "%s: %v (nothing was campaigned for)\n", name, err)
+		return false
+	}
+	return true
+}
+
 const runUsage = `usage: tenure run [flags] NAME -- COMMAND [ARGS...]
 
 Campaigns for the lease NAME and runs COMMAND while, and only while, this
@@ -303,6 +315,9 @@ func runCommand(args []string, stdout, stderr io.Writer) int {
 	case *prioHoldOff < 0 || *prioHoldOff == 0 && isSet(fs, "priority-hold-off"):
 		fmt.Fprintf(stderr, "tenure run: --priority-hold-off %v: want a positive duration\n", *prioHoldOff)
 		return exitUsage
+	}
+	if !commandFound("tenure run", argv, stderr) {
+		return exitNoCommand
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -501,7 +516,7 @@ func (r *runner) elected(ctx context.Context, term tenure.Term) {
 		c, err := startChild(r.argv, childEnv(term.Lease, term.Holder, uint64(term.Token)), r.stdout, r.stderr, r.early, r.grace)
 		if err != nil {
 			fmt.Fprintf(r.stderr, "tenure run: %v\n", err)
-			r.finish(127)
+			r.finish(exitNoCommand)
 			return
 		}
 		r.child.started()

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -15,6 +16,8 @@ func TestRunAndLockUsageErrors(t *testing.T) {
 		{[]string{"run"}, "want [flags] NAME -- COMMAND"},
 		{[]string{"run", "job"}, "want [flags] NAME -- COMMAND"},
 		{[]string{"run", "job", "true"}, "want [flags] NAME -- COMMAND"},
+		{[]string{"run", "job", "sh", "-c", "true"}, `flag provided but not defined: -c (is "--" missing?`},
+		{[]string{"lock", "job", "ls", "-l"}, `(is "--" missing?`},
 		{[]string{"run", "job", "extra", "--", "true"}, `unexpected "extra"`},
 		{[]string{"run", "--", "true"}, "no NAME"},
 		{[]string{"lock", "--", "true"}, "no NAME"},
@@ -132,6 +135,27 @@ func TestDefaultStoreWithoutHome(t *testing.T) {
 	} {
 		if got := defaultStoreDir(c.home, 101, tmp); got != c.want {
 			t.Errorf("home %q: default store %s, want %s", c.home, got, c.want)
+		}
+	}
+}
+
+// TestMissingCommand: a command that cannot be found exits 127 at once,
+// before campaigning (not at the failover, when elected), and writes no
+// record.
+func TestMissingCommand(t *testing.T) {
+	for _, args := range [][]string{
+		{"run", "job", "--", "/nonexistent/cmd"},
+		{"run", "job", "--", "no-such-command-anywhere"},
+		{"lock", "job", "--", "/nonexistent/cmd"},
+		{"run", "--group", "g", "--shards", "2", "--", "/nonexistent/cmd"},
+	} {
+		dir := t.TempDir()
+		code, _, errs := runTenure(t, append([]string{args[0], "--store", "file://" + dir}, args[1:]...)...)
+		if code != exitNoCommand || !strings.Contains(errs, "nothing was campaigned for") {
+			t.Errorf("%q: exit %d, stderr %q; want %d at once", args, code, errs, exitNoCommand)
+		}
+		if entries, _ := os.ReadDir(dir); len(entries) != 0 {
+			t.Errorf("%q: the store holds %d entries; want nothing written", args, len(entries))
 		}
 	}
 }
