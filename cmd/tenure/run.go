@@ -83,11 +83,23 @@ func (h *holder) register(fs *flag.FlagSet) {
 	fs.StringVar(&h.onJeopardy, "on-jeopardy", "", "send this signal (e.g. USR1) to the command when renewals begin to fail: it still holds the lease until the deadline, and may checkpoint")
 }
 
+// minLease is the shortest --lease: its op timeout (a fifth) is 100ms, a
+// store's round trip with room for a slow answer, and the supervisor, told
+// each new deadline within its 100ms tick (supervise), hears of a renewal
+// before the old deadline's stop (0.4 × the lease after it). Below it
+// calls time out, tenure spins, and commands are stopped mid-term.
+const minLease = 500 * time.Millisecond
+
 // check refuses durations that mean nothing (0 never silently means a
 // default), and fills in the grace.
 func (h *holder) check(fs *flag.FlagSet, stderr io.Writer) bool {
 	if h.lease <= 0 {
 		fmt.Fprintf(stderr, "%s: --lease %v: want a positive duration, e.g. 10s\n", fs.Name(), h.lease)
+		return false
+	}
+	if h.lease < minLease {
+		fmt.Fprintf(stderr, "%s: --lease %v is too short to work: a store call must fit in a fifth of it (the op timeout, %v) with a renewal and its retry inside the term; the shortest that works is %v (a second or more for a store across a network)\n",
+			fs.Name(), h.lease, h.lease/5, minLease)
 		return false
 	}
 	if h.grace < 0 || h.grace == 0 && isSet(fs, "grace") {
