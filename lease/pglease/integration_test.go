@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
 	"net/url"
 	"strings"
 	"testing"
@@ -158,8 +159,10 @@ func TestIntegrationBadRows(t *testing.T) {
 		{"nonce = ''", "nonce"},
 		{"duration_ns = 1", "duration"},
 		{"version = ''", "version"},
+		{"written_at = 'infinity'", "written_at"},
+		{"written_at = '-infinity'", "written_at"},
 	} {
-		name := "bad/" + c.field
+		name := fmt.Sprintf("bad/%s/%d", c.field, len(c.set))
 		if _, err := s.Put(ctx, name, lease.Record{Holder: "a", Token: 1, Duration: time.Second, Nonce: "n"}, lease.NoVersion); err != nil {
 			t.Fatal(err)
 		}

@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"regexp"
 	"strings"
 	"time"
 
@@ -128,14 +129,20 @@ func (s *Store) Get(ctx context.Context, name string) (lease.Record, lease.Versi
 		payload                []byte
 	)
 	err := s.db.QueryRowContext(ctx, s.get, name).Scan(&version, &holder, &token, &duration, &released, &nonce, &writtenAt, &payload)
-	switch {
-	case errors.Is(err, sql.ErrNoRows):
+	if errors.Is(err, sql.ErrNoRows) {
 		return lease.Record{}, lease.NoVersion, lease.NotFound(name)
-	case err != nil:
-		return lease.Record{}, lease.NoVersion, s.failed(ctx, "get", name, err)
 	}
 	bad := func(field, reason string) (lease.Record, lease.Version, error) {
 		return lease.Record{}, lease.NoVersion, &lease.RecordError{Name: name, Field: field, Reason: reason}
+	}
+	if m := scanError.FindStringSubmatch(fmt.Sprint(err)); m != nil {
+		// The row came, but a column holds what no record has ('infinity'
+		// in written_at, say): an invalid record, which no retry mends
+		// and tenure release --force replaces.
+		return bad(m[1], "unreadable: "+err.Error())
+	}
+	if err != nil {
+		return lease.Record{}, lease.NoVersion, s.failed(ctx, "get", name, err)
 	}
 	switch {
 	case !version.Valid || version.String == "":
@@ -166,6 +173,10 @@ func (s *Store) Get(ctx context.Context, name string) (lease.Record, lease.Versi
 	}
 	return rec, lease.Version(version.String), nil
 }
+
+// scanError matches database/sql's error for a column of a row that came
+// but could not be converted, and names the column.
+var scanError = regexp.MustCompile(`^sql: Scan error on column index \d+, name "(\w+)"`)
 
 // Put implements lease.Store with one INSERT … ON CONFLICT DO NOTHING (to
 // create) or one UPDATE … WHERE version = expect (to replace).
