@@ -70,7 +70,7 @@ func TestProcessServerStores(t *testing.T) {
 // status 69, saying what to do.
 func TestProcessServerStoresRefuse(t *testing.T) {
 	srv := testservers.Azurite(t)
-	for _, c := range []struct {
+	cases := []struct {
 		name, store, env, want string
 	}{
 		{"postgres", testservers.Postgres(t) + "&table=no_such_table", "", "create=true"},
@@ -79,10 +79,16 @@ func TestProcessServerStoresRefuse(t *testing.T) {
 		{"gcs", "gs://no-such-bucket/tenure/?endpoint=" + testservers.GCS(t), "", "bucket does not exist"},
 		{"azblob", "azblob://" + srv.Account + "/no-such-container/?endpoint=" + srv.Endpoint, "AZURE_STORAGE_KEY=" + srv.Key, "container does not exist"},
 		{"azblob-key", "azblob://" + srv.Account + "/no-such-container/?endpoint=" + srv.Endpoint, "AZURE_STORAGE_KEY=d3Jvbmc=", "check the credentials"},
-	} {
+	}
+	for _, s3 := range testservers.S3Servers(t) { // with create=true, CreateBucket is what the key is refused on
+		cases = append(cases, struct{ name, store, env, want string }{s3.Name + "-key",
+			"s3://" + testservers.UniqueName("tenure-cli") + "/?region=us-east-1&create=true&endpoint=" + s3.Endpoint,
+			"AWS_ACCESS_KEY_ID=" + s3.AccessKey + " AWS_SECRET_ACCESS_KEY=wrong", "create bucket"})
+	}
+	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			cmd := exec.Command(tenureBinary(t), "lock", "--store", c.store, "x", "--", "true")
-			cmd.Env = append(os.Environ(), c.env)
+			cmd.Env = append(os.Environ(), strings.Fields(c.env)...)
 			start := time.Now()
 			out, err := cmd.CombinedOutput()
 			ee, ok := err.(*exec.ExitError)

@@ -278,7 +278,7 @@ func openDynamo(ctx context.Context, u *url.URL, q url.Values) (lease.Store, err
 		ctx, cancel := context.WithTimeout(ctx, setupWait)
 		defer cancel()
 		if err := dynamolease.CreateTable(ctx, api, table, dynamolease.TableOptions{KeyAttribute: q.Get("key")}); err != nil {
-			return nil, err
+			return nil, lease.Permanent(err) // the service refused (credentials, rights) or never answered
 		}
 	}
 	return dynamolease.New(api, dynamolease.Config{Table: table, KeyAttribute: q.Get("key")})
@@ -320,7 +320,7 @@ func openS3(ctx context.Context, u *url.URL, q url.Values) (lease.Store, error) 
 		ctx, cancel := context.WithTimeout(ctx, setupWait)
 		defer cancel()
 		if err := createBucket(ctx, client, bucket, cfg.Region); err != nil {
-			return nil, err
+			return nil, lease.Permanent(err) // the service refused (credentials, rights) or never answered
 		}
 	}
 	return s, nil
