@@ -31,6 +31,10 @@ var (
 	// its own, a lease duration after the last renewal; the error also wraps
 	// the last store error, which says why.
 	ErrReleaseUnconfirmed = errors.New("tenure: release not confirmed")
+
+	// ErrRunEnded is returned by Resign once Run has returned: there is no
+	// term to end, and the lease was given back when Run returned.
+	ErrRunEnded = errors.New("tenure: Run has returned")
 )
 
 // Candidate campaigns for one lease. Create it with New and call Run.
@@ -108,7 +112,7 @@ func New(cfg Config) (*Candidate, error) {
 // a follower for ResignHoldOff (or HoldOff's) and then campaigns again. Use
 // it for rolling deploys and draining. It returns once the lease is given
 // back (or this candidate did not hold it), or with ctx's error; it waits
-// for Run to be running. Called from OnElected it would wait for OnElected
+// for Run to be running, and returns ErrRunEnded once Run has returned. Called from OnElected it would wait for OnElected
 // itself to return: call it there from a goroutine of its own.
 func (c *Candidate) Resign(ctx context.Context, opts ...ResignOption) error {
 	req := resignReq{done: make(chan struct{}), holdOff: c.cfg.ResignHoldOff}
@@ -121,7 +125,7 @@ func (c *Candidate) Resign(ctx context.Context, opts ...ResignOption) error {
 		return ctx.Err()
 	}
 	if !c.rn.h.Do(func() { c.rn.resign(req) }) {
-		return nil // Run has returned: the lease is given back
+		return ErrRunEnded // a caller that meant to hand over should know it did not
 	}
 	select {
 	case <-req.done:

@@ -123,8 +123,8 @@ type GroupStatus struct {
 	ID     string // this member's
 	Key    string // its key in the membership record
 	Shards int
-	// Members are the live members as this one sees them, by key, with
-	// their weights.
+	// Members are the live members as this one sees them: ID (where
+	// known), key and weight.
 	Members []GroupMember
 	// Held lists the shards this member holds; Share is how many it
 	// should hold as it last computed (⌊K/N⌋ or ⌈K/N⌉ of equal weights).
@@ -138,6 +138,9 @@ type GroupStatus struct {
 
 // GroupMember is a member of a group as the membership record shows it.
 type GroupMember struct {
+	// ID is the member's ID, once this member has seen it hold a shard
+	// (the membership record keeps keys only); "" until then.
+	ID     string
 	Key    string
 	Weight int
 }
@@ -337,7 +340,7 @@ func (e *groupEntry) status() GroupStatus {
 	g, c := e.g, e.c
 	st := GroupStatus{Group: g.cfg.Name, ID: g.cfg.ID, Key: c.Key(), Shards: g.cfg.Shards, Share: c.Wanted(), Err: c.StoreErr()}
 	for _, m := range c.Live() {
-		st.Members = append(st.Members, GroupMember{Key: m.Key, Weight: m.Weight})
+		st.Members = append(st.Members, GroupMember{ID: c.ID(m.Key), Key: m.Key, Weight: m.Weight})
 	}
 	for i := range g.cfg.Shards {
 		if c.Held(i) {

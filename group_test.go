@@ -196,6 +196,23 @@ func TestGroupBalances(t *testing.T) {
 				t.Fatalf("%s: status %+v", st.ID, st)
 			}
 		}
+		// Members by ID: each knows its own, and b and c took shards
+		// from a, whose records named it.
+		for _, c := range []struct {
+			m     *member
+			knows []string
+		}{{a, []string{"a"}}, {b, []string{"a", "b"}}, {c, []string{"a", "c"}}} {
+			st := c.m.g.Status()
+			ids := map[string]bool{}
+			for _, gm := range st.Members {
+				ids[gm.ID] = true
+			}
+			for _, id := range c.knows {
+				if !ids[id] {
+					t.Errorf("%s: status lists members %+v, not %s by ID", st.ID, st.Members, id)
+				}
+			}
+		}
 		moves := book.moves
 		b.leave(t)
 		if got := book.counts("b"); got[0] != 0 {

@@ -603,3 +603,21 @@ func TestResign(t *testing.T) {
 		}
 	})
 }
+
+// Resign after Run returned says so: nothing was handed over.
+func TestResignAfterRun(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		a := newCandidate(t, tenure.Config{Store: memlease.New(), ID: "a"})
+		ctx, stop := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- a.Run(ctx) }()
+		synctest.Wait()
+		stop()
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+		if err := a.Resign(context.Background()); !errors.Is(err, tenure.ErrRunEnded) {
+			t.Fatalf("Resign after Run returned: %v, want ErrRunEnded", err)
+		}
+	})
+}

@@ -3,6 +3,7 @@ package groupcore
 import (
 	"fmt"
 	"log/slog"
+	"maps"
 	"strconv"
 	"time"
 
@@ -121,6 +122,7 @@ type Campaign struct {
 	quitBy  time.Time // stop trying to drop our entry
 	err     error     // the store refused us for good
 	done    bool
+	ids     map[string]string // key → ID, as shard records named their holders
 }
 
 // shardLock is one shard's lock, and the lockcore.Host it runs under.
@@ -211,6 +213,9 @@ func (m *Campaign) Result(shard int, r election.Result) {
 			m.fail(fmt.Errorf("membership record %q: %w", m.cfg.Name+MembersSuffix, err))
 		}
 	} else if lk := m.sh[shard].lk; lk != nil {
+		if h := r.Record.Holder; h != "" && r.Err == nil {
+			m.learnID(h)
+		}
 		lk.Result(r)
 		if s := &m.sh[shard]; s.watching && s.lk != nil && s.lk.Leader().Holder == "" {
 			m.dirty = true // found given back: ours, perhaps, and then not to be waited out
@@ -327,6 +332,31 @@ func (m *Campaign) StoreErr() error {
 
 // Key returns the member's key in the membership record.
 func (m *Campaign) Key() string { return m.self }
+
+// learnID remembers the ID behind a key: the record holds keys only, and a
+// shard's record names its holder.
+func (m *Campaign) learnID(id string) {
+	if m.ids == nil {
+		m.ids = map[string]string{Key(m.cfg.ID): m.cfg.ID}
+	}
+	if len(m.ids) > 2*MaxMembers { // members come and go: forget the gone
+		live := map[string]bool{}
+		for _, l := range m.ms.Live() {
+			live[l.Key] = true
+		}
+		maps.DeleteFunc(m.ids, func(k, _ string) bool { return !live[k] && k != m.self })
+	}
+	m.ids[Key(id)] = id
+}
+
+// ID returns the ID of the member of key, as far as known: its own, or
+// one that held a shard this member read; "" otherwise.
+func (m *Campaign) ID(key string) string {
+	if key == m.self {
+		return m.cfg.ID
+	}
+	return m.ids[key]
+}
 
 // Live returns the live members as last reported to Changed.
 func (m *Campaign) Live() []Member { return m.ms.Live() }
