@@ -73,6 +73,7 @@ type term struct {
 	start, end time.Duration // end is -1 while the term is open
 	lock       string        // the lock held (a semaphore's slot); "": the lease
 	sem        string        // the semaphore whose slot it is; "": none
+	semN       int           // the number of slots its holder asked for
 	deadline   time.Time     // a lock's: its holder believes until then on its clock; zero: until it ends
 }
 
@@ -382,6 +383,10 @@ func (c *checker) granted(l *lockClient, t election.Term) {
 		sem = l.name
 	}
 	holders := 0 // of sem's slots, in belief
+	semN := 0    // the fewest slots any of them, l included, asked for
+	if sem != "" {
+		semN = l.sem.N()
+	}
 	for _, o := range c.w.insts {
 		h := c.open[o]
 		if h == nil || o == in || !c.believes(h) {
@@ -392,13 +397,14 @@ func (c *checker) granted(l *lockClient, t election.Term) {
 		}
 		if sem != "" && h.sem == sem {
 			holders++
+			semN = min(semN, h.semN)
 		}
 	}
 	if sem != "" && holders == l.sem.N()-1 {
 		c.stats.SemFull++
 	}
-	if sem != "" && holders >= l.sem.N() {
-		c.violate(OneLeader, in, fmt.Sprintf("%s is granted %s (token %d) while %d others believe they hold a slot of %s, of %d", in.label, lock, t.Token, holders, sem, l.sem.N()))
+	if sem != "" && holders >= semN {
+		c.violate(OneLeader, in, fmt.Sprintf("%s is granted %s (token %d, asking for %d slots) while %d others believe they hold a slot of %s: over %d", in.label, lock, t.Token, l.sem.N(), holders, sem, semN))
 	}
 	if t.Token <= c.lockTok[lock] {
 		c.violate(Tokens, in, fmt.Sprintf("%s is granted %s with token %d, not above %d granted before", in.label, lock, t.Token, c.lockTok[lock]))
@@ -410,6 +416,9 @@ func (c *checker) granted(l *lockClient, t election.Term) {
 		}
 	}
 	h := &term{in: in, tok: t.Token, start: c.w.now, end: -1, lock: lock, sem: sem, deadline: t.Deadline}
+	if sem != "" {
+		h.semN = l.sem.N()
+	}
 	c.open[in] = h
 	c.terms = append(c.terms, h)
 	c.stats.Terms++

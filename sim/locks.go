@@ -33,6 +33,10 @@ type lockPlan struct {
 	Hold     [2]time.Duration // how long a granted lock is held
 	Think    [2]time.Duration // between a lock's end and the next call
 	Slots    int              // each name is a semaphore of Slots slots; 0: a lock
+	// SlotsAlt: with Slots, one call in two asks for this many slots
+	// instead (callers that disagree on n; refused while a count record
+	// stands); 0: every call asks for Slots.
+	SlotsAlt int
 }
 
 // lockScenario makes a scenario of n nodes running lock clients, with

@@ -2,6 +2,7 @@ package sim
 
 import (
 	"math/rand/v2"
+	"strconv"
 	"time"
 )
 
@@ -91,6 +92,16 @@ var lockScenarios = []*Scenario{
 				func(w *world, in *instance, d time.Duration) { w.pause(in, d, false) })
 			spells(p, r, span{30 * second, 60 * second}, 60*second, func() bool { return r.IntN(2) == 0 },
 				span{5 * second, 30 * second}, cutFor)
+		}),
+	lockScenario("lock-sem-resize", "10 clients ask for 2 or 3 slots of 2 semaphores while the count record that fixes n is deleted or released by force every 10 to 40s, holders crash: never more believe they hold a slot of a name than any of them asked for", 10,
+		func(p *plan, lp *lockPlan, r *rand.Rand) {
+			lp.Slots, lp.SlotsAlt = 3, 2
+			lp.Wait = [2]time.Duration{second, 60 * second}
+			for t := uniform(r, 10*second, 40*second); t < p.Duration-30*second; t += uniform(r, 10*second, 40*second) {
+				name, release := "lock/"+strconv.Itoa(r.IntN(lp.Names)), r.IntN(2) == 0
+				p.at(t, func(w *world) { w.loseCount(name, release) })
+			}
+			spells(p, r, span{20 * second, 40 * second}, 30*second, nil, span{second, 20 * second}, crashFor)
 		}),
 	lockScenario("lock-sem-fair", "8 fair waiters queue for a semaphore of 2 slots while holders crash: granted in ticket order across both slots", 8,
 		func(p *plan, lp *lockPlan, r *rand.Rand) {

@@ -210,6 +210,10 @@ func TestScenariosDoWhatTheySay(t *testing.T) {
 			return want(r.Stats.Terms >= 50 && r.Stats.SemFull >= 5 && r.Stats.Crashes >= 2 && r.Stats.Pauses >= 1,
 				"50 grants, 5 of a last free slot, crashes and pauses")
 		},
+		"lock-sem-resize": func(r *Result) string {
+			return want(r.Stats.Terms >= 50 && r.Stats.SemFull >= 5 && r.Stats.Losses >= 2 && r.Stats.Crashes >= 1,
+				"50 grants, 5 of a last free slot, count records lost, crashes")
+		},
 		"lock-sem-fair": func(r *Result) string {
 			return want(r.Stats.Terms >= 50 && r.Stats.SemFull >= 10 && r.Stats.Crashes >= 2, "50 grants, 10 of a last free slot, crashes")
 		},
@@ -353,7 +357,7 @@ func TestScenarioNames(t *testing.T) {
 		standby-leader-crash standby-crash standby-pause wake-handoff wake-faults notice-crash notice-faults notice-zombie
 		prefer-rolling prefer-flap prefer-faults stale-reads
 		lock-contention lock-fair lock-holder-crash lock-holder-pause lock-give-up lock-skew-drift lock-partition
-		lock-wake lock-wake-fair lock-wake-faults lock-sem lock-sem-fair
+		lock-wake lock-wake-fair lock-wake-faults lock-sem lock-sem-resize lock-sem-fair
 		group-churn group-watch group-rolling group-faults`)
 	var got []string
 	for _, sc := range Scenarios() {

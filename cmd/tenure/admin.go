@@ -15,6 +15,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/tenure-go/tenure/internal/lockcore"
 	"github.com/tenure-go/tenure/lease"
 )
 
@@ -254,6 +255,11 @@ func releaseCommand(args []string, stdout, stderr io.Writer) int {
 	case strings.HasPrefix(cur.Holder, forceHolder) && !*now:
 		fmt.Fprintf(stdout, "%s: already released by force (token %d): taken once %v has passed unrenewed; --now to free it at once\n", name, cur.Token, cur.Duration)
 		return 0
+	case strings.HasSuffix(name, lockcore.SlotsSuffix):
+		// A semaphore's count record: released, its n kept for humans. No
+		// holder believes in it; callers that find it released write it
+		// again only once every slot has drained.
+		rec.Token, rec.Duration, rec.Released, rec.Payload = cur.Token+1, cur.Duration, true, cur.Payload
 	default:
 		rec.Token, rec.Duration = cur.Token+1, cur.Duration
 	}
@@ -267,6 +273,8 @@ func releaseCommand(args []string, stdout, stderr io.Writer) int {
 	switch {
 	case expect == lease.NoVersion:
 		fmt.Fprintf(stdout, "%s: released at token %d\n", name, rec.Token)
+	case strings.HasSuffix(name, lockcore.SlotsSuffix):
+		fmt.Fprintf(stdout, "%s: released (it said %q slots); the next caller writes its own n once every slot has drained: holders of the old n leave first\n", name, cur.Payload)
 	case *now:
 		fmt.Fprintf(stdout, "%s: released from %q (token %d) at once: the next holder may start before it stops; its next renewal fails, and the next holder's token is above %d\n", name, cur.Holder, cur.Token, rec.Token)
 	default:

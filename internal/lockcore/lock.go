@@ -72,8 +72,11 @@ type Lock struct {
 	// HoldBarriers: the host runs callbacks for the term, and the
 	// driver's barriers wait for them (Returned).
 	holdBarriers bool
-	cbOut        bool             // a term was granted and its callbacks have not returned
-	barriers     []driver.Barrier // reached once they have
+	// deferLeave: a fair lock keeps its place in the queue once granted,
+	// until LeaveQueue (the semaphore confirms a grant first).
+	deferLeave bool
+	cbOut      bool             // a term was granted and its callbacks have not returned
+	barriers   []driver.Barrier // reached once they have
 }
 
 // Init makes l a lock on name for h, with a Machine for cfg (which it
@@ -114,6 +117,14 @@ func (l *Lock) InitMachine(h Host, name string, m Machine, try, fair bool) {
 // releases the lock: a group's shard is handed over only once its work
 // stopped. Call it before Start.
 func (l *Lock) HoldBarriers() { l.holdBarriers = true }
+
+// DeferLeave makes a fair lock keep its entry in the queue once granted,
+// until LeaveQueue or its end: a semaphore whose grant is confirmed by a
+// read holds its turn meanwhile, so that no later ticket is served first.
+func (l *Lock) DeferLeave() { l.deferLeave = true }
+
+// LeaveQueue drops a granted fair lock's entry (DeferLeave).
+func (l *Lock) LeaveQueue() { l.leaveQueue() }
 
 // Returned says that the callbacks of the granted term have returned, the
 // term having ended: the lock goes on to its release.
@@ -345,7 +356,9 @@ func (e *effects) Publish(s driver.Snapshot) {
 func (e *effects) Elected(t election.Term) {
 	l := (*Lock)(e)
 	l.held = true
-	l.leaveQueue()
+	if !l.deferLeave {
+		l.leaveQueue()
+	}
 	if !l.Answer() { // the caller gave up meanwhile: give it back
 		l.stopping = true
 		return

@@ -20,6 +20,26 @@ import (
 // one slot at most; so never more than n callers believe they hold a slot
 // of NAME, because never two believe they hold one slot.
 //
+// The count record fixes n only while it stands. A caller that finds it
+// missing (never written, deleted, lost with a store's data) or released
+// (tenure release --force) writes it, with its own n, only once the
+// semaphore has drained: every slot record there may be, all MaxSlots of
+// them, read free (absent or released) or waited out as a silent holder's
+// (read unchanged for its lease × (1+MaxDrift) on this caller's clock).
+// Until then it waits, reading them again every poll, and a TryLock is
+// busy. So a lost count record never lets the semaphore widen (a caller
+// asking for more slots taking one beside the holders of fewer) nor narrow
+// while a slot may still be believed held. It costs MaxSlots reads at a
+// name's first use, and after a loss a wait for the holders to leave.
+//
+// A slot granted is kept only once the count record, read again after the
+// grant, still stands with n; otherwise it is given back and the call
+// starts over (reading the count record, and draining if it is gone). A
+// caller that took a slot as the count record was lost, or while another
+// drained, thus never believes beside a caller of another n: a count
+// written after its read drained its slot first, and one written before
+// it is the one it read.
+//
 // Taking a slot: the count record and every slot are read at once (one
 // round trip); a slot found free is tried (in random order, so that
 // callers spread over the free ones), then the next free one if another
@@ -33,8 +53,10 @@ import (
 
 // Semaphore records, for SemHost.Call.
 const (
-	RecSlots = -4 // the count record, NAME::slots
-	RecProbe = -5 // a slot's record, read by the semaphore itself
+	RecSlots   = -4 // the count record, NAME::slots
+	RecProbe   = -5 // a slot's record, read by the semaphore itself
+	RecDrain   = -6 // a slot's record, any of MaxSlots, read to find it drained
+	RecConfirm = -7 // the count record, read again once a slot is granted
 )
 
 // SlotsSuffix names a semaphore's count record; SlotSuffix its slots.
@@ -57,9 +79,9 @@ func SlotName(name string, i int) string { return name + SlotSuffix + strconv.It
 // records are the name's own.
 func SemRecordName(name string, slot, rec int) string {
 	switch rec {
-	case RecSlots:
+	case RecSlots, RecConfirm:
 		return name + SlotsSuffix
-	case RecLock, RecProbe:
+	case RecLock, RecProbe, RecDrain:
 		return SlotName(name, slot)
 	case RecWake:
 		return SlotName(name, slot) + WakeSuffix
@@ -120,7 +142,7 @@ type slotsError struct {
 }
 
 func (e *slotsError) Error() string {
-	return fmt.Sprintf("tenure: lock %q has %d slots (%s), not %d: every caller must ask for the same number; to change it, stop every holder, then tenure release --force %s",
+	return fmt.Sprintf("tenure: lock %q has %d slots (%s), not %d: every caller must ask for the same number; to change it, tenure release --force %s (callers of the new number wait until every holder has left)",
 		e.name, e.have, e.name+SlotsSuffix, e.want, e.name+SlotsSuffix)
 }
 
@@ -136,16 +158,21 @@ type Sem struct {
 	mk    func() (Machine, error)
 	slots []slotLock
 
-	try, fair bool
-	phase     semPhase
-	calls     int // the semaphore's own calls in flight
-	count     countState
-	seen      []election.Leader // per slot: the holder last read; "" free
-	unread    []bool            // per slot: its read failed, so not known free
-	probeErr  error             // a slot's read failed
-	queued    bool              // fair: the queue's index lists waiters
-	free      []int             // slots read free, not yet tried, in random order
-	retryAt   time.Time         // the count record failed: read again
+	try, fair  bool
+	phase      semPhase
+	calls      int // the semaphore's own calls in flight
+	count      countState
+	seen       []election.Leader // per slot: the holder last read; "" free
+	unread     []bool            // per slot: its read failed, so not known free
+	probeErr   error             // a slot's read failed
+	queued     bool              // fair: the queue's index lists waiters
+	free       []int             // slots read free, not yet tried, in random order
+	retryAt    time.Time         // the count record failed, or the drain waits: read again
+	drain      []drainSlot       // every slot there may be, while the count record is to be written; nil: not read
+	drained    bool              // every slot was found drained since the count record was found missing
+	confirming int               // the slot granted whose count read (RecConfirm) is awaited; -1 none
+	confirm    confirmState      // that read's outcome
+	restart    bool              // the count record failed a confirm: give every slot back, then check again
 
 	held     int   // the slot held; -1 none
 	heldLock *Lock // its lock, kept once retired (GaveUp, Err)
@@ -162,7 +189,23 @@ const (
 	semCount                 // writing the count record
 	semTry                   // trying a free slot
 	semWait                  // waiting on every slot
+	semDrain                 // reading every slot there may be, before writing the count record
 )
+
+// confirmState is the outcome of the count record's read after a grant.
+type confirmState struct {
+	done bool
+	ok   bool  // it stands, with n
+	err  error // it stands with another n, or is not a count record: refuse
+}
+
+// drainSlot is what the drain knows of one slot's record.
+type drainSlot struct {
+	ver   lease.Version // as last read; NoVersion: absent or released
+	since time.Time     // when ver was first read, on this caller's clock
+	ttl   time.Duration // the holder's lease, from the record
+	err   bool          // the last read failed: not known drained
+}
 
 type countState struct {
 	ver   lease.Version
@@ -195,7 +238,7 @@ func (s *Sem) Init(h SemHost, name string, n int, cfg *election.Config, try, fai
 	if mk == nil {
 		mk = func() (Machine, error) { return election.NewShared(cfg) }
 	}
-	*s = Sem{h: h, name: name, n: n, cfg: cfg, mk: mk, try: try, fair: fair && !try, held: -1, answered: s.answered}
+	*s = Sem{h: h, name: name, n: n, cfg: cfg, mk: mk, try: try, fair: fair && !try, held: -1, confirming: -1, answered: s.answered}
 	s.slots = make([]slotLock, n)
 	s.seen, s.unread = make([]election.Leader, n), make([]bool, n)
 	for i := range s.slots {
@@ -230,7 +273,7 @@ func (s *Sem) call(slot, rec int, op election.Op) {
 // whether it was a write.
 func (s *Sem) Result(slot, rec int, r election.Result, put bool) {
 	switch {
-	case rec == RecSlots || rec == RecProbe || slot < 0:
+	case rec == RecSlots || rec == RecProbe || rec == RecDrain || rec == RecConfirm || slot < 0:
 		s.calls--
 		s.ownResult(slot, rec, r)
 	case rec == RecLock:
@@ -268,6 +311,35 @@ func (s *Sem) ownResult(slot, rec int, r election.Result) {
 			s.seen[slot] = election.Leader{Holder: r.Record.Holder, Token: r.Record.Token, Payload: r.Record.Payload}
 		case r.Err != nil && !notFound:
 			s.unread[slot], s.probeErr = true, r.Err // not known free: not tried
+		}
+	case RecConfirm:
+		cf := &s.confirm
+		*cf = confirmState{done: true}
+		if r.Err != nil || r.Record.Released {
+			break // gone, released or unreadable: start over, and drain
+		}
+		if err := s.countError(r.Record); err != nil {
+			cf.err = err
+		} else {
+			cf.ok = true
+		}
+	case RecDrain:
+		d := &s.drain[slot]
+		switch {
+		case notFound, r.Err == nil && r.Record.Released:
+			*d = drainSlot{ver: lease.NoVersion}
+		case r.Err != nil:
+			d.err = true // not known drained; a silent holder's wait goes on
+		case r.Version != d.ver:
+			*d = drainSlot{ver: r.Version, since: s.h.Now(), ttl: r.Record.Duration}
+		default:
+			d.err = false
+		}
+		if slot < s.n { // what the try after the drain starts from
+			s.seen[slot], s.unread[slot] = election.Leader{}, d.err
+			if d.ver != lease.NoVersion {
+				s.seen[slot] = election.Leader{Holder: r.Record.Holder, Token: r.Record.Token, Payload: r.Record.Payload}
+			}
 		}
 	case RecIndex:
 		// Unreadable or listing anyone: queue, whose code says what is wrong.
@@ -390,10 +462,13 @@ func (s *Sem) after() {
 		if sl.granted {
 			sl.granted = false
 			switch {
-			case s.held < 0 && !s.stopping && s.Answer():
-				s.held, s.heldLock = i, sl.lk
-				s.h.Granted(i, sl.term)
-			case s.held != i:
+			case s.held < 0 && s.confirming < 0 && !s.stopping && !s.restart && !s.answered:
+				s.confirming, s.confirm = i, confirmState{}
+				s.call(-1, RecConfirm, election.Op{Kind: election.OpGet})
+			case s.confirming >= 0 && !s.stopping:
+				// Kept until the confirm answers, then given back (wind):
+				// given back now, a later ticket could be served first.
+			case s.held != i && s.confirming != i:
 				sl.lk.Stop() // taken with another, or after the caller left: give it back
 			}
 		}
@@ -405,6 +480,34 @@ func (s *Sem) after() {
 			} // a Lock whose try of a free slot failed waits on every slot
 		}
 	}
+	if c := s.confirming; c >= 0 && s.confirm.done {
+		s.confirming = -1
+		lk := s.slots[c].lk
+		switch {
+		case lk == nil || !lk.Held(): // its term ended meanwhile
+		case s.confirm.ok && !s.stopping && s.Answer():
+			s.held, s.heldLock = c, lk
+			if lead := s.slots[0].lk; lead != nil && s.fair {
+				lead.LeaveQueue() // its turn is over
+			}
+			s.h.Granted(c, s.slots[c].term)
+		case s.confirm.err != nil:
+			s.refuse(s.confirm.err)
+		default:
+			s.restart = true
+		}
+	}
+	if s.restart && !s.stopping {
+		for i := range s.slots {
+			if lk := s.slots[i].lk; lk != nil {
+				lk.Stop()
+			}
+		}
+		if !s.anyLock() && s.calls == 0 {
+			s.restart, s.drained = false, false
+			s.check()
+		}
+	}
 	if s.held >= 0 {
 		if lk := s.slots[s.held].lk; lk == nil || !lk.Held() {
 			s.lost = true // ended, or retired
@@ -413,9 +516,11 @@ func (s *Sem) after() {
 	switch {
 	case s.stopping || s.lost || s.held >= 0:
 		s.wind()
-	case s.calls > 0 || !s.retryAt.IsZero():
+	case s.calls > 0 || !s.retryAt.IsZero() || s.restart:
 	case s.phase == semCheck || s.phase == semCount:
 		s.checked()
+	case s.phase == semDrain:
+		s.drainRead()
 	case s.phase == semTry:
 		s.tryNext()
 	case s.phase == semWait:
@@ -464,17 +569,16 @@ func (s *Sem) checked() {
 		return
 	}
 	if c.found && !c.rec.Released {
-		n, err := strconv.Atoi(string(c.rec.Payload))
-		switch {
-		case c.rec.Holder != slotsHolder || err != nil || n < 1:
-			s.refuse(fmt.Errorf("tenure: lock %q: its count record %q holds %q by %q, not a number of slots by %q: remove it (tenure release --force) once nobody holds a slot", s.name, s.name+SlotsSuffix, c.rec.Payload, c.rec.Holder, slotsHolder))
-			return
-		case n != s.n:
-			s.refuse(&slotsError{s.name, n, s.n})
+		if err := s.countError(c.rec); err != nil {
+			s.refuse(err)
 			return
 		}
+		s.drained = false // a later loss of the record drains again
+	} else if !s.drained {
+		s.drainStart()
+		return
 	} else {
-		// The first caller fixes n.
+		// The first caller after a drain fixes n.
 		s.phase = semCount
 		rec := lease.Record{Holder: slotsHolder, Token: 1, Duration: s.cfg.LeaseDuration, Payload: []byte(strconv.Itoa(s.n)), Nonce: strconv.FormatUint(s.cfg.Rand.Uint64(), 16)}
 		expect := c.ver
@@ -499,6 +603,59 @@ func (s *Sem) checked() {
 	}
 	s.phase = semTry
 	s.tryNext()
+}
+
+// countError says why a count record that stands does not fix n slots:
+// it is not one (another holder, or no number), or it fixes another n.
+func (s *Sem) countError(rec lease.Record) error {
+	n, err := strconv.Atoi(string(rec.Payload))
+	switch {
+	case rec.Holder != slotsHolder || err != nil || n < 1:
+		return fmt.Errorf("tenure: lock %q: its count record %q holds %q by %q, not a number of slots by %q: remove it (tenure release --force) once nobody holds a slot", s.name, s.name+SlotsSuffix, rec.Payload, rec.Holder, slotsHolder)
+	case n != s.n:
+		return &slotsError{s.name, n, s.n}
+	}
+	return nil
+}
+
+// drainStart reads every slot there may be: the count record is to be
+// written, and the slots are the truth of who may believe.
+func (s *Sem) drainStart() {
+	s.phase = semDrain
+	if s.drain == nil {
+		s.drain = make([]drainSlot, MaxSlots)
+		for i := range s.drain {
+			s.drain[i].ver = lease.NoVersion
+		}
+	}
+	for i := range s.drain { // all of them, every round: callers that read the count before it went may take a slot meanwhile
+		s.call(i, RecDrain, election.Op{Kind: election.OpGet})
+	}
+}
+
+// drainRead takes a round of the drain's reads: drained, the count record
+// is read again and written; otherwise a TryLock is busy and a Lock reads
+// again a poll later.
+func (s *Sem) drainRead() {
+	now := s.h.Now()
+	for i := range s.drain {
+		d := &s.drain[i]
+		if d.err || d.ver != lease.NoVersion && now.Before(d.since.Add(election.Drift(d.ttl, s.cfg.MaxDrift)+d.ttl)) {
+			if s.try {
+				if s.Answer() {
+					s.h.Busy(s.Holders())
+				}
+				s.stopping = true
+				return
+			}
+			s.phase = semCheck
+			s.retryAt = now.Add(s.cfg.PollInterval)
+			return
+		}
+	}
+	s.drained = true
+	s.phase = semCheck
+	s.checked() // the count record as read before the drain: a write that conflicts reads it again
 }
 
 func (s *Sem) anyFree() bool {
@@ -566,6 +723,9 @@ func (s *Sem) startSlot(i int, try, fair bool) {
 	}
 	sl.lk = new(Lock)
 	sl.lk.InitMachine(sl, s.name, m, try, fair)
+	if fair {
+		sl.lk.DeferLeave() // until the grant is confirmed
+	}
 	if s.fair && !try && i > 0 {
 		sl.lk.setGate(true, false) // it follows slot 0's turn in the queue
 	}

@@ -99,6 +99,11 @@ func TestSemGivesBackASecondSlot(t *testing.T) {
 	store := memlease.New()
 	now := time.Unix(1e9, 0)
 	vers := make([]lease.Version, 2)
+	// The count record stands (holders of 2 slots wrote it), so that the
+	// caller waits on the slots rather than for them to drain.
+	if _, err := store.Put(ctx, "pool"+SlotsSuffix, lease.Record{Holder: slotsHolder, Token: 1, Duration: 10 * time.Second, Nonce: "c", Payload: []byte("2")}, lease.NoVersion); err != nil {
+		t.Fatal(err)
+	}
 	for i := range 2 {
 		v, err := store.Put(ctx, SlotName("pool", i), lease.Record{Holder: "x", Token: 5, Duration: 10 * time.Second, Nonce: "x"}, lease.NoVersion)
 		if err != nil {
