@@ -14,6 +14,7 @@ import (
 
 	"github.com/tenure-go/tenure"
 	"github.com/tenure-go/tenure/election"
+	"github.com/tenure-go/tenure/internal/lockcore"
 	"github.com/tenure-go/tenure/lease"
 	"github.com/tenure-go/tenure/lease/storeurl"
 )
@@ -166,6 +167,12 @@ func lockCommand(args []string, stdout, stderr io.Writer) int {
 	store, status := c.open(ctx, "tenure lock", stderr)
 	if store == nil {
 		return status
+	}
+	if *oncePer == 0 {
+		if msg := kindClash(ctx, store, name, *slots); msg != "" {
+			fmt.Fprintf(stderr, "tenure lock: %s\n", msg)
+			return exitUsage
+		}
 	}
 	tel, err := newTelemetry(c.metricsAddr, c.serviceName, stderr)
 	if err != nil {
@@ -325,4 +332,22 @@ func slotList(hs []tenure.SlotHolder) string {
 		fmt.Fprintf(&b, " slot %d by %q (token %d);", h.Slot, h.Holder, h.Token)
 	}
 	return strings.TrimSuffix(b.String(), ";")
+}
+
+// kindClash says why name cannot be taken as asked (slots: 0 a plain lock,
+// else a semaphore of that many), or "": a semaphore's records are apart
+// from a plain lock's, so that taking one name both ways would let a
+// plain holder and the semaphore's run at once. A read that fails says
+// nothing here: the lock's own calls report the store.
+func kindClash(ctx context.Context, store lease.Store, name string, slots int) string {
+	if slots == 0 {
+		if n, err := semCount(ctx, store, name); err == nil && n > 0 {
+			return fmt.Sprintf("%q is a semaphore of %d slots (%s): add --slots %d to take one of them", name, n, name+lockcore.SlotsSuffix, n)
+		}
+		return ""
+	}
+	if rec, _, err := store.Get(ctx, name); err == nil && !rec.Released {
+		return fmt.Sprintf("%q is held as a plain lock by %q (token %d), which a semaphore of that name would not exclude: drop --slots, or use another name", name, rec.Holder, rec.Token)
+	}
+	return ""
 }

@@ -1,10 +1,15 @@
 package main
 
 import (
+	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/tenure-go/tenure"
+	"github.com/tenure-go/tenure/lease/filelease"
 )
 
 func TestRunAndLockUsageErrors(t *testing.T) {
@@ -160,5 +165,43 @@ func TestMissingCommand(t *testing.T) {
 		if entries, _ := os.ReadDir(dir); len(entries) != 0 {
 			t.Errorf("%q: the store holds %d entries; want nothing written", args, len(entries))
 		}
+	}
+}
+
+// TestSemaphoreNameClash: tenure status of a semaphore lists its slots'
+// holders; a plain lock on a semaphore's name, and a semaphore on a held
+// plain lock's name, are refused naming what the name is.
+func TestSemaphoreNameClash(t *testing.T) {
+	dir := t.TempDir()
+	store, err := filelease.New(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := tenure.NewLocker(tenure.LockerConfig{Store: store, ID: "holder"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	ctx := context.Background()
+	for range 2 {
+		if _, err := l.TryLock(ctx, "pool", tenure.Slots(3)); err != nil && !errors.Is(err, tenure.ErrLocked) {
+			t.Fatal(err)
+		}
+	}
+	h, err := l.TryLock(ctx, "plain")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Unlock(ctx)
+	url := "file://" + dir
+	if code, out, errs := runTenure(t, "status", "--store", url, "pool"); code != 0 || !strings.Contains(out, "pool: a semaphore of 3 slots (pool::slots), 1 held") ||
+		!strings.Contains(out, `held by "holder"`) || !strings.Contains(out, "free") {
+		t.Errorf("status of a semaphore: %d\n%s%s", code, out, errs)
+	}
+	if code, _, errs := runTenure(t, "lock", "--wait", "0", "--store", url, "pool", "--", "true"); code != exitUsage || !strings.Contains(errs, `"pool" is a semaphore of 3 slots (pool::slots): add --slots 3`) {
+		t.Errorf("a plain lock on a semaphore: %d %s", code, errs)
+	}
+	if code, _, errs := runTenure(t, "lock", "--wait", "0", "--slots", "2", "--store", url, "plain", "--", "true"); code != exitUsage || !strings.Contains(errs, `"plain" is held as a plain lock by "holder"`) {
+		t.Errorf("a semaphore on a plain lock: %d %s", code, errs)
 	}
 }

@@ -7,10 +7,12 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strconv"
 	"time"
 	"unicode/utf8"
 
 	"github.com/tenure-go/tenure"
+	"github.com/tenure-go/tenure/internal/lockcore"
 	"github.com/tenure-go/tenure/lease"
 )
 
@@ -26,6 +28,8 @@ version, not what the writer's clock says.
 
 Payloads can hold addresses: status shows them to whoever can read the
 store.
+
+A semaphore's name (tenure lock --slots) shows each slot's holder.
 
 exit status (one read, as flock -n answers): 0 when the record is held (by a
 holder that may have died since: only --watch can tell, by seeing it
@@ -73,6 +77,10 @@ func statusCommand(args []string, stdout, stderr io.Writer) int {
 	var last tenure.Observation
 	err := tenure.Watch(ctx, tenure.WatchConfig{Lease: name, Store: store, PollInterval: *poll}, func(o tenure.Observation) {
 		last = o
+		if !*watch && !o.Found && o.Err == nil {
+			cancel() // no record: a semaphore's name, perhaps (below)
+			return
+		}
 		printObservation(stdout, o, *asJSON, *watch)
 		if !*watch {
 			cancel()
@@ -89,11 +97,94 @@ func statusCommand(args []string, stdout, stderr io.Writer) int {
 	case last.Err != nil && !last.Found:
 		return c.storeFailed("tenure status", last.Err, stderr)
 	case !last.Found:
+		status, isSem, err := semaphoreStatus(context.Background(), store, name, stdout, *asJSON)
+		if err != nil {
+			return c.storeFailed("tenure status", fmt.Errorf("read %s: %w", name+lockcore.SlotsSuffix, err), stderr)
+		}
+		if isSem {
+			return status
+		}
+		printObservation(stdout, last, *asJSON, false)
 		return exitAbsent
 	case last.Released:
 		return exitFree
 	}
 	return 0
+}
+
+// semCount reads the count record of the semaphore name: its n, or 0 when
+// there is none standing (absent, released, or not a count record).
+func semCount(ctx context.Context, store lease.Store, name string) (int, error) {
+	rec, _, err := store.Get(ctx, name+lockcore.SlotsSuffix)
+	switch {
+	case errors.Is(err, lease.ErrNotFound):
+		return 0, nil
+	case err != nil:
+		return 0, err
+	case rec.Released:
+		return 0, nil
+	}
+	n, err := strconv.Atoi(string(rec.Payload))
+	if err != nil || n < 1 || n > lockcore.MaxSlots {
+		return 0, nil
+	}
+	return n, nil
+}
+
+// semaphoreStatus prints the semaphore name's slots, if name is one: each
+// slot's holder, or free. It returns the status (0 if any slot is held, 3
+// if none), whether name is a semaphore, and the count record's read error.
+func semaphoreStatus(ctx context.Context, store lease.Store, name string, w io.Writer, asJSON bool) (int, bool, error) {
+	n, err := semCount(ctx, store, name)
+	if err != nil || n == 0 {
+		return 0, false, err
+	}
+	type slotJSON struct {
+		Slot     int    `json:"slot"`
+		Found    bool   `json:"found"`
+		Holder   string `json:"holder,omitempty"`
+		Token    uint64 `json:"token,omitempty"`
+		Released bool   `json:"released"`
+		Error    string `json:"error,omitempty"`
+	}
+	out := struct {
+		Lease string     `json:"lease"`
+		Slots int        `json:"slots"`
+		Held  int        `json:"held"`
+		List  []slotJSON `json:"slot_holders"`
+	}{Lease: name, Slots: n}
+	for i := range n {
+		rec, _, err := store.Get(ctx, lockcore.SlotName(name, i))
+		sj := slotJSON{Slot: i, Found: err == nil, Released: rec.Released}
+		switch {
+		case err == nil && !rec.Released:
+			sj.Holder, sj.Token = rec.Holder, rec.Token
+			out.Held++
+		case err != nil && !errors.Is(err, lease.ErrNotFound):
+			sj.Error = err.Error()
+		}
+		out.List = append(out.List, sj)
+	}
+	if asJSON {
+		b, _ := json.Marshal(out)
+		fmt.Fprintf(w, "%s\n", b)
+	} else {
+		fmt.Fprintf(w, "%s: a semaphore of %d slots (%s), %d held\n", name, n, name+lockcore.SlotsSuffix, out.Held)
+		for _, sj := range out.List {
+			switch {
+			case sj.Error != "":
+				fmt.Fprintf(w, "  slot %d: cannot read: %s\n", sj.Slot, sj.Error)
+			case sj.Holder != "":
+				fmt.Fprintf(w, "  slot %d: held by %q, token %d\n", sj.Slot, sj.Holder, sj.Token)
+			default:
+				fmt.Fprintf(w, "  slot %d: free\n", sj.Slot)
+			}
+		}
+	}
+	if out.Held == 0 {
+		return exitFree, true, nil
+	}
+	return 0, true, nil
 }
 
 // Statuses of a one-shot tenure status.
