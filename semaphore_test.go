@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -13,6 +14,7 @@ import (
 	"github.com/tenure-go/tenure/election"
 	"github.com/tenure-go/tenure/fencing"
 	"github.com/tenure-go/tenure/internal/lockcore"
+	"github.com/tenure-go/tenure/lease"
 	"github.com/tenure-go/tenure/lease/leasetest"
 	"github.com/tenure-go/tenure/lease/memlease"
 )
@@ -217,6 +219,92 @@ func TestSemRequestsPerHourCountsTheCadences(t *testing.T) {
 			if want := reads + writes; got < want*0.97 || got > want*1.03 {
 				t.Errorf("fair %v: a waiter made %.0f requests (%d reads) in an hour; the plan says %.0f (%.0f reads)", fair, got, g1-g0, want, reads)
 			}
+		})
+	}
+}
+
+// failingStore fails the calls fail names (nil: passes them).
+type failingStore struct {
+	*memlease.Store
+	fail func(op, name string) error
+}
+
+func (s *failingStore) Get(ctx context.Context, name string) (lease.Record, lease.Version, error) {
+	if err := s.fail("get", name); err != nil {
+		return lease.Record{}, lease.NoVersion, err
+	}
+	return s.Store.Get(ctx, name)
+}
+
+func (s *failingStore) Put(ctx context.Context, name string, rec lease.Record, expect lease.Version) (lease.Version, error) {
+	if err := s.fail("put", name); err != nil {
+		return lease.NoVersion, err
+	}
+	return s.Store.Put(ctx, name, rec, expect)
+}
+
+// A waiting Lock on a semaphore fails at once where retrying cannot help
+// (the count record, or the slots' records, refused for good).
+func TestSemaphoreWaitFailsFast(t *testing.T) {
+	denied := fmt.Errorf("%w: access denied", lease.ErrPermanent)
+	for _, c := range []struct {
+		name string
+		fail func(op, name string) error
+		fair bool
+	}{
+		{"count record", func(op, name string) error {
+			if name == "db::slots" {
+				return denied
+			}
+			return nil
+		}, false},
+		{"count record, fair", func(op, name string) error {
+			if name == "db::slots" {
+				return denied
+			}
+			return nil
+		}, true},
+		{"free slots' writes", func(op, name string) error {
+			if op == "put" && strings.Contains(name, "::slot.") {
+				return denied
+			}
+			return nil
+		}, false},
+		{"slot records", func(op, name string) error {
+			if strings.Contains(name, "::slot.") {
+				return denied
+			}
+			return nil
+		}, false},
+		{"slot records, fair", func(op, name string) error {
+			if strings.Contains(name, "::slot.") {
+				return denied
+			}
+			return nil
+		}, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				mem := memlease.New()
+				if !strings.HasPrefix(c.name, "free") { // else the slot is free, and w tries it
+					a := newLocker(t, mem, "a")
+					if _, err := a.Lock(context.Background(), "db", tenure.Slots(1)); err != nil {
+						t.Fatal(err)
+					}
+				}
+				w := newLocker(t, &failingStore{Store: mem, fail: c.fail}, "w")
+				ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+				defer cancel()
+				opts := []tenure.LockOption{tenure.Slots(1)}
+				if c.fair {
+					opts = append(opts, tenure.Fair())
+				}
+				start := time.Now()
+				_, err := w.Lock(ctx, "db", opts...)
+				if !errors.Is(err, lease.ErrPermanent) || time.Since(start) > 15*time.Second {
+					t.Fatalf("Lock: %v after %v; want the permanent error within a lease", err, time.Since(start))
+				}
+			})
 		})
 	}
 }

@@ -222,6 +222,7 @@ type slotLock struct {
 	granted bool  // its term began: keep it, or give it back
 	term    election.Term
 	refused error
+	bad     error // its record cannot be read (ErrInvalidRecord): not waited on
 }
 
 // Init makes s a call for one of n slots of the semaphore name, for h,
@@ -475,9 +476,20 @@ func (s *Sem) after() {
 		if sl.refused != nil {
 			err := sl.refused
 			sl.refused = nil
-			if s.held < 0 && (s.try || s.phase == semWait) {
+			switch {
+			case s.held >= 0 || !s.try && s.phase != semWait:
+				// A Lock whose try of a free slot failed waits on every slot.
+			case !s.try && errors.Is(err, lease.ErrInvalidRecord) && !errors.Is(err, lease.ErrPermanent) && (i > 0 || !s.fair):
+				// One slot's record no one can read: wait on the others;
+				// refused only if none is left (a fair call's slot 0 is
+				// its queue's, which it cannot do without).
+				sl.bad = err
+				if s.allBad() {
+					s.refuse(err)
+				}
+			default:
 				s.refuse(err)
-			} // a Lock whose try of a free slot failed waits on every slot
+			}
 		}
 	}
 	if c := s.confirming; c >= 0 && s.confirm.done {
@@ -693,11 +705,22 @@ func (s *Sem) tryNext() {
 	s.waitAll()
 }
 
-// waitAll starts a waiting lock on every slot that has none: slot 0's
-// waits its turn in the queue if fair, and the others follow its turn.
+// allBad reports whether no slot is left to wait on.
+func (s *Sem) allBad() bool {
+	for i := range s.slots {
+		if s.slots[i].bad == nil {
+			return false
+		}
+	}
+	return true
+}
+
+// waitAll starts a waiting lock on every slot that has none (and can be
+// read): slot 0's waits its turn in the queue if fair, and the others
+// follow its turn.
 func (s *Sem) waitAll() {
 	for i := range s.slots {
-		if s.slots[i].lk == nil {
+		if s.slots[i].lk == nil && s.slots[i].bad == nil {
 			s.startSlot(i, false, s.fair && i == 0)
 		}
 	}

@@ -2,6 +2,8 @@ package lockcore
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"log/slog"
 	"math/rand/v2"
 	"testing"
@@ -23,6 +25,9 @@ type semHost struct {
 	calls   []semCall
 	granted []int
 	pair    bool // hold a slot's write back until another's comes
+	refused []error
+	refuses bool // a refusal is what the test looks for
+	retired bool
 }
 
 // next takes the first waiting call; with pair, a write on a slot waits
@@ -52,15 +57,20 @@ func (h *semHost) Now() time.Time { return h.now }
 func (h *semHost) Call(slot int, op election.Op, rec int) {
 	h.calls = append(h.calls, semCall{slot, rec, op})
 }
-func (h *semHost) Cancel(int)                           {}
-func (h *semHost) Log(slog.Level, string, ...any)       {}
-func (h *semHost) Granted(slot int, _ election.Term)    { h.granted = append(h.granted, slot) }
-func (h *semHost) Busy([]election.Leader)               { h.t.Error("busy") }
-func (h *semHost) Refused(err error)                    { h.t.Errorf("refused: %v", err) }
+func (h *semHost) Cancel(int)                        {}
+func (h *semHost) Log(slog.Level, string, ...any)    {}
+func (h *semHost) Granted(slot int, _ election.Term) { h.granted = append(h.granted, slot) }
+func (h *semHost) Busy([]election.Leader)            { h.t.Error("busy") }
+func (h *semHost) Refused(err error) {
+	if !h.refuses {
+		h.t.Errorf("refused: %v", err)
+	}
+	h.refused = append(h.refused, err)
+}
 func (h *semHost) Publish(driver.Snapshot)              {}
 func (h *semHost) Ended(election.Term, election.Reason) {}
 func (h *semHost) Reschedule()                          {}
-func (h *semHost) Retired()                             {}
+func (h *semHost) Retired()                             { h.retired = true }
 
 // run runs the waiting calls, and those they lead to, then the timers
 // due by until.
@@ -144,5 +154,100 @@ func TestSemGivesBackASecondSlot(t *testing.T) {
 	}
 	if took != 2 {
 		t.Fatalf("the waiter took %d slots; the test wants both taken at once", took)
+	}
+}
+
+// failingStore fails Gets (get) and Puts (put) of the records its
+// functions name with their error.
+type failingStore struct {
+	lease.Store
+	get, put func(name string) error
+}
+
+func (s *failingStore) Get(ctx context.Context, name string) (lease.Record, lease.Version, error) {
+	if s.get != nil {
+		if err := s.get(name); err != nil {
+			return lease.Record{}, lease.NoVersion, err
+		}
+	}
+	return s.Store.Get(ctx, name)
+}
+
+func (s *failingStore) Put(ctx context.Context, name string, rec lease.Record, expect lease.Version) (lease.Version, error) {
+	if s.put != nil {
+		if err := s.put(name); err != nil {
+			return lease.NoVersion, err
+		}
+	}
+	return s.Store.Put(ctx, name, rec, expect)
+}
+
+// A waiting Lock fails fast where retrying cannot help (the count record
+// or a slot refused for good), and waits on the good slots where one slot's
+// record is unreadable.
+func TestSemWaitFailsFastOrWaits(t *testing.T) {
+	ctx := context.Background()
+	denied := fmt.Errorf("%w: access denied", lease.ErrPermanent)
+	invalid := &lease.RecordError{Name: SlotName("pool", 1), Field: "holder", Reason: "garbage"}
+	for _, c := range []struct {
+		name     string
+		get, put func(name string) error
+		wantErr  error // nil: granted
+	}{
+		{"count record denied", func(n string) error {
+			if n == "pool"+SlotsSuffix {
+				return denied
+			}
+			return nil
+		}, nil, lease.ErrPermanent},
+		{"slot writes denied", nil, func(n string) error {
+			if n != "pool"+SlotsSuffix {
+				return denied
+			}
+			return nil
+		}, lease.ErrPermanent},
+		{"one slot unreadable", func(n string) error {
+			if n == SlotName("pool", 1) {
+				return invalid
+			}
+			return nil
+		}, nil, nil},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			mem := memlease.New()
+			now := time.Unix(1e9, 0)
+			// Slot 0 is held by x (for 10s unrenewed), who leaves 5s in.
+			ver, err := mem.Put(ctx, SlotName("pool", 0), lease.Record{Holder: "x", Token: 5, Duration: 10 * time.Second, Nonce: "x"}, lease.NoVersion)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := mem.Put(ctx, "pool"+SlotsSuffix, lease.Record{Holder: slotsHolder, Token: 1, Duration: 10 * time.Second, Nonce: "c", Payload: []byte("2")}, lease.NoVersion); err != nil {
+				t.Fatal(err)
+			}
+			h := &semHost{t: t, now: now, store: &failingStore{Store: mem, get: c.get, put: c.put}, refuses: c.wantErr != nil}
+			cfg := election.Config{ID: "w", Timing: election.Timing{}.WithDefaults(), Rand: rand.New(rand.NewPCG(1, 2))}
+			h.s = new(Sem)
+			if err := h.s.Init(h, "pool", 2, &cfg, false, false, nil); err != nil {
+				t.Fatal(err)
+			}
+			h.s.Start()
+			h.run(now.Add(5 * time.Second))
+			if c.wantErr != nil {
+				if len(h.refused) != 1 || !errors.Is(h.refused[0], c.wantErr) || !h.retired {
+					t.Fatalf("after 5s: refused %v (retired %v), want one refusal with %v", h.refused, h.retired, c.wantErr)
+				}
+				return
+			}
+			if len(h.refused) > 0 || len(h.granted) > 0 {
+				t.Fatalf("after 5s, slot 0 held by x: refused %v, granted %v; want it waiting", h.refused, h.granted)
+			}
+			if _, err := mem.Put(ctx, SlotName("pool", 0), lease.Record{Holder: "x", Token: 5, Duration: 10 * time.Second, Nonce: "y", Released: true}, ver); err != nil {
+				t.Fatal(err)
+			}
+			h.run(now.Add(10 * time.Second))
+			if len(h.granted) != 1 || h.granted[0] != 0 {
+				t.Fatalf("after x left slot 0: granted %v, refused %v; want slot 0", h.granted, h.refused)
+			}
+		})
 	}
 }
