@@ -123,8 +123,12 @@ func listCommand(args []string, stdout, stderr io.Writer) int {
 		return status
 	}
 	if fs.NArg() > 1 {
-		fmt.Fprintln(stderr, "tenure list: want at most one PREFIX")
+		usageError(fs, stderr, "want at most one PREFIX")
 		return exitUsage
+	}
+	if dir := c.absentDir(); dir != "" {
+		fmt.Fprintf(stderr, "tenure list: the store's directory %s does not exist: nothing was ever written there (check --store)\n", dir)
+		return 0
 	}
 	ctx := context.Background()
 	store, status := c.open(ctx, "tenure list", stderr)
@@ -206,17 +210,21 @@ func releaseCommand(args []string, stdout, stderr io.Writer) int {
 		return status
 	}
 	if fs.NArg() != 1 {
-		fmt.Fprintln(stderr, "tenure release: want one NAME")
+		usageError(fs, stderr, "want one NAME")
 		return exitUsage
 	}
 	name := fs.Arg(0)
 	if err := lease.ValidateName(name); err != nil {
-		fmt.Fprintf(stderr, "tenure release: %v\n", err)
+		fmt.Fprintf(stderr, "tenure release: %s\n", bare(err))
 		return exitUsage
 	}
 	if !*force {
 		fmt.Fprintln(stderr, "tenure release: this cuts the holder's work off: say --force (see tenure release -h)")
 		return exitUsage
+	}
+	if dir := c.absentDir(); dir != "" {
+		fmt.Fprintf(stdout, "%s: no record: nothing to release (the store's directory %s does not exist: check --store)\n", name, dir)
+		return 0
 	}
 	ctx := context.Background()
 	store, status := c.open(ctx, "tenure release", stderr)
@@ -336,12 +344,16 @@ func gcCommand(args []string, stdout, stderr io.Writer) int {
 		return status
 	}
 	if fs.NArg() > 1 {
-		fmt.Fprintln(stderr, "tenure gc: want at most one PREFIX")
+		usageError(fs, stderr, "want at most one PREFIX")
 		return exitUsage
 	}
 	if *olderThan < time.Hour {
 		fmt.Fprintf(stderr, "tenure gc: --older-than %v: want an hour at least (clocks must agree within it)\n", *olderThan)
 		return exitUsage
+	}
+	if dir := c.absentDir(); dir != "" {
+		fmt.Fprintf(stdout, "nothing to remove: the store's directory %s does not exist (check --store)\n", dir)
+		return 0
 	}
 	ctx := context.Background()
 	store, status := c.open(ctx, "tenure gc", stderr)
@@ -357,13 +369,14 @@ func gcCommand(args []string, stdout, stderr io.Writer) int {
 		return c.storeFailed("tenure gc", err, stderr)
 	}
 	now := time.Now()
-	removed := 0
+	removed, would := 0, 0
 	for _, r := range recs {
 		why := needless(r, now, *olderThan)
 		if why == "" {
 			continue
 		}
 		if *dryRun {
+			would++
 			fmt.Fprintf(stdout, "would remove %s (%s, token %d)\n", r.Name, why, r.Token)
 			continue
 		}
@@ -378,7 +391,9 @@ func gcCommand(args []string, stdout, stderr io.Writer) int {
 		removed++
 		fmt.Fprintf(stdout, "removed %s (%s, token %d)\n", r.Name, why, r.Token)
 	}
-	if !*dryRun {
+	if *dryRun {
+		fmt.Fprintf(stdout, "%d of %d records would be removed (--dry-run: none was)\n", would, len(recs))
+	} else {
 		fmt.Fprintf(stdout, "%d of %d records removed\n", removed, len(recs))
 	}
 	return 0

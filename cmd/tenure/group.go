@@ -48,7 +48,7 @@ func runGroup(c *holder, gf groupFlags, argv []string, stdout, stderr io.Writer)
 		Logger: log, MeterProvider: tel.mp, OnAssigned: r.assigned,
 	})
 	if err != nil {
-		fmt.Fprintf(stderr, "tenure run: %v\n", err)
+		fmt.Fprintf(stderr, "tenure run: %s\n", bare(err))
 		return exitUsage
 	}
 	r.id = g.ID()
@@ -74,7 +74,7 @@ func runGroup(c *holder, gf groupFlags, argv []string, stdout, stderr io.Writer)
 	case errors.Is(err, lease.ErrPermanent), errors.Is(err, lease.ErrInvalidRecord):
 		return c.storeFailed("tenure run", err, stderr)
 	case err != nil:
-		fmt.Fprintf(stderr, "tenure run: %v\n", err)
+		fmt.Fprintf(stderr, "tenure run: %s\n", bare(err))
 		return exitUnavailable
 	}
 	return r.exitStatus()
@@ -85,13 +85,13 @@ func groupCommand(fs *flag.FlagSet, c *holder, gf groupFlags, argv []string, std
 	const want = "want --group NAME --shards N [flags] -- COMMAND [ARGS...]"
 	switch {
 	case gf.name == "":
-		fmt.Fprintf(stderr, "tenure run: --shards, --weight and --watch go with --group: %s\n", want)
+		usageError(fs, stderr, "--shards, --weight and --watch go with --group: %s", want)
 		return exitUsage
 	case len(argv) == 0:
-		fmt.Fprintf(stderr, "tenure run: no command: %s\n", want)
+		usageError(fs, stderr, "no command: %s", want)
 		return exitUsage
 	case fs.NArg() > 0:
-		fmt.Fprintf(stderr, "tenure run: unexpected %q before \"--\": with --group, the group's name is --group's: %s\n", fs.Arg(0), want)
+		usageError(fs, stderr, "unexpected %q before \"--\": with --group, the group's name is --group's: %s", fs.Arg(0), want)
 		return exitUsage
 	case gf.shards < 1 || gf.shards > 4096:
 		fmt.Fprintf(stderr, "tenure run: --shards %d: want 1 to 4096, the same on every member\n", gf.shards)

@@ -111,7 +111,8 @@ func lockCommand(args []string, stdout, stderr io.Writer) int {
 	fair := fs.Bool("fair", false, "wait in first-come order among fair waiters")
 	oncePer := fs.Duration("once-per", 0, "run COMMAND at most once per wall-clock slot of this length (whole seconds, up to 24h), across replicas: never waits")
 	quiet := fs.Bool("quiet", false, "say nothing when another holds the lock (cron mails no one)")
-	conflictExit := fs.Int("conflict-exit", -1, "exit status when another holds the lock or took the slot (default 75, or 79 with --once-per)")
+	conflictExit := &statusFlag{v: -1}
+	fs.Var(conflictExit, "conflict-exit", "exit `status` when another holds the lock or took the slot (default 75, or 79 with --once-per)")
 	wake := fs.String("wake", "", "listen for wake-ups on this UDP address, e.g. 10.0.0.5:7946 or 127.0.0.1:0: woken on release, a waiter takes the lock in a few round trips")
 	wakeAdvertise := fs.String("wake-advertise", "", "the address others send wake-ups to, if not --wake's (NAT, containers)")
 	slots := fs.Int("slots", 0, "take one of this many slots of NAME, a semaphore: at most this many hold it at once (1 to 64)")
@@ -123,8 +124,8 @@ func lockCommand(args []string, stdout, stderr io.Writer) int {
 	if !ok || !c.check(fs, stderr) {
 		return exitUsage
 	}
-	if *conflictExit > 255 || *conflictExit < -1 {
-		fmt.Fprintf(stderr, "tenure lock: --conflict-exit %d: want a status from 0 to 255\n", *conflictExit)
+	if conflictExit.v > 255 || conflictExit.v < -1 {
+		fmt.Fprintf(stderr, "tenure lock: --conflict-exit %d: want a status from 0 to 255\n", conflictExit.v)
 		return exitUsage
 	}
 	conflict := exitLocked
@@ -155,8 +156,8 @@ func lockCommand(args []string, stdout, stderr io.Writer) int {
 		}
 		*wait, conflict = waitFlag{}, exitSlotTaken
 	}
-	if *conflictExit >= 0 {
-		conflict = *conflictExit
+	if conflictExit.v >= 0 {
+		conflict = conflictExit.v
 	}
 	if !commandFound("tenure lock", argv, stderr) {
 		return exitNoCommand
@@ -176,14 +177,14 @@ func lockCommand(args []string, stdout, stderr io.Writer) int {
 	}
 	tel, err := newTelemetry(c.metricsAddr, c.serviceName, stderr)
 	if err != nil {
-		fmt.Fprintf(stderr, "tenure lock: %v\n", err)
+		fmt.Fprintf(stderr, "tenure lock: %s\n", bare(err))
 		return exitUsage
 	}
 	defer tel.close()
 	l, err := tenure.NewLocker(tenure.LockerConfig{Store: store, ID: c.id, LeaseDuration: c.lease, Logger: log, MeterProvider: tel.mp,
 		WakeAddr: *wake, WakeAdvertise: *wakeAdvertise})
 	if err != nil {
-		fmt.Fprintf(stderr, "tenure lock: %v\n", err)
+		fmt.Fprintf(stderr, "tenure lock: %s\n", bare(err))
 		return exitUsage
 	}
 	defer l.Close()
@@ -274,10 +275,10 @@ func lockCommand(args []string, stdout, stderr io.Writer) int {
 		case errors.Is(err, lease.ErrPermanent), errors.Is(err, lease.ErrInvalidRecord):
 			return c.storeFailed("tenure lock", err, stderr)
 		case errors.As(err, new(*election.FieldError)), errors.Is(err, lease.ErrInvalidName), errors.Is(err, tenure.ErrSlotsMismatch):
-			fmt.Fprintf(stderr, "tenure lock: %v\n", err)
+			fmt.Fprintf(stderr, "tenure lock: %s\n", bare(err))
 			return exitUsage
 		}
-		fmt.Fprintf(stderr, "tenure lock: %v\n", err)
+		fmt.Fprintf(stderr, "tenure lock: %s\n", bare(err))
 		return exitUnavailable
 	}
 	name = h.Name() // with --once-per, the slot's
@@ -289,7 +290,7 @@ func lockCommand(args []string, stdout, stderr io.Writer) int {
 	}
 	child, err := startChild(argv, env, stdout, stderr, early, c.grace)
 	if err != nil {
-		fmt.Fprintf(stderr, "tenure lock: %v\n", err)
+		fmt.Fprintf(stderr, "tenure lock: %s\n", bare(err))
 		_ = h.Unlock(context.Background())
 		return exitNoCommand
 	}
@@ -350,4 +351,27 @@ func kindClash(ctx context.Context, store lease.Store, name string, slots int) s
 		return fmt.Sprintf("%q is held as a plain lock by %q (token %d), which a semaphore of that name would not exclude: drop --slots, or use another name", name, rec.Holder, rec.Token)
 	}
 	return ""
+}
+
+// statusFlag is an exit status flag whose default is worked out later (v
+// is -1 until set): its help names the default itself, so it prints none.
+type statusFlag struct {
+	v   int
+	set bool
+}
+
+func (f *statusFlag) String() string {
+	if f == nil || !f.set {
+		return ""
+	}
+	return strconv.Itoa(f.v)
+}
+
+func (f *statusFlag) Set(s string) error {
+	n, err := strconv.Atoi(s)
+	if err != nil {
+		return errors.New("want a whole number")
+	}
+	f.v, f.set = n, true
+	return nil
 }

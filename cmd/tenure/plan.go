@@ -103,11 +103,18 @@ func planCommand(args []string, stdout, stderr io.Writer) int {
 	}
 	p, err := election.NewPlan(t, *candidates, *rtt)
 	if err != nil {
-		fmt.Fprintf(stderr, "tenure plan: %v\n", err)
+		fmt.Fprintf(stderr, "tenure plan: %s\n", bare(err))
 		return exitUsage
 	}
 	if *wake {
 		p = p.WithNotices()
+	}
+	if *shards > 0 { // a group's plan: its own bounds and bill, not a single lease's
+		printGroup(stdout, groupcore.NewBounds(t, *shards, *members, *rtt), *shards, *members, *watchShards, prices)
+		if server != "" {
+			fmt.Fprintf(stdout, "\n%s has no per-request price: the requests above are its load, each a read or a compare-and-swap of one record.\n", server)
+		}
+		return 0
 	}
 	printPlan(stdout, p, prices)
 	if server != "" {
@@ -118,9 +125,6 @@ func planCommand(args []string, stdout, stderr io.Writer) int {
 	}
 	if *slots > 0 {
 		printSlots(stdout, p.Timing, *slots, *fair, prices)
-	}
-	if *shards > 0 {
-		printGroup(stdout, groupcore.NewBounds(t, *shards, *members, *rtt), *shards, *members, *watchShards, prices)
 	}
 	return 0
 }
@@ -150,7 +154,7 @@ func planPrices(store string, ddb priceList) (prices []priceList, server string,
 // printGroup prints what a group promises and costs (docs/groups.md).
 func printGroup(w io.Writer, b groupcore.Bounds, k, n int, watch bool, prices []priceList) {
 	t := b.Timing
-	fmt.Fprintf(w, "\nA group of %d shards over %d members (lease %v, renew %v, poll %v):\n", k, n, t.LeaseDuration, t.RenewInterval, t.PollInterval)
+	fmt.Fprintf(w, "A group of %d shards over %d members (lease %v, renew %v, poll %v):\n", k, n, t.LeaseDuration, t.RenewInterval, t.PollInterval)
 	row := func(k, v string) { fmt.Fprintf(w, "  %-28s %s\n", k, v) }
 	share := fmt.Sprint(k / n)
 	if k%n != 0 {

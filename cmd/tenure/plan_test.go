@@ -167,6 +167,9 @@ func TestPlanGroup(t *testing.T) {
 			t.Errorf("output lacks %q:\n%s", s, out)
 		}
 	}
+	if !strings.HasPrefix(out, "A group of 64 shards") || strings.Contains(out, "candidates; lease") {
+		t.Errorf("a group's plan opens with another's:\n%s", out)
+	}
 	_, watched, _ := runTenure(t, "plan", "--shards", "64", "--members", "8", "--store", "dynamodb", "--watch")
 	for _, s := range []string{"at most 12.302s after its member stopped (the lock's bound", "watching 115,200 reads", "all 259,200", "$64.80 for the group"} {
 		if !strings.Contains(watched, s) {

@@ -6,7 +6,9 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
+	"net/url"
 	"os"
 	"os/exec"
 	"os/user"
@@ -147,6 +149,27 @@ func (c *common) open(ctx context.Context, name string, stderr io.Writer) (lease
 	return st, 0
 }
 
+// absentDir returns the directory of a file:// store that does not exist,
+// or "": the commands that only read (and gc and release, which have
+// nothing to do there) must not make one for a mistyped path.
+func (c *common) absentDir() string {
+	u, err := url.Parse(c.store)
+	if err != nil || u.Scheme != "file" {
+		return ""
+	}
+	dir := u.Path
+	if u.Opaque != "" {
+		dir = u.Opaque
+	}
+	if dir == "" {
+		return ""
+	}
+	if _, err := os.Stat(filepath.FromSlash(dir)); errors.Is(err, fs.ErrNotExist) {
+		return dir
+	}
+	return ""
+}
+
 // storeFailed says why the store refused for good, with what to do, and
 // returns exitUnavailable.
 func (c *common) storeFailed(name string, err error, stderr io.Writer) int {
@@ -157,9 +180,19 @@ func (c *common) storeFailed(name string, err error, stderr io.Writer) int {
 	case errors.Is(err, dynamolease.ErrTableNotFound), errors.Is(err, s3lease.ErrBucketNotFound):
 		hint = " (create=true in the store URL creates it)"
 	}
-	fmt.Fprintf(stderr, "%s: store %s: %v%s\n", name, storeurl.Redact(c.store), err, hint)
+	fmt.Fprintf(stderr, "%s: store %s: %s%s\n", name, storeurl.Redact(c.store), bare(err), hint)
 	return exitUnavailable
 }
+
+// usageError says what is wrong with a command's arguments, in one line,
+// and where the help is.
+func usageError(fs *flag.FlagSet, stderr io.Writer, format string, args ...any) {
+	fmt.Fprintf(stderr, "%s: %s\nsee %s -h\n", fs.Name(), fmt.Sprintf(format, args...), fs.Name())
+}
+
+// bare is err's text without the library's "tenure: " prefix, which the
+// command's own ("tenure lock: ") already says.
+func bare(err error) string { return strings.TrimPrefix(err.Error(), "tenure: ") }
 
 // splitArgs takes [FLAGS] [NAME] -- COMMAND [ARGS...] apart at the first
 // "--": what comes before is parsed as flags and the name.
@@ -177,17 +210,17 @@ func nameAndCommand(fs *flag.FlagSet, command []string, stderr io.Writer) (strin
 	rest := fs.Args()
 	switch {
 	case len(command) == 0:
-		fmt.Fprintf(stderr, "%s: want [flags] NAME -- COMMAND [ARGS...]\n", fs.Name())
+		usageError(fs, stderr, "want [flags] NAME -- COMMAND [ARGS...]")
 		return "", false
 	case len(rest) > 1:
-		fmt.Fprintf(stderr, "%s: unexpected %q before \"--\": want [flags] NAME -- COMMAND [ARGS...]\n", fs.Name(), rest[1])
+		usageError(fs, stderr, "unexpected %q before \"--\": want [flags] NAME -- COMMAND [ARGS...]", rest[1])
 		return "", false
 	case len(rest) == 0:
-		fmt.Fprintf(stderr, "%s: no NAME: want [flags] NAME -- COMMAND [ARGS...] (the processes that share NAME contend for it)\n", fs.Name())
+		usageError(fs, stderr, "no NAME: want [flags] NAME -- COMMAND [ARGS...] (the processes that share NAME contend for it)")
 		return "", false
 	}
 	if err := tenure.ValidateName(rest[0]); err != nil { // also refuses "::", tenure's own records
-		fmt.Fprintf(stderr, "%s: %v\n", fs.Name(), err)
+		usageError(fs, stderr, "%s", bare(err))
 		return "", false
 	}
 	return rest[0], true
@@ -348,7 +381,7 @@ func runCommand(args []string, stdout, stderr io.Writer) int {
 		StrongPolls: *strongPolls,
 	})
 	if err != nil {
-		fmt.Fprintf(stderr, "tenure run: %v\n", err)
+		fmt.Fprintf(stderr, "tenure run: %s\n", bare(err))
 		return exitUsage
 	}
 	r.cand = cand
@@ -368,7 +401,7 @@ func runCommand(args []string, stdout, stderr io.Writer) int {
 	case errors.Is(err, lease.ErrPermanent), errors.Is(err, lease.ErrInvalidRecord):
 		return c.storeFailed("tenure run", err, stderr)
 	case err != nil && !errors.Is(err, context.Canceled):
-		fmt.Fprintf(stderr, "tenure run: %v\n", err)
+		fmt.Fprintf(stderr, "tenure run: %s\n", bare(err))
 	}
 	return r.exitStatus()
 }
@@ -462,7 +495,7 @@ func (c *holder) setUp(ctx context.Context, stderr io.Writer) (lease.Store, *slo
 	}
 	tel, err := newTelemetry(c.metricsAddr, c.serviceName, stderr)
 	if err != nil {
-		fmt.Fprintf(stderr, "tenure run: %v\n", err)
+		fmt.Fprintf(stderr, "tenure run: %s\n", bare(err))
 		return nil, nil, nil, exitUsage
 	}
 	return store, c.logger(stderr, "run"), tel, 0

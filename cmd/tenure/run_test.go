@@ -205,3 +205,66 @@ func TestSemaphoreNameClash(t *testing.T) {
 		t.Errorf("a semaphore on a plain lock: %d %s", code, errs)
 	}
 }
+
+// TestReadOnlyCommandsMakeNoDirectory: status, list, gc and release on a
+// file store whose directory does not exist (a mistyped path) say so and
+// leave nothing behind.
+func TestReadOnlyCommandsMakeNoDirectory(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "typo")
+	url := "file://" + dir
+	for _, c := range []struct {
+		args []string
+		code int
+		want string
+	}{
+		{[]string{"status", "--store", url, "job"}, exitAbsent, "does not exist"},
+		{[]string{"list", "--store", url}, 0, "does not exist"},
+		{[]string{"gc", "--store", url}, 0, "nothing to remove"},
+		{[]string{"release", "--force", "--store", url, "job"}, 0, "nothing to release"},
+	} {
+		code, out, errs := runTenure(t, c.args...)
+		if code != c.code || !strings.Contains(out+errs, c.want) {
+			t.Errorf("%q: exit %d, %s%s; want %d saying %q", c.args, code, out, errs, c.code, c.want)
+		}
+		if _, err := os.Stat(dir); !os.IsNotExist(err) {
+			t.Fatalf("%q made the directory %s", c.args, dir)
+		}
+	}
+}
+
+// TestGCDryRunSaysSo: gc --dry-run with nothing to remove still says what
+// it looked at.
+func TestGCDryRunSaysSo(t *testing.T) {
+	code, out, errs := runTenure(t, "gc", "--dry-run", "--store", "file://"+t.TempDir())
+	if code != 0 || !strings.Contains(out, "0 of 0 records would be removed") {
+		t.Errorf("gc --dry-run: %d %s%s", code, out, errs)
+	}
+}
+
+// TestUsageErrorsPointToHelp: an argument error says what is wrong in one
+// line and where the help is, without the library's prefix twice; help
+// shows each default once.
+func TestUsageErrorsPointToHelp(t *testing.T) {
+	dir := "file://" + t.TempDir()
+	for _, args := range [][]string{
+		{"run", "--", "true"},
+		{"lock", "--store", dir, "--", "true"},
+		{"run", "bad name", "--", "true"},
+		{"status"},
+		{"release", "--force"},
+		{"list", "a", "b"},
+		{"gc", "a", "b"},
+		{"run", "--shards", "2", "--", "true"},
+	} {
+		code, _, errs := runTenure(t, args...)
+		if code != exitUsage || !strings.Contains(errs, "see tenure "+args[0]+" -h") || strings.Contains(errs, ": tenure:") {
+			t.Errorf("%q: exit %d, stderr %q; want %d, one line and where the help is", args, code, errs, exitUsage)
+		}
+	}
+	if _, _, errs := runTenure(t, "lock", "--wait", "0", "--store", dir, "--payload", strings.Repeat("x", 2000), "job", "--", "true"); strings.Contains(errs, "tenure lock: tenure:") {
+		t.Errorf("the prefix twice: %s", errs)
+	}
+	if _, _, errs := runTenure(t, "lock", "-h"); strings.Contains(errs, "(default -1)") || !strings.Contains(errs, "-conflict-exit status") {
+		t.Errorf("lock -h shows --conflict-exit as:\n%s", errs)
+	}
+}

@@ -131,12 +131,12 @@ func simCommand(args []string, stdout, stderr io.Writer) int {
 	if *cpuprof != "" {
 		f, err := os.Create(*cpuprof)
 		if err != nil {
-			fmt.Fprintf(stderr, "tenure sim: %v\n", err)
+			fmt.Fprintf(stderr, "tenure sim: %s\n", bare(err))
 			return 2
 		}
 		defer f.Close()
 		if err := pprof.StartCPUProfile(f); err != nil {
-			fmt.Fprintf(stderr, "tenure sim: %v\n", err)
+			fmt.Fprintf(stderr, "tenure sim: %s\n", bare(err))
 			return 2
 		}
 		defer pprof.StopCPUProfile()
@@ -247,7 +247,7 @@ func simCommand(args []string, stdout, stderr io.Writer) int {
 	}
 	if *svg != "" {
 		if err := writeSVG(*svg, kept[0].res); err != nil {
-			fmt.Fprintf(stderr, "tenure sim: %v\n", err)
+			fmt.Fprintf(stderr, "tenure sim: %s\n", bare(err))
 			return 1
 		}
 	}

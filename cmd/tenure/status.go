@@ -59,13 +59,19 @@ func statusCommand(args []string, stdout, stderr io.Writer) int {
 		return exitUsage
 	}
 	if fs.NArg() != 1 {
-		fmt.Fprintln(stderr, "tenure status: want one lease NAME")
+		usageError(fs, stderr, "want one lease NAME")
 		return exitUsage
 	}
 	name := fs.Arg(0)
 	if err := lease.ValidateName(name); err != nil { // "::" allowed: its records are worth reading
-		fmt.Fprintf(stderr, "tenure status: %v\n", err)
+		fmt.Fprintf(stderr, "tenure status: %s\n", bare(err))
 		return exitUsage
+	}
+	if dir := c.absentDir(); dir != "" && !*watch {
+		// Read-only: the directory is not made, and so holds no record.
+		printObservation(stdout, tenure.Observation{Lease: name, At: time.Now()}, *asJSON, false)
+		fmt.Fprintf(stderr, "tenure status: the store's directory %s does not exist: nothing was ever written there (check --store)\n", dir)
+		return exitAbsent
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -77,8 +83,10 @@ func statusCommand(args []string, stdout, stderr io.Writer) int {
 	var last tenure.Observation
 	err := tenure.Watch(ctx, tenure.WatchConfig{Lease: name, Store: store, PollInterval: *poll}, func(o tenure.Observation) {
 		last = o
-		if !*watch && !o.Found && o.Err == nil {
-			cancel() // no record: a semaphore's name, perhaps (below)
+		if !*watch && !o.Found {
+			// No record (a semaphore's name, perhaps), or none readable:
+			// said once, below.
+			cancel()
 			return
 		}
 		printObservation(stdout, o, *asJSON, *watch)
@@ -90,7 +98,7 @@ func statusCommand(args []string, stdout, stderr io.Writer) int {
 	case errors.Is(err, lease.ErrPermanent), errors.Is(err, lease.ErrInvalidRecord):
 		return c.storeFailed("tenure status", err, stderr)
 	case err != nil && !errors.Is(err, context.Canceled):
-		fmt.Fprintf(stderr, "tenure status: %v\n", err)
+		fmt.Fprintf(stderr, "tenure status: %s\n", bare(err))
 		return exitUsage
 	case *watch:
 		return 0
