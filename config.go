@@ -119,7 +119,8 @@ type Config struct {
 	// Empty (the default): no listener, no wake-ups, no notices; but with
 	// a Priority, a listener on a free port of the address this host sends
 	// from by its default route (a pod's IP, a VM's private address;
-	// loopback on a host without one), since a preferred candidate must be
+	// loopback on a host without one, or with a store one host shares,
+	// lease.OneHost), since a preferred candidate must be
 	// woken to be the first to see a hand-over's release. Set WakeAddr where the other
 	// candidates reach this one by another address, or NoWake for no
 	// listener.

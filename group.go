@@ -81,8 +81,8 @@ type GroupConfig struct {
 	// shard up wakes its next owner at the address in that member's
 	// membership entry, so that the shard moves in a few round trips
 	// instead of a poll. Default: a free port on the address this host
-	// sends from by its default route (a pod's IP), as Config.Priority's
-	// listener; NoWake: none (a moved shard is then found at the next
+	// sends from by its default route (a pod's IP; loopback with a store one
+	// host shares, lease.OneHost), as Config.Priority's listener; NoWake: none (a moved shard is then found at the next
 	// poll, or, after a leave, at the next beat).
 	WakeAddr string
 	// WakeAdvertise is the address published for WakeAddr, when others
@@ -359,7 +359,7 @@ func (e *groupEntry) status() GroupStatus {
 func (g *Group) bindWake() (net.PacketConn, string, error) {
 	listen := g.cfg.WakeAddr
 	if listen == "" {
-		listen = defaultWakeAddr()
+		listen = defaultWakeAddr(g.cfg.Store)
 	}
 	if listen == NoWake {
 		return nil, "", nil

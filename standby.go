@@ -40,7 +40,7 @@ func (r *runner) startStandby() error {
 	sb := &sbRun{r: r}
 	addr, listen := "", cfg.WakeAddr
 	if listen == "" && cfg.Priority != 0 {
-		listen = defaultWakeAddr() // a preferred standby must be woken to be first at the release
+		listen = defaultWakeAddr(cfg.Store) // a preferred standby must be woken to be first at the release
 	}
 	var conn net.PacketConn
 	if listen != "" && listen != NoWake {

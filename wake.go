@@ -6,6 +6,7 @@ import (
 	"net"
 
 	"github.com/tenure-go/tenure/election"
+	"github.com/tenure-go/tenure/lease"
 )
 
 // Wake-ups travel as UDP datagrams: one message, naming the lease or lock,
@@ -16,13 +17,18 @@ import (
 // default (with a Priority).
 const NoWake = "none"
 
-// defaultWakeAddr is where a candidate with a Priority listens when its
-// WakeAddr is not set: port 0 on the address this host sends from by its
-// default route, the one other hosts most likely reach it at (a pod's IP;
-// a VM's address in its network), or loopback on a host without a route.
+// defaultWakeAddr is where a candidate with a Priority (or a group's
+// member) listens when its WakeAddr is not set: loopback, port 0, when the
+// store is one host's (lease.OneHost: no other host can take part);
+// otherwise port 0 on the address this host sends from by its default
+// route, the one other hosts most likely reach it at (a pod's IP; a VM's
+// address in its network), or loopback on a host without a route.
 // Connecting a UDP socket sends nothing: it only asks the routing table.
-func defaultWakeAddr() string {
+func defaultWakeAddr(store lease.Store) string {
 	host := "127.0.0.1"
+	if oh, ok := store.(lease.OneHost); ok && oh.OneHost() {
+		return net.JoinHostPort(host, "0")
+	}
 	for _, probe := range []string{"192.0.2.1:9", "[2001:db8::1]:9"} { // documentation addresses (RFC 5737, 3849)
 		if c, err := net.Dial("udp", probe); err == nil {
 			host = c.LocalAddr().(*net.UDPAddr).IP.String()

@@ -79,6 +79,13 @@ type Lister interface {
 	List(ctx context.Context, prefix string, fn func(name string) error) error
 }
 
+// OneHost is a Store that only processes on one host can share (a
+// directory, memory): what they send each other, wake-ups, stays on
+// loopback by default.
+type OneHost interface {
+	OneHost() bool
+}
+
 // Deleter is a Store that can delete a record by compare-and-swap, so that
 // records no longer needed can be removed without ever removing one that
 // changed since it was read (tenure gc, tenure release --force).

@@ -259,7 +259,8 @@ higher priority hands the lease over once its term is --priority-hold-off
 old: the command is stopped, then the lease given back and the standby
 woken, and this process campaigns again, whatever --on-lost says. With
 --priority, tenure listens for wake-ups on a free port of the address
-this host sends from (its default route's) unless --wake names another,
+this host sends from (its default route's; loopback with a file:// store)
+unless --wake names another,
 or --wake none turns the listener off. When renewals fail, the stop begins --grace before the term's
 deadline, so that the command is gone before another process can take
 over; the default --grace is what fits (2.99s at the default 10s lease).
@@ -322,7 +323,7 @@ func runCommand(args []string, stdout, stderr io.Writer) int {
 	maxRestarts := fs.Int("max-restarts", 5, "with --on-exit restart: non-zero exits within 10 minutes before the lease is given to another replica")
 	standby := fs.Bool("standby", false, "share the watching: one follower polls, the others every --cold-poll (every process of the lease should agree)")
 	coldPoll := fs.Duration("cold-poll", 0, "with --standby: how often followers other than the standby read (default 10 × the poll interval)")
-	wake := fs.String("wake", "", "listen for wake-ups on this UDP address, e.g. 10.0.0.5:7946 or 127.0.0.1:0 (turns on --standby): the standby takes over in a few round trips when the leader releases; with --priority, default the host's outbound address, port 0; none: no listener")
+	wake := fs.String("wake", "", "listen for wake-ups on this UDP address, e.g. 10.0.0.5:7946 or 127.0.0.1:0 (turns on --standby): the standby takes over in a few round trips when the leader releases; with --priority, default the host's outbound address (loopback with a file:// store), port 0; none: no listener")
 	wakeAdvertise := fs.String("wake-advertise", "", "the address others send wake-ups to, if not --wake's (NAT, containers)")
 	prio := fs.Int("priority", 0, "prefer this process to those of lower priority (higher wins; turns on --standby): a leader hands the lease to a live standby of higher priority, at most once per --priority-hold-off")
 	prioHoldOff := fs.Duration("priority-hold-off", 0, "with --priority: a leader hands over only once its term is this old (default 3 × --cold-poll)")

@@ -299,6 +299,10 @@ func readVersion(name, dir string, seq uint64) (file, error) {
 	return f, nil
 }
 
+// OneHost implements lease.OneHost: a directory is shared by the
+// processes of one host.
+func (s *Store) OneHost() bool { return true }
+
 // Get implements lease.Store.
 func (s *Store) Get(ctx context.Context, name string) (lease.Record, lease.Version, error) {
 	if err := lease.ValidateName(name); err != nil {

@@ -34,6 +34,9 @@ var _ lease.Store = (*Store)(nil)
 // New returns an empty Store.
 func New() *Store { return &Store{} }
 
+// OneHost implements lease.OneHost: memory is one process's.
+func (s *Store) OneHost() bool { return true }
+
 // Get implements lease.Store.
 func (s *Store) Get(ctx context.Context, name string) (lease.Record, lease.Version, error) {
 	if err := lease.ValidateName(name); err != nil {
