@@ -502,3 +502,55 @@ func TestGroupBadAdvertise(t *testing.T) {
 		t.Fatal("Run did not return")
 	}
 }
+
+// Junk in the membership record (a payload no member wrote) neither stops
+// the group nor freezes it: the shards held keep their terms, the record is
+// rewritten once it stayed junk for a lease, and then a member cut off has
+// its shards taken over as before.
+func TestGroupSurvivesJunkMembership(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const k = 12
+		store := memlease.New()
+		book := newShardBook(t)
+		cfg := tenure.GroupConfig{Shards: k}
+		members := []*member{startMemberWith(t, book, store, "a", cfg), startMemberWith(t, book, store, "b", cfg)}
+		cut := &cutStore{Store: store}
+		members = append(members, startMemberWith(t, book, cut, "c", cfg))
+		time.Sleep(15 * time.Second)
+		if got := book.counts("a", "b", "c"); !balanced(got, k) {
+			t.Fatalf("before the junk: %v", got)
+		}
+		ctx := context.Background()
+		rec, ver, err := store.Get(ctx, "ingest::members")
+		if err != nil {
+			t.Fatal(err)
+		}
+		rec.Payload, rec.Nonce = []byte("not a membership record\n"), "junk"
+		if _, err := store.Put(ctx, "ingest::members", rec, ver); err != nil {
+			t.Fatal(err)
+		}
+		moves := book.moves
+		time.Sleep(20 * time.Second) // a lease unreadable, then rewritten
+		if book.moves != moves || book.owned() != k {
+			t.Fatalf("the junk moved %d shards; %d of %d owned", book.moves-moves, book.owned(), k)
+		}
+		for _, m := range members {
+			select {
+			case err := <-m.done:
+				t.Fatalf("a member's Run returned over junk: %v", err)
+			default:
+			}
+		}
+		rec, _, err = store.Get(ctx, "ingest::members")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if es, err := groupcore.Decode(rec.Payload); err != nil || len(es) != 3 {
+			t.Fatalf("the record after a lease of junk: %q (%v), want the 3 members", rec.Payload, err)
+		}
+		cut.cut.Store(true) // c is cut off: a and b take its shards over
+		book.await(time.Minute, "a and b hold every shard after c was cut off", func() bool {
+			return book.owned() == k && book.counts("c")[0] == 0
+		})
+	})
+}

@@ -52,8 +52,15 @@ type Membership struct {
 	fatal  error         // the store refused us for good
 	lastOK time.Time     // our last read or write of the record that worked
 	again  bool          // Refresh came while a call was in flight: beat again after it
-	opID   uint64
-	Err    error // the last store error, for status
+	// junk: the record holds what no member wrote (its payload does not
+	// decode), at version junkVer, read so since junkSince: rewritten once
+	// it stayed so for the view's Wait, as a lost record is.
+	junkVer   lease.Version
+	junkSince time.Time
+	junkSaid  time.Time // the last error logged about the record
+	rewrite   bool      // the next write replaces junk: it drops no entry
+	opID      uint64
+	Err       error // the last store error, for status
 }
 
 // NewMembership returns member id's heartbeat in the record of the group
@@ -143,7 +150,11 @@ func (m *Membership) Fire(now time.Time) {
 			return
 		}
 	} else {
-		entries = Beat(m.known, m.self, m.view.Dead(now))
+		dead := m.view.Dead(now)
+		if m.rewrite { // the view is as old as the junk: it proves no one dead
+			dead, m.rewrite = nil, false
+		}
+		entries = Beat(m.known, m.self, dead)
 	}
 	payload, err := Encode(entries)
 	if err != nil {
@@ -176,8 +187,15 @@ func (m *Membership) Result(r election.Result) {
 	}
 	now := m.h.Now()
 	switch {
-	case errors.Is(r.Err, lease.ErrPermanent) || errors.Is(r.Err, lease.ErrInvalidRecord):
+	case errors.Is(r.Err, lease.ErrPermanent):
 		m.Err, m.fatal, m.done = r.Err, r.Err, true
+		return
+	case errors.Is(r.Err, lease.ErrInvalidRecord):
+		// No member can read it, nor replace it without its version: the
+		// shards held keep their terms, and an operator repairs it.
+		m.Err, m.verOK = r.Err, false
+		m.say(now, "membership record unreadable by the store: replace it with tenure release --force "+m.name, r.Err)
+		m.retry(now)
 		return
 	case op.Kind == election.OpGet && errors.Is(r.Err, lease.ErrNotFound):
 		m.known, m.ver, m.verOK = nil, lease.NoVersion, true
@@ -185,10 +203,22 @@ func (m *Membership) Result(r election.Result) {
 		es, err := Decode(r.Record.Payload)
 		if err != nil {
 			m.Err = err
-			m.h.Log(slog.LevelError, "membership record unreadable: is NAME"+MembersSuffix+" another program's?", "record", m.name, "err", err)
-			m.retry(now)
+			if r.Version != m.junkVer {
+				m.junkVer, m.junkSince = r.Version, now
+			}
+			if now.Sub(m.junkSince) < m.view.Wait {
+				m.say(now, "membership record unreadable: rewritten once it stays so for a lease (is it another program's?)", err)
+				m.retry(now)
+				return
+			}
+			// Unchanged for a lease, as a silent holder's record: write
+			// over it the entries last read well, ours beaten on.
+			m.say(now, "membership record unreadable for a lease: rewriting it", err)
+			m.ver, m.verOK, m.fresh, m.rewrite = r.Version, true, true, true
+			m.next = now
 			return
 		}
+		m.junkVer = ""
 		m.known, m.ver, m.verOK, m.fresh = es, r.Version, true, true
 	case op.Kind == election.OpPut && r.Err == nil:
 		es, _ := Decode(op.Record.Payload) // ours: it decodes
@@ -231,6 +261,16 @@ func (m *Membership) observe(now time.Time) {
 		m.live = live
 		m.h.Changed(live)
 	}
+}
+
+// say logs err about the record at most once per ten beats (20s at the
+// defaults), so that a record that stays unreadable is not a flood.
+func (m *Membership) say(now time.Time, msg string, err error) {
+	if !m.junkSaid.IsZero() && now.Sub(m.junkSaid) < 10*m.t.RenewInterval {
+		return
+	}
+	m.junkSaid = now
+	m.h.Log(slog.LevelError, msg, "record", m.name, "err", err)
 }
 
 func (m *Membership) retry(now time.Time) {
