@@ -269,6 +269,8 @@ type runner struct {
 	warnAt  time.Time       // next warning about a wedged OnElected
 	errAt   time.Time       // when the current store error was last logged
 	lastErr string
+	outage  time.Time  // when the store errors began; zero: it answers
+	flood   floodGuard // repeated warnings counted, not repeated
 
 	anomalyAt   time.Time // when lastAnomaly was last logged
 	lastAnomaly string
@@ -580,16 +582,25 @@ func (r *runner) checkWedged() {
 // again once a minute (or once a lease, if longer): a permanent error at
 // error level, others as warnings.
 func (r *runner) logErr(err error) {
+	now := r.Now()
 	if err == nil {
-		r.lastErr = ""
+		if !r.outage.IsZero() {
+			r.log(slog.LevelWarn, "store answers again", "after", now.Sub(r.outage).Round(time.Millisecond).String())
+		}
+		r.lastErr, r.outage = "", time.Time{}
 		return
 	}
+	if errors.As(err, new(*election.DuplicateIDError)) {
+		return // Anomaly logs it
+	}
+	if r.outage.IsZero() {
+		r.outage = now
+	}
 	cfg := &r.c.cfg
-	now := r.Now()
 	if msg := err.Error(); msg != r.lastErr || !now.Before(r.errAt.Add(max(time.Minute, cfg.LeaseDuration))) {
 		r.lastErr, r.errAt = msg, now
 		level := slog.LevelWarn
-		if errors.Is(err, lease.ErrPermanent) || errors.As(err, new(*election.DuplicateIDError)) {
+		if errors.Is(err, lease.ErrPermanent) {
 			level = slog.LevelError
 		}
 		r.log(level, "store error", "err", err)
@@ -598,7 +609,7 @@ func (r *runner) logErr(err error) {
 
 func (r *runner) log(level slog.Level, msg string, args ...any) {
 	if l := r.c.cfg.Logger; l != nil {
-		l.Log(context.Background(), level, msg, append([]any{"lease", r.c.cfg.Lease, "id", r.c.cfg.ID}, args...)...)
+		r.flood.log(l, r.c.cfg.Clock.Now(), level, msg, append([]any{"lease", r.c.cfg.Lease, "id", r.c.cfg.ID}, args...)...)
 	}
 }
 

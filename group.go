@@ -160,6 +160,7 @@ type Group struct {
 	reg      metric.Registration
 	held     atomic.Int64
 	answered lastAnswer
+	flood    floodGuard // repeated warnings counted, not repeated
 	started  atomic.Bool
 	running  atomic.Bool
 
@@ -407,7 +408,7 @@ func (g *Group) serveWake(conn net.PacketConn, addr string) {
 
 func (g *Group) log(level slog.Level, msg string, args ...any) {
 	if lg := g.cfg.Logger; lg != nil {
-		lg.Log(context.Background(), level, msg, append([]any{"id", g.cfg.ID, "group", g.cfg.Name}, args...)...)
+		g.flood.log(lg, g.cfg.Clock.Now(), level, msg, append([]any{"id", g.cfg.ID, "group", g.cfg.Name}, args...)...)
 	}
 }
 
@@ -509,7 +510,7 @@ func (e *groupEntry) Revoked(shard int, t election.Term, r election.Reason) {
 	g.ms.demoted(st.reason)
 	followJeopardy(&st.ctx, g.cfg.Clock.Now(), driver.Snapshot{}, g.ms, g.log, "shard", shard) // over with the term
 	st.ctx.announce()
-	st.ctx.cancel(fmt.Errorf("tenure: shard %q (token %d) ended: %s", st.s.Lease, t.Token, st.reason))
+	st.ctx.cancel(&TermEndedError{Lease: st.s.Lease, Token: st.s.Token, Reason: st.reason})
 	level := slog.LevelInfo
 	if r != election.ReasonShutDown && r != election.ReasonHandedOver {
 		level = slog.LevelWarn

@@ -167,6 +167,7 @@ type Locker struct {
 	sent     chan struct{} // closed once wakes has sent what was queued at Close
 
 	closeOnce sync.Once
+	flood     floodGuard // repeated warnings counted, not repeated
 
 	ms       *metrics
 	reg      metric.Registration
@@ -594,7 +595,7 @@ func (l *Locker) checkDrained() {
 
 func (l *Locker) log(level slog.Level, msg string, args ...any) {
 	if lg := l.cfg.Logger; lg != nil {
-		lg.Log(context.Background(), level, msg, append([]any{"id", l.cfg.ID}, args...)...)
+		l.flood.log(lg, l.cfg.Clock.Now(), level, msg, append([]any{"id", l.cfg.ID}, args...)...)
 	}
 }
 

@@ -200,7 +200,14 @@ func (r *groupRunner) assigned(ctx context.Context, s tenure.Shard) {
 			return d
 		}
 		logf := func(format string, args ...any) {
-			r.log.Warn(fmt.Sprintf(format, args...), "shard", s.ID, "token", s.Token)
+			// A shard handed over (a rebalance) or given back at shutdown
+			// is routine; one lost is worth a warning.
+			level := slog.LevelWarn
+			var te *tenure.TermEndedError
+			if errors.As(context.Cause(ctx), &te) && (te.Reason == tenure.ReasonHandedOver || te.Reason == tenure.ReasonShutDown) {
+				level = slog.LevelInfo
+			}
+			r.log.Log(context.Background(), level, fmt.Sprintf(format, args...), "shard", s.ID, "token", s.Token)
 		}
 		out := supervise(ctx, deadline, c, r.early, r.grace, sigs, r.jeopardySig, logf)
 		r.mu.Lock()
