@@ -218,9 +218,10 @@ func (m *Membership) Result(r election.Result) {
 			m.next = now
 			return
 		}
-		m.junkVer = ""
+		m.sawAgain()
 		m.known, m.ver, m.verOK, m.fresh = es, r.Version, true, true
 	case op.Kind == election.OpPut && r.Err == nil:
+		m.sawAgain()
 		es, _ := Decode(op.Record.Payload) // ours: it decodes
 		m.known, m.ver, m.verOK = es, r.Version, true
 		m.Err, m.tries = nil, 0
@@ -260,6 +261,17 @@ func (m *Membership) observe(now time.Time) {
 	if !slices.Equal(live, m.live) {
 		m.live = live
 		m.h.Changed(live)
+	}
+}
+
+// sawAgain takes a record read or written well after junk: what the view
+// knew is as old as the junk, which hid every beat meanwhile, so it starts
+// afresh, every member alive until seen still for Wait, as when this
+// member joined; otherwise they would all seem dead at once.
+func (m *Membership) sawAgain() {
+	if m.junkVer != "" {
+		m.junkVer = ""
+		m.view = View{Wait: m.view.Wait}
 	}
 }
 
