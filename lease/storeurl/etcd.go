@@ -6,6 +6,7 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"net"
 	"net/url"
 	"os"
 	"strings"
@@ -14,6 +15,11 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/connectivity"
+	"google.golang.org/grpc/status"
 
 	"github.com/tenure-go/tenure/lease"
 	"github.com/tenure-go/tenure/lease/etcdlease"
@@ -22,6 +28,11 @@ import (
 // etcdDialTimeout bounds connecting to the cluster and logging in, when
 // the call has no deadline of its own.
 const etcdDialTimeout = 10 * time.Second
+
+// etcdRedial is the longest wait between two attempts to connect to an
+// etcd server that is down: a server back is used within it and a round
+// trip.
+const etcdRedial = 250 * time.Millisecond
 
 // openEtcd opens etcd://[USER@]HOST:PORT[,HOST:PORT...]/PREFIX?tls=true:
 // the password comes from the URL or from TENURE_ETCD_PASSWORD. The client
@@ -35,7 +46,19 @@ func openEtcd(u *url.URL, q url.Values) (lease.Store, error) {
 	if u.Host == "" {
 		return nil, errors.New("want etcd://HOST:PORT/PREFIX (HOST:PORT,HOST:PORT,... for a cluster)")
 	}
-	cfg := clientv3.Config{Endpoints: strings.Split(u.Host, ","), Logger: zap.NewNop(), DialTimeout: etcdDialTimeout}
+	cfg := clientv3.Config{Endpoints: strings.Split(u.Host, ","), Logger: zap.NewNop(), DialTimeout: etcdDialTimeout,
+		// Tuned for failover, not throughput: gRPC's reconnect backoff
+		// (1s doubling to 2 minutes) would find a server back only
+		// seconds later, past a short lease's deadline; here a reconnect
+		// is tried at most every etcdRedial. Keepalive pings during calls
+		// find a connection that went dead without a word.
+		DialOptions: []grpc.DialOption{grpc.WithConnectParams(grpc.ConnectParams{
+			Backoff:           backoff.Config{BaseDelay: 50 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: etcdRedial},
+			MinConnectTimeout: time.Second,
+		})},
+		DialKeepAliveTime:    5 * time.Second, // etcd refuses pings more often than every 5s
+		DialKeepAliveTimeout: 2 * time.Second,
+	}
 	if u.User != nil {
 		cfg.Username = u.User.Username()
 		cfg.Password, _ = u.User.Password()
@@ -86,7 +109,34 @@ func (l *lazyEtcd) Get(ctx context.Context, key string, opts ...clientv3.OpOptio
 	if err != nil {
 		return nil, err
 	}
-	return c.Get(ctx, key, opts...)
+	r, err := c.Get(ctx, key, opts...)
+	return r, l.why(c, err)
+}
+
+// why adds to a call that ran out of time while the client could not
+// reach etcd what a dial of each endpoint says now ("connection
+// refused"): the client waits for a connection until the call's deadline
+// and then says only that time ran out.
+func (l *lazyEtcd) why(c *clientv3.Client, err error) error {
+	if err == nil || !errors.Is(err, context.DeadlineExceeded) && status.Code(err) != codes.DeadlineExceeded && status.Code(err) != codes.Unavailable {
+		return err
+	}
+	if conn := c.ActiveConnection(); conn == nil || conn.GetState() == connectivity.Ready {
+		return err // connected: the server is slow, not gone
+	}
+	var dials []string
+	for _, ep := range l.cfg.Endpoints {
+		nc, derr := net.DialTimeout("tcp", strings.TrimPrefix(strings.TrimPrefix(ep, "http://"), "https://"), 200*time.Millisecond)
+		if derr != nil {
+			dials = append(dials, derr.Error())
+			continue
+		}
+		_ = nc.Close()
+	}
+	if len(dials) == 0 {
+		return err
+	}
+	return fmt.Errorf("%w (not connected to etcd: %s)", err, strings.Join(dials, "; "))
 }
 
 func (l *lazyEtcd) Delete(ctx context.Context, key string, opts ...clientv3.OpOption) (*clientv3.DeleteResponse, error) {
@@ -94,7 +144,8 @@ func (l *lazyEtcd) Delete(ctx context.Context, key string, opts ...clientv3.OpOp
 	if err != nil {
 		return nil, err
 	}
-	return c.Delete(ctx, key, opts...)
+	r, err := c.Delete(ctx, key, opts...)
+	return r, l.why(c, err)
 }
 
 func (l *lazyEtcd) Txn(ctx context.Context) clientv3.Txn {
@@ -102,7 +153,29 @@ func (l *lazyEtcd) Txn(ctx context.Context) clientv3.Txn {
 	if err != nil {
 		return failedTxn{err}
 	}
-	return c.Txn(ctx)
+	return explainedTxn{c.Txn(ctx), l, c}
+}
+
+// explainedTxn is a transaction whose Commit's error says why etcd could
+// not be reached, as lazyEtcd.why does.
+type explainedTxn struct {
+	clientv3.Txn
+	l *lazyEtcd
+	c *clientv3.Client
+}
+
+func (t explainedTxn) If(cs ...clientv3.Cmp) clientv3.Txn {
+	return explainedTxn{t.Txn.If(cs...), t.l, t.c}
+}
+func (t explainedTxn) Then(ops ...clientv3.Op) clientv3.Txn {
+	return explainedTxn{t.Txn.Then(ops...), t.l, t.c}
+}
+func (t explainedTxn) Else(ops ...clientv3.Op) clientv3.Txn {
+	return explainedTxn{t.Txn.Else(ops...), t.l, t.c}
+}
+func (t explainedTxn) Commit() (*clientv3.TxnResponse, error) {
+	r, err := t.Txn.Commit()
+	return r, t.l.why(t.c, err)
 }
 
 // failedTxn is a transaction whose client could not be made.
