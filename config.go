@@ -33,8 +33,10 @@ const (
 type Config struct {
 	// Lease names the lease to campaign for (see lease.ValidateName).
 	Lease string
-	// Store keeps the lease: lease/memlease in one process, or
-	// lease/dynamolease or lease/s3lease across machines.
+	// Store keeps the lease: lease/memlease in one process, lease/filelease
+	// for the processes of one host, or across machines lease/dynamolease,
+	// lease/s3lease, lease/pglease, lease/etcdlease, lease/gcslease or
+	// lease/azbloblease.
 	Store lease.Store
 	// Callbacks tell the program about its terms. All are optional.
 	Callbacks Callbacks

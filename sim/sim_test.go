@@ -11,8 +11,9 @@ import (
 	"github.com/tenure-go/tenure/election"
 )
 
-// seedsPerScenario: 100 seeds of each of the 31 scenarios is 3,100 seeds,
-// each run twice, in about half a minute on two cores. Under the race
+// seedsPerScenario: 100 seeds of each scenario (more for some: seedsFor;
+// the total is in the docs, checked by TestDocsCountTheSimulator), each
+// run twice. Under the race
 // detector (make test) 8 seeds each keep the suite to a minute or so;
 // -short runs 4.
 func seedsPerScenario() uint64 {
