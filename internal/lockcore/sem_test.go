@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"strings"
 	"testing"
 	"time"
 
@@ -249,5 +250,27 @@ func TestSemWaitFailsFastOrWaits(t *testing.T) {
 				t.Fatalf("after x left slot 0: granted %v, refused %v; want slot 0", h.granted, h.refused)
 			}
 		})
+	}
+}
+
+// A count record that the semaphore did not write (another holder, even
+// with a number in it) fixes nothing: the call is refused, saying so.
+func TestSemRefusesAForeignCountRecord(t *testing.T) {
+	ctx := context.Background()
+	store := memlease.New()
+	if _, err := store.Put(ctx, "pool"+SlotsSuffix, lease.Record{Holder: "someone", Token: 1, Duration: 10 * time.Second, Nonce: "c", Payload: []byte("2")}, lease.NoVersion); err != nil {
+		t.Fatal(err)
+	}
+	now := time.Unix(1e9, 0)
+	h := &semHost{t: t, now: now, store: store, refuses: true}
+	cfg := election.Config{ID: "w", Timing: election.Timing{}.WithDefaults(), Rand: rand.New(rand.NewPCG(1, 2))}
+	h.s = new(Sem)
+	if err := h.s.Init(h, "pool", 2, &cfg, false, false, nil); err != nil {
+		t.Fatal(err)
+	}
+	h.s.Start()
+	h.run(now.Add(time.Second))
+	if len(h.granted) != 0 || len(h.refused) != 1 || !strings.Contains(h.refused[0].Error(), `by "someone", not a number of slots by "tenure-slots"`) {
+		t.Fatalf("granted %v, refused %v; want it refused, naming the foreign holder", h.granted, h.refused)
 	}
 }
