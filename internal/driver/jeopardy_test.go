@@ -19,6 +19,7 @@ func TestJeopardy(t *testing.T) {
 	}
 	failed := errors.New("timeout")
 	var j Jeopardy
+	var since time.Time
 	steps := []struct {
 		s      Snapshot
 		change bool
@@ -41,5 +42,9 @@ func TestJeopardy(t *testing.T) {
 		if st.change && st.in && !j.Since().Equal(now) {
 			t.Fatalf("step %d: since %v, want %v", i, j.Since(), now)
 		}
+		if !st.change && st.in && !j.Since().Equal(since) { // it began at the first failure, and stays there
+			t.Fatalf("step %d: since %v, want %v", i, j.Since(), since)
+		}
+		since = j.Since()
 	}
 }
