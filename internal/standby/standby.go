@@ -108,14 +108,15 @@ const (
 // Standby is one candidate's standby campaign. The zero value is unusable:
 // call New.
 type Standby struct {
-	h      Host
-	name   string
-	cfg    *election.Config
-	lk     *lockcore.Lock // campaign, or release, under way; nil between
-	follow bool           // the candidate follows: campaign
-	hot    bool
-	again  time.Time // campaign again at this instant; zero: not planned
-	gaveUp bool      // the campaign under way was stopped on purpose
+	h       Host
+	name    string
+	cfg     *election.Config
+	lk      *lockcore.Lock // campaign, or release, under way; nil between
+	follow  bool           // the candidate follows: campaign
+	hot     bool
+	again   time.Time // campaign again at this instant; zero: not planned
+	gaveUp  bool      // the campaign under way was stopped on purpose
+	refused bool      // the campaign under way was refused by the store: a cold poll before the next
 
 	wakes lockcore.WakeLimit
 	pref  Preference
@@ -327,6 +328,7 @@ func (l *lockHost) WakeNext(string)                      {} // no SetWake: never
 // Machine meets the same refusal and ends the run; until then, try again a
 // cold poll later.
 func (l *lockHost) Refused(err error) {
+	l.refused = true
 	l.h.Log(slog.LevelWarn, "standby: campaign refused", "err", err)
 }
 
@@ -338,8 +340,8 @@ func (l *lockHost) Refused(err error) {
 func (l *lockHost) Retired() {
 	s := (*Standby)(l)
 	s.setHot(false)
-	free := s.lk.Leader().Holder == "" && s.lk.Err() == nil
-	s.lk = nil
+	free := s.lk.Leader().Holder == "" && s.lk.Err() == nil && !s.refused
+	s.lk, s.refused = nil, false
 	if s.follow {
 		s.again = s.h.Now()
 		if !s.gaveUp && !free {

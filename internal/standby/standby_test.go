@@ -255,3 +255,65 @@ func TestLeaderHandsOver(t *testing.T) {
 		t.Fatalf("handed over to a standby whose record never changed")
 	}
 }
+
+// A standby record given back (released) is no live standby: a leader
+// hands over to no one, however high the priority it names.
+func TestLeaderIgnoresAReleasedStandby(t *testing.T) {
+	h := &host{t: t, now: time.Unix(1e9, 0), store: memlease.New()}
+	h.s = New(h, "job", standbyConfig("a"), "", Preference{Priority: 0, HoldOff: 0})
+	put(t, h.store, "b", 9, "b1")
+	h.s.Lead(true)
+	h.next() // the first read proves nothing
+	for i := range 3 { // written since each read, but released
+		rec, ver, err := h.store.Get(context.Background(), "job::standby")
+		if err != nil {
+			t.Fatal(err)
+		}
+		rec.Released, rec.Nonce = true, fmt.Sprint("r", i)
+		if _, err := h.store.Put(context.Background(), "job::standby", rec, ver); err != nil {
+			t.Fatal(err)
+		}
+		h.next()
+	}
+	if len(h.hand) != 0 {
+		t.Fatalf("handed over %v times to a standby record that was released", len(h.hand))
+	}
+}
+
+// A campaign for the record that ended on store errors starts again a
+// poll later, not at once: no hot loop against a failing store.
+func TestStandbyAfterStoreErrorsCampaignsAPollLater(t *testing.T) {
+	cfg := election.Config{ID: "a", Timing: election.StandbyTiming(election.Timing{}.WithDefaults()).WithDefaults(), Rand: rand.New(rand.NewPCG(1, 2))}
+	h := &host{t: t, now: time.Unix(1e9, 0), store: memlease.New()}
+	h.s = New(h, "job", cfg, "", Preference{})
+	h.s.Follow(true)
+	failing := fmt.Errorf("%w: no rights", lease.ErrPermanent)
+	for range 50 { // every call fails, for good: the campaign is refused and retires
+		for i := 0; len(h.calls) == 0 && h.s.lk != nil; i++ {
+			if d := h.s.Due(); i > 100 || d.IsZero() {
+				break
+			}
+			h.now = maxTime(h.now, h.s.Due())
+			h.s.Fire(h.now)
+		}
+		if len(h.calls) == 0 {
+			break
+		}
+		op := h.calls[0]
+		h.calls = h.calls[1:]
+		h.s.Result(election.Result{ID: op.ID, Err: failing})
+	}
+	if h.s.lk != nil {
+		t.Fatal("the campaign never ended on a store that refuses for good")
+	}
+	if due := h.s.Due(); due.Sub(h.now) < cfg.PollInterval {
+		t.Fatalf("after the store refused, the campaign restarts %v later; want a poll (%v) at least", due.Sub(h.now), cfg.PollInterval)
+	}
+}
+
+func maxTime(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
+}
