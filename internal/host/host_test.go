@@ -199,3 +199,51 @@ func TestRunEnds(t *testing.T) {
 		}
 	})
 }
+
+// An entry due again at the very instant the last timer fired (set after
+// it, from outside a Fire) is armed anew and fires: the spent timer does
+// not stand for it (a lost wake-up).
+func TestDueAtTheSpentInstantFires(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var log []string
+		seen := make(chan string, 8)
+		h := New(Config{Clock: realClock{}, Store: memlease.New()})
+		at := time.Now().Add(time.Second)
+		a := &entry{name: "a", due: at, log: &log, seen: seen}
+		b := &entry{name: "b", log: &log, seen: seen}
+		h.Fix(a)
+		stop := run(h)
+		defer stop()
+		await(seen, "a fired")
+		h.Do(func() { b.due = at; h.Fix(b) }) // due when the spent timer was
+		select {
+		case <-seen:
+		case <-time.After(time.Minute):
+			t.Fatalf("b, due at the instant the last timer fired, did not fire: %q", log)
+		}
+	})
+}
+
+// MaxCalls calls at most run at once, whatever order calls and answers
+// come in.
+func TestNeverMoreThanMaxCalls(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h, st, e, stop := blocked(2)
+		defer stop()
+		h.Do(func() {
+			for i := range 5 {
+				h.Call(e, 0, string(rune('a'+i)), election.Op{ID: uint64(i + 1), Kind: election.OpGet}, 0)
+			}
+		})
+		synctest.Wait()
+		if got := len(st.started); got != 2 {
+			t.Fatalf("%d calls started with MaxCalls 2", got)
+		}
+		st.release <- struct{}{} // one answers: one more starts, not two
+		synctest.Wait()
+		if got := len(st.started); got != 3 {
+			t.Fatalf("%d calls started (of them 1 answered) with MaxCalls 2; want 3", got)
+		}
+		close(st.release)
+	})
+}

@@ -263,7 +263,7 @@ func TestLeaderIgnoresAReleasedStandby(t *testing.T) {
 	h.s = New(h, "job", standbyConfig("a"), "", Preference{Priority: 0, HoldOff: 0})
 	put(t, h.store, "b", 9, "b1")
 	h.s.Lead(true)
-	h.next() // the first read proves nothing
+	h.next()           // the first read proves nothing
 	for i := range 3 { // written since each read, but released
 		rec, ver, err := h.store.Get(context.Background(), "job::standby")
 		if err != nil {
