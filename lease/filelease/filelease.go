@@ -325,6 +325,10 @@ func (s *Store) Get(ctx context.Context, name string) (lease.Record, lease.Versi
 // its link: where a stopped writer would hold a lock.
 var beforeLink func()
 
+// beforeRename, when set (tests), runs in Delete between its check of the
+// version and the rename that removes the record.
+var beforeRename func()
+
 // Put implements lease.Store. A conflict is a *lease.ConflictError carrying
 // the current record when one is known.
 func (s *Store) Put(ctx context.Context, name string, rec lease.Record, expect lease.Version) (lease.Version, error) {
@@ -523,6 +527,9 @@ func (s *Store) Delete(ctx context.Context, name string, expect lease.Version) e
 		}
 	}
 	aside := filepath.Join(s.dir, fmt.Sprintf(".%s.deleted-%016x", base(name), rand.Uint64()))
+	if beforeRename != nil {
+		beforeRename()
+	}
 	if err := os.Rename(dir, aside); err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
 			return lease.NotFound(name)

@@ -469,3 +469,105 @@ func TestFsyncOrder(t *testing.T) {
 		t.Fatalf("updating: fsyncs and link %v, want %v", got, want)
 	}
 }
+
+// pinStore is a fresh store of one's own, and its directory.
+func pinStore(t *testing.T) (*filelease.Store, string) {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), "leases")
+	s, err := filelease.New(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s, dir
+}
+
+func pinRec(holder string, tok uint64) lease.Record {
+	return lease.Record{Holder: holder, Token: tok, Duration: time.Second, Nonce: fmt.Sprint(holder, tok)}
+}
+
+// A Delete(expect) that a Put overtakes, between its check and its rename,
+// does not delete the newer record: it conflicts, and the record stays.
+func TestDeleteOvertakenByAPutKeepsIt(t *testing.T) {
+	s, _ := pinStore(t)
+	ctx := context.Background()
+	v1, err := s.Put(ctx, "job", pinRec("a", 1), lease.NoVersion)
+	if err != nil {
+		t.Fatal(err)
+	}
+	filelease.SetBeforeRename(func() {
+		filelease.SetBeforeRename(nil)
+		if _, err := s.Put(ctx, "job", pinRec("b", 2), v1); err != nil {
+			t.Error(err)
+		}
+	})
+	defer filelease.SetBeforeRename(nil)
+	if err := s.Delete(ctx, "job", v1); !errors.Is(err, lease.ErrConflict) {
+		t.Fatalf("Delete of v1 after b wrote over it: %v, want a conflict", err)
+	}
+	if rec, _, err := s.Get(ctx, "job"); err != nil || rec.Holder != "b" {
+		t.Fatalf("after the Delete: %+v, %v; want b's record", rec, err)
+	}
+}
+
+// A write that links its version as the highest, but not after the one it
+// expected (the record was lost and written again meanwhile), is not
+// applied: it would replace a record its writer never read.
+func TestPutAfterALostRecordIsNotApplied(t *testing.T) {
+	s, dir := pinStore(t)
+	ctx := context.Background()
+	v1, err := s.Put(ctx, "job", pinRec("a", 1), lease.NoVersion)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v2, err := s.Put(ctx, "job", pinRec("a", 2), v1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	filelease.SetBeforeLink(func() {
+		filelease.SetBeforeLink(nil)
+		// The record is lost (its versions removed: a's own temporary
+		// file stays, so that its link lands), then written again twice
+		// by another.
+		for seq := range uint64(2) {
+			if err := os.Remove(filelease.VersionPath(dir, "job", seq+1)); err != nil {
+				t.Error(err)
+			}
+		}
+		w1, err := s.Put(ctx, "job", pinRec("b", 10), lease.NoVersion)
+		if err == nil {
+			_, err = s.Put(ctx, "job", pinRec("b", 11), w1)
+		}
+		if err != nil {
+			t.Error(err)
+		}
+	})
+	defer filelease.SetBeforeLink(nil)
+	if _, err := s.Put(ctx, "job", pinRec("a", 3), v2); err == nil {
+		t.Fatal("a's write, linked after b's rewrite of a lost record, was applied")
+	}
+	if rec, _, err := s.Get(ctx, "job"); err != nil || rec.Holder != "b" || rec.Token != 11 {
+		t.Fatalf("after it: %+v, %v; want b's record, token 11", rec, err)
+	}
+}
+
+// A version file whose content is another version's (copied, or written
+// by hand) is an invalid record, not that version.
+func TestVersionFileOfAnotherNumberIsInvalid(t *testing.T) {
+	s, dir := pinStore(t)
+	ctx := context.Background()
+	v1, err := s.Put(ctx, "job", pinRec("a", 1), lease.NoVersion)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(filelease.VersionPath(dir, "job", 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filelease.VersionPath(dir, "job", 2), b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var re *lease.RecordError
+	if _, ver, err := s.Get(ctx, "job"); !errors.As(err, &re) || ver == v1 {
+		t.Fatalf("version 2 holding version 1's record: Get %v (version %q), want an invalid record", err, ver)
+	}
+}
