@@ -472,3 +472,31 @@ func TestWaiterRequestsPerHourCountsTheCadences(t *testing.T) {
 		}
 	}
 }
+
+// The gate shuts by the clock alone: with the next heartbeat in flight and
+// never answered (the store hangs), the open gate of the queue's head is
+// shut when its timer fires at the lead window's end, with no answer or
+// other step to look at it.
+func TestGateShutsAtItsTimeWithoutAnAnswer(t *testing.T) {
+	a := newFair(t, memlease.New(), "a")
+	a.next(true) // the read: no queue
+	a.next(true) // ticket 1 lands
+	sent := a.now
+	a.next(true) // the first heartbeat
+	if !a.lk.fair.open {
+		t.Fatal("the gate is closed with ticket 1 at the head")
+	}
+	cfg := a.lk.Config()
+	shut := sent.Add(election.LeadWindow(cfg.LeaseDuration, cfg.MaxDrift, cfg.Margin))
+	for i := 0; i < 1000 && a.lk.fair.open; i++ { // its timers only; calls pile up unanswered
+		d := a.lk.Due()
+		if d.IsZero() || d.After(shut) {
+			t.Fatalf("the open gate's next wake-up is %v, after its shut time %v", d, shut)
+		}
+		a.now = d
+		a.lk.Fire(d)
+	}
+	if a.lk.fair.open || a.now.After(shut) {
+		t.Fatalf("the gate is open at %v (shut time %v)", a.now.Sub(sent), shut.Sub(sent))
+	}
+}
