@@ -223,26 +223,6 @@ func TestSemRequestsPerHourCountsTheCadences(t *testing.T) {
 	}
 }
 
-// failingStore fails the calls fail names (nil: passes them).
-type failingStore struct {
-	*memlease.Store
-	fail func(op, name string) error
-}
-
-func (s *failingStore) Get(ctx context.Context, name string) (lease.Record, lease.Version, error) {
-	if err := s.fail("get", name); err != nil {
-		return lease.Record{}, lease.NoVersion, err
-	}
-	return s.Store.Get(ctx, name)
-}
-
-func (s *failingStore) Put(ctx context.Context, name string, rec lease.Record, expect lease.Version) (lease.Version, error) {
-	if err := s.fail("put", name); err != nil {
-		return lease.NoVersion, err
-	}
-	return s.Store.Put(ctx, name, rec, expect)
-}
-
 // A waiting Lock on a semaphore fails at once where retrying cannot help
 // (the count record, or the slots' records, refused for good).
 func TestSemaphoreWaitFailsFast(t *testing.T) {
@@ -292,7 +272,9 @@ func TestSemaphoreWaitFailsFast(t *testing.T) {
 						t.Fatal(err)
 					}
 				}
-				w := newLocker(t, &failingStore{Store: mem, fail: c.fail}, "w")
+				failing := leasetest.NewFaults(mem)
+				failing.SetHook(c.fail)
+				w := newLocker(t, failing, "w")
 				ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 				defer cancel()
 				opts := []tenure.LockOption{tenure.Slots(1)}

@@ -13,6 +13,7 @@ import (
 	"github.com/tenure-go/tenure/election"
 	"github.com/tenure-go/tenure/internal/driver"
 	"github.com/tenure-go/tenure/lease"
+	"github.com/tenure-go/tenure/lease/leasetest"
 	"github.com/tenure-go/tenure/lease/memlease"
 )
 
@@ -158,31 +159,6 @@ func TestSemGivesBackASecondSlot(t *testing.T) {
 	}
 }
 
-// failingStore fails Gets (get) and Puts (put) of the records its
-// functions name with their error.
-type failingStore struct {
-	lease.Store
-	get, put func(name string) error
-}
-
-func (s *failingStore) Get(ctx context.Context, name string) (lease.Record, lease.Version, error) {
-	if s.get != nil {
-		if err := s.get(name); err != nil {
-			return lease.Record{}, lease.NoVersion, err
-		}
-	}
-	return s.Store.Get(ctx, name)
-}
-
-func (s *failingStore) Put(ctx context.Context, name string, rec lease.Record, expect lease.Version) (lease.Version, error) {
-	if s.put != nil {
-		if err := s.put(name); err != nil {
-			return lease.NoVersion, err
-		}
-	}
-	return s.Store.Put(ctx, name, rec, expect)
-}
-
 // A waiting Lock fails fast where retrying cannot help (the count record
 // or a slot refused for good), and waits on the good slots where one slot's
 // record is unreadable.
@@ -225,7 +201,14 @@ func TestSemWaitFailsFastOrWaits(t *testing.T) {
 			if _, err := mem.Put(ctx, "pool"+SlotsSuffix, lease.Record{Holder: slotsHolder, Token: 1, Duration: 10 * time.Second, Nonce: "c", Payload: []byte("2")}, lease.NoVersion); err != nil {
 				t.Fatal(err)
 			}
-			h := &semHost{t: t, now: now, store: &failingStore{Store: mem, get: c.get, put: c.put}, refuses: c.wantErr != nil}
+			failing := leasetest.NewFaults(mem)
+			failing.SetHook(func(op, name string) error {
+				if f := map[string]func(string) error{"get": c.get, "put": c.put}[op]; f != nil {
+					return f(name)
+				}
+				return nil
+			})
+			h := &semHost{t: t, now: now, store: failing, refuses: c.wantErr != nil}
 			cfg := election.Config{ID: "w", Timing: election.Timing{}.WithDefaults(), Rand: rand.New(rand.NewPCG(1, 2))}
 			h.s = new(Sem)
 			if err := h.s.Init(h, "pool", 2, &cfg, false, false, nil); err != nil {
