@@ -552,6 +552,7 @@ func (r *runner) Publish(snap driver.Snapshot) {
 		if addr := r.sb.s.Renewed(snap.Leading, snap.Term.Deadline); addr != "" {
 			r.sb.notice(addr)
 		}
+		r.sb.unled(r.Now(), snap.Leading, l.Holder)
 	}
 }
 

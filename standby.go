@@ -21,6 +21,11 @@ type sbRun struct {
 	flight *host.Flight // the call in flight
 	cold   bool         // what the lease's Machine was last told
 	hot    bool         // what the campaign says now
+	// hotSince: when this candidate became the standby (zero: it is not);
+	// toldUnled: a preferred standby said it has not been handed the
+	// lease.
+	hotSince  time.Time
+	toldUnled bool
 
 	conn    net.PacketConn // the wake-up listener; nil without WakeAddr
 	notices *sender        // renewal notices, one queued at most
@@ -152,6 +157,10 @@ func (sb *sbRun) Log(level slog.Level, msg string, args ...any) { sb.r.log(level
 
 func (sb *sbRun) Hot(hot bool) {
 	sb.hot = hot
+	sb.hotSince = time.Time{}
+	if hot {
+		sb.hotSince = sb.Now()
+	}
 	if hot {
 		sb.r.log(slog.LevelInfo, "standby: reading the lease every PollInterval")
 	} else {
@@ -160,6 +169,22 @@ func (sb *sbRun) Hot(hot bool) {
 }
 
 func (sb *sbRun) Reschedule() {} // the runner fixes its entries after every event
+
+// unled says, once, why a preferred standby has not led for three
+// hold-offs while another leads: a leader hands over only if it looks for
+// a preferred standby, which it does with Standby or a Priority of its
+// own. Called after every step of the lease.
+func (sb *sbRun) unled(now time.Time, leading bool, leader string) {
+	cfg := &sb.r.c.cfg
+	if cfg.Priority <= 0 || leading || sb.hotSince.IsZero() || leader == "" || leader == cfg.ID {
+		return
+	}
+	if wait := 3 * cfg.PriorityHoldOff; !sb.toldUnled && now.Sub(sb.hotSince) >= wait {
+		sb.toldUnled = true
+		sb.r.log(slog.LevelWarn, "preferred, but not handed the lease: the leader has not handed over in three hold-offs; it hands over only if it runs with Standby or a Priority (tenure run --standby or --priority), and one of equal or higher priority never does",
+			"priority", cfg.Priority, "leader", leader, "standby for", now.Sub(sb.hotSince).Round(time.Second).String())
+	}
+}
 
 // HandOver gives the lease back for the standby, whose priority is higher,
 // and wakes it once the release is confirmed. Priority decides only this,
