@@ -343,7 +343,7 @@ func slotList(hs []tenure.SlotHolder) string {
 func kindClash(ctx context.Context, store lease.Store, name string, slots int) string {
 	if slots == 0 {
 		if n, err := semCount(ctx, store, name); err == nil && n > 0 {
-			return fmt.Sprintf("%q is a semaphore of %d slots (%s): add --slots %d to take one of them", name, n, name+lockcore.SlotsSuffix, n)
+			return fmt.Sprintf("%q is a semaphore of %d slots (%s): add --slots %d to take one of them (to make it a plain lock again, tenure release --force %s once no slot is held)", name, n, name+lockcore.SlotsSuffix, n, name+lockcore.SlotsSuffix)
 		}
 		return ""
 	}
