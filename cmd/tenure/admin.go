@@ -180,6 +180,11 @@ process gone): a holder that still runs believes until its next renewal
 believe they hold it. Resources fenced on tokens refuse the old holder
 once the next holder has written, but anything unfenced may see both.
 
+The records tenure keeps beside a lease (NAME::queue, NAME::wake,
+NAME::standby, a group's NAME::members, a semaphore's NAME::slots) hold
+no command, and are written released; a semaphore's slots (NAME::slot.I)
+are leases, and are released as above.
+
 A record no one can decode (tenure says "invalid record") is replaced, at
 the token a lost record's successor would mint: the current Unix time in
 milliseconds, above every token minted before it if clocks agree within
@@ -194,6 +199,13 @@ examples:
   tenure release --force --now nightly     # its holder's host is gone for good
   tenure release --force --store 'dynamodb://leases?region=eu-west-1' writer
 `
+
+// ownRecord reports whether name is one of the records tenure keeps beside
+// a lease ("::" in it) that no command holds: all but a semaphore's slots
+// (NAME::slot.I), which are leases.
+func ownRecord(name string) bool {
+	return strings.Contains(name, "::") && !strings.Contains(name, lockcore.SlotSuffix)
+}
 
 // forceHolder holds the record a forced release writes, unless --now.
 const forceHolder = "tenure-release-force"
@@ -268,6 +280,11 @@ func releaseCommand(args []string, stdout, stderr io.Writer) int {
 		// holder believes in it; callers that find it released write it
 		// again only once every slot has drained.
 		rec.Token, rec.Duration, rec.Released, rec.Payload = cur.Token+1, cur.Duration, true, cur.Payload
+	case ownRecord(name):
+		// tenure's own record beside a lease (a queue, a wake record, a
+		// standby's, a group's members): no command runs under it, and
+		// its protocol takes a released one as given back.
+		rec.Token, rec.Duration, rec.Released = cur.Token+1, cur.Duration, true
 	default:
 		rec.Token, rec.Duration = cur.Token+1, cur.Duration
 	}
@@ -283,6 +300,8 @@ func releaseCommand(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stdout, "%s: released at token %d\n", name, rec.Token)
 	case strings.HasSuffix(name, lockcore.SlotsSuffix):
 		fmt.Fprintf(stdout, "%s: released (it said %q slots); the next caller writes its own n once every slot has drained: holders of the old n leave first\n", name, cur.Payload)
+	case ownRecord(name):
+		fmt.Fprintf(stdout, "%s: released from %q (token %d)\n", name, cur.Holder, cur.Token)
 	case *now:
 		fmt.Fprintf(stdout, "%s: released from %q (token %d) at once: the next holder may start before it stops; its next renewal fails, and the next holder's token is above %d\n", name, cur.Holder, cur.Token, rec.Token)
 	default:
