@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -46,7 +47,7 @@ func TestIntegrationSemaphoreCountLost(t *testing.T) {
 			check(t, s)
 		})
 	}
-	byURL("postgres", testservers.Postgres(t)+"&create=true&table="+testservers.UniqueName("semcount"))
+	byURL("postgres", testservers.Postgres(t)+"&create=true&table="+strings.ReplaceAll(testservers.UniqueName("semcount"), "-", "_")) // a table name: no "-"
 	byURL("etcd", "etcd://"+testservers.Etcd(t)+"/"+testservers.UniqueName("semcount")+"/")
 	byURL("gcs", "gs://"+testservers.UniqueName("semcount")+"/tenure/?create=true&project=test&endpoint="+testservers.GCS(t))
 	t.Run("azblob", func(t *testing.T) { // not in parallel: its key comes from the environment
