@@ -654,10 +654,7 @@ func (s *Sem) drainRead() {
 		d := &s.drain[i]
 		if d.err || d.ver != lease.NoVersion && now.Before(d.since.Add(election.Drift(d.ttl, s.cfg.MaxDrift)+d.ttl)) {
 			if s.try {
-				if s.Answer() {
-					s.h.Busy(s.Holders())
-				}
-				s.stopping = true
+				s.busy()
 				return
 			}
 			s.phase = semCheck
@@ -668,6 +665,15 @@ func (s *Sem) drainRead() {
 	s.drained = true
 	s.phase = semCheck
 	s.checked() // the count record as read before the drain: a write that conflicts reads it again
+}
+
+// busy answers a TryLock that found no slot it may take, naming the
+// holders, and ends the call.
+func (s *Sem) busy() {
+	if s.Answer() {
+		s.h.Busy(s.Holders())
+	}
+	s.stopping = true
 }
 
 func (s *Sem) anyFree() bool {
@@ -695,10 +701,7 @@ func (s *Sem) tryNext() {
 		return
 	}
 	if s.try {
-		if s.Answer() {
-			s.h.Busy(s.Holders())
-		}
-		s.stopping = true
+		s.busy()
 		return
 	}
 	s.phase = semWait
