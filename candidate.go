@@ -264,7 +264,7 @@ type runner struct {
 
 	resigns []chan struct{} // Resign calls waiting for the lease to be given back
 	handing bool            // a hand-over (Config.Priority) has yet to give the lease back
-	sb      *sbRun          // nil without Config.Standby
+	sb      *sbRun          // the standby's campaign, or a leader's watch of it (sbRun.watch)
 	woken   chan struct{}   // closed once the lease is given back: wake the standby; nil if none waits
 	warnAt  time.Time       // next warning about a wedged OnElected
 	errAt   time.Time       // when the current store error was last logged
@@ -338,6 +338,8 @@ func (r *runner) run(ctx context.Context) error {
 		if err := r.startStandby(); err != nil {
 			return err
 		}
+	} else {
+		r.startWatch()
 	}
 	// The standby campaign begins once another candidate is seen to lead
 	// (LeaderChanged): a candidate about to take a free lease would take
@@ -422,9 +424,16 @@ func (r *runner) stop() {
 }
 
 // wakeAfterRelease plans a wake-up for the standby once the lease this
-// candidate leads is given back (wakeNow).
+// candidate leads is given back (wakeNow): with Standby, at every
+// release; without, at a hand-over only.
 func (r *runner) wakeAfterRelease() {
-	if r.sb != nil && r.tctx != nil && r.woken == nil {
+	if r.sb != nil && !r.sb.watch {
+		r.planWake()
+	}
+}
+
+func (r *runner) planWake() {
+	if r.tctx != nil && r.woken == nil {
 		r.woken = make(chan struct{})
 		r.wakeStandby(r.woken)
 	}

@@ -108,7 +108,9 @@ func (w *world) callbacks(node string, work func(ctx context.Context)) tenure.Ca
 			}
 			context.AfterFunc(ctx, func() {
 				w.mu.Lock()
-				tr.cancelled = time.Now()
+				if tr.cancelled.IsZero() { // OnDemoted may have run first: AfterFunc's goroutine is not ordered with it
+					tr.cancelled = time.Now()
+				}
 				w.mu.Unlock()
 			})
 			if work != nil {
@@ -132,6 +134,9 @@ func (w *world) callbacks(node string, work func(ctx context.Context)) tenure.Ca
 				w.t.Errorf("%s: OnDemoted token %d, OnElected had %d", node, tm.Token, tr.token)
 			}
 			tr.demoted, tr.reason = time.Now(), reason
+			if tr.cancelled.IsZero() {
+				tr.cancelled = tr.demoted // cancelled by now, as checked above
+			}
 			delete(w.open, node)
 		},
 		OnLeaderChange: func(l tenure.Leader) {

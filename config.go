@@ -148,15 +148,18 @@ type Config struct {
 	// lease up and who is woken, never who may take it or when: every
 	// takeover keeps the lease rules.
 	//
-	// A non-zero Priority turns Standby on; every candidate of the lease
-	// needs Standby (or a Priority) for priorities to work. See
-	// docs/protocol.md, "Preferred leaders".
+	// A non-zero Priority turns Standby on. Every leader looks for a
+	// preferred standby, with the defaults too: without Standby it reads
+	// the standby record once 10×PollInterval [20s] (180 reads an hour, 5%
+	// more requests for a lease of two candidates), so setting Priority
+	// on the candidates to prefer is enough. See docs/protocol.md,
+	// "Preferred leaders".
 	Priority int
 	// PriorityHoldOff: a leader hands the lease over to a candidate of
 	// higher priority only once its term is this old, so that a preferred
 	// candidate that keeps crashing and coming back moves the lease at
 	// most once a hold-off. Default: the standby record's lease,
-	// 3×ColdPollInterval [1m].
+	// 3×ColdPollInterval (without Standby, 30×PollInterval) [1m].
 	PriorityHoldOff time.Duration
 
 	// Clock supplies time. Default: clock.New() from
@@ -217,8 +220,6 @@ func (c *Config) checkStandby() error {
 	}
 	if !c.Standby {
 		switch {
-		case c.PriorityHoldOff != 0:
-			return bad("PriorityHoldOff", "is set but Standby is off: set Priority, or Standby")
 		case c.ColdPollInterval != 0:
 			return bad("ColdPollInterval", "is set but Standby is off")
 		case c.WakeAddr != "" && c.WakeAddr != NoWake || c.WakeAdvertise != "":
@@ -249,8 +250,8 @@ func (c Config) WithDefaults() Config {
 	if c.ResignHoldOff == 0 {
 		c.ResignHoldOff = 2 * c.PollInterval
 	}
-	if c.Standby && c.PriorityHoldOff == 0 {
-		c.PriorityHoldOff = election.StandbyTiming(t).LeaseDuration
+	if c.PriorityHoldOff == 0 {
+		c.PriorityHoldOff = election.StandbyTiming(t.WithStandby()).LeaseDuration
 	}
 	withDefaults(&c.ID, &c.Clock, &c.Rand)
 	return c
@@ -286,8 +287,10 @@ func (c *Config) staleReads() bool {
 
 // standbyConfig is the configuration of the standby record's Machine, on
 // its own timing; standby.New adds the payload.
+// Without Standby, a leader still reads the record (standby.NewWatch)
+// at the cadence a standby's would have: ColdPollInterval's default.
 func (c *Config) standbyConfig() election.Config {
-	return election.Config{ID: c.ID, Timing: election.StandbyTiming(timingOf(c)), Rand: c.Rand, Wall: wallOf(c.Clock), StaleReads: c.staleReads()}
+	return election.Config{ID: c.ID, Timing: election.StandbyTiming(timingOf(c).WithStandby()), Rand: c.Rand, Wall: wallOf(c.Clock), StaleReads: c.staleReads()}
 }
 
 // wallOf returns the wall clock of clk: its Wall method if it has one (a

@@ -34,8 +34,10 @@
 //
 // # Preferred leaders
 //
-// With Config.Priority, a leader hands the lease over (ReasonHandedOver) to
-// a standby of higher priority that it has seen alive, once its term is
+// With Config.Priority, a candidate is preferred to those of lower
+// priority. Every leader, with the defaults too, reads the standby record
+// once a cold poll and hands the lease over (ReasonHandedOver) to a
+// standby of higher priority that it has seen alive, once its term is
 // PriorityHoldOff old: the term ends, the lease is released and the
 // standby woken (a Priority listens for wake-ups by default: see
 // Config.WakeAddr). Priority decides only who gives the lease up and who is

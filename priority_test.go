@@ -3,6 +3,7 @@ package tenure_test
 import (
 	"context"
 	"errors"
+	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -130,8 +131,75 @@ func TestPriorityDoesNotWaitOnAFailedCandidate(t *testing.T) {
 	})
 }
 
+// A leader with the defaults (no Standby, no Priority) hands the lease
+// over to a preferred standby too: it reads the standby record once a
+// cold poll (10 polls, 20s), and hands over once its term is
+// PriorityHoldOff (1m) old. Setting Priority on the candidate to prefer is
+// enough. Plain followers beside it may find the release first, as the
+// rules allow, and then hand over in turn.
+func TestPriorityBesideDefaultLeaders(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w := newWorld(t)
+		w.start("a", nil)
+		synctest.Wait()
+		w.start("b", nil)
+		wait(10 * time.Second)
+		d := w.start("d", nil, priority(5))
+		wait(6 * time.Minute)
+		ts := w.snapshot()
+		if n := len(ts); n < 2 || ts[n-1].node != "d" || !ts[n-1].cancelled.IsZero() {
+			t.Fatalf("terms %+v, want a's, perhaps b's, and then d's", ts)
+		}
+		for _, tm := range ts[:len(ts)-1] {
+			if tm.reason != tenure.ReasonHandedOver {
+				t.Fatalf("%s's term ended %v, want %v", tm.node, tm.reason, tenure.ReasonHandedOver)
+			}
+			if held := tm.cancelled.Sub(tm.elected); held < time.Minute {
+				t.Fatalf("%s handed over %v into its term, before the hold-off", tm.node, held)
+			}
+		}
+		if s := d.c.Status(); !s.Leading {
+			t.Fatalf("d: %+v, want leading", s)
+		}
+	})
+}
+
+// What looking for a preferred standby costs a lease that never uses
+// priority: its leader reads the standby record once a cold poll (20s at
+// the defaults), 30 reads in 10 minutes against 300 renewals; its
+// followers never read it.
+func TestLookingForAPreferredStandbyCosts(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w := newWorld(t)
+		var mu sync.Mutex
+		reads := map[string]int{}
+		count := func(id string) func(*tenure.Config) {
+			return func(c *tenure.Config) {
+				c.Store.(*leasetest.Faults).SetHook(func(op, name string) error {
+					if name == leaseName+election.StandbySuffix {
+						mu.Lock()
+						reads[id+" "+op]++
+						mu.Unlock()
+					}
+					return nil
+				})
+			}
+		}
+		w.start("a", nil, count("a"))
+		synctest.Wait()
+		w.start("b", nil, count("b"))
+		wait(10 * time.Minute)
+		mu.Lock()
+		defer mu.Unlock()
+		if got := reads["a get"]; got < 29 || got > 31 || len(reads) != 1 {
+			t.Fatalf("calls on the standby record in 10 minutes: %v; want about 30 reads by the leader a, nothing else", reads)
+		}
+	})
+}
+
 // Priority turns the standby on; PriorityHoldOff defaults to the standby
-// record's lease and needs the standby; NoWake is a WakeAddr anywhere.
+// record's lease, with or without the standby; NoWake is a WakeAddr
+// anywhere.
 func TestPriorityConfig(t *testing.T) {
 	c := tenure.Config{Lease: "job", Store: newWorld(t).store, Priority: -2}.WithDefaults()
 	if !c.Standby || c.PriorityHoldOff != time.Minute {
@@ -146,9 +214,11 @@ func TestPriorityConfig(t *testing.T) {
 			t.Fatalf("WakeAddr NoWake, Priority %d: %v", ok.Priority, err)
 		}
 	}
-	bad := tenure.Config{Lease: "job", Store: newWorld(t).store, PriorityHoldOff: time.Minute}
-	var fe *election.FieldError
-	if err := bad.Validate(); !errors.As(err, &fe) || fe.Field != "PriorityHoldOff" {
+	plain := tenure.Config{Lease: "job", Store: newWorld(t).store}.WithDefaults()
+	if plain.Standby || plain.PriorityHoldOff != time.Minute {
+		t.Fatalf("the defaults: Standby %v, PriorityHoldOff %v; want off, 1m (a leader hands over to a preferred standby)", plain.Standby, plain.PriorityHoldOff)
+	}
+	if err := (tenure.Config{Lease: "job", Store: newWorld(t).store, PriorityHoldOff: time.Hour}).Validate(); err != nil {
 		t.Fatalf("PriorityHoldOff without a standby: %v", err)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/tenure-go/tenure/election"
 	"github.com/tenure-go/tenure/internal/host"
 	"github.com/tenure-go/tenure/internal/standby"
+	"github.com/tenure-go/tenure/lease"
 )
 
 // sbRun is the standby side of one Run (Config.Standby): the host's entry
@@ -26,6 +27,9 @@ type sbRun struct {
 	// lease.
 	hotSince  time.Time
 	toldUnled bool
+	// watch: no campaign (Config.Standby off), only the leader's reads of
+	// the record (standby.NewWatch), for preferred standbys.
+	watch bool
 
 	conn    net.PacketConn // the wake-up listener; nil without WakeAddr
 	notices *sender        // renewal notices, one queued at most
@@ -70,6 +74,22 @@ func (r *runner) startStandby() error {
 	r.d.SetCold(true)
 	sb.cold = true
 	return nil
+}
+
+// startWatch makes a leader without Standby read the standby record, as
+// a standby's leader does, so that it hands over to a preferred standby
+// (Config.Priority): setting Priority on the candidate to prefer is then
+// enough. No campaign, no listener, no notices; the lease's Machine keeps
+// its hot polls. A name without room for the record has no standby to
+// find.
+func (r *runner) startWatch() {
+	cfg := &r.c.cfg
+	if lease.ValidateName(cfg.Lease+election.StandbySuffix) != nil {
+		return
+	}
+	sb := &sbRun{r: r, watch: true, cold: true} // cold: never the standby, the Machine untold
+	sb.s = standby.NewWatch(sb, cfg.Lease, cfg.standbyConfig(), standby.Preference{Priority: cfg.Priority, HoldOff: cfg.PriorityHoldOff})
+	r.sb = sb
 }
 
 // listen passes wake-ups and renewal notices for this lease to the loop
@@ -181,7 +201,7 @@ func (sb *sbRun) unled(now time.Time, leading bool, leader string) {
 	}
 	if wait := 3 * cfg.PriorityHoldOff; !sb.toldUnled && now.Sub(sb.hotSince) >= wait {
 		sb.toldUnled = true
-		sb.r.log(slog.LevelWarn, "preferred, but not handed the lease: the leader has not handed over in three hold-offs; it hands over only if it runs with Standby or a Priority (tenure run --standby or --priority), and one of equal or higher priority never does",
+		sb.r.log(slog.LevelWarn, "preferred, but not handed the lease: the leader has not handed over in three hold-offs; one of equal or higher priority never does, nor one that cannot read this candidate's standby record (see its store errors), nor an older tenure, which handed over only with Standby",
 			"priority", cfg.Priority, "leader", leader, "standby for", now.Sub(sb.hotSince).Round(time.Second).String())
 	}
 }
@@ -195,7 +215,7 @@ func (sb *sbRun) HandOver(holder string, priority int) {
 		return // the release under way wakes the standby
 	}
 	r.log(slog.LevelInfo, "handing the lease over to a candidate of higher priority", "standby", holder, "priority", priority, "ours", r.c.cfg.Priority)
-	r.wakeAfterRelease()
+	r.planWake()
 	r.handing = true
 	r.d.HandOver(r.c.cfg.ResignHoldOff)
 }

@@ -39,12 +39,15 @@ type Plan struct {
 	// (reads; with a standby, the standby's), and the group's total.
 	RenewalsPerHour, PollsPerHour, RequestsPerHour float64
 
+	// LeaderReadsPerHour: a Candidate's leader reads the standby record
+	// once a cold poll (without a standby, ColdPollInterval's default), to
+	// hand over to a preferred standby and, with one, to learn its address
+	// for notices. Counted in RequestsPerHour.
+	LeaderReadsPerHour float64
 	// With a standby (Timing.ColdPollInterval): the standby's renewals of
-	// its record (writes) per hour, a cold follower's reads per hour (the
-	// lease and the standby record, once a cold poll each), and the
-	// leader's reads of the standby record (once a cold poll: its
-	// priority, and its address for notices).
-	StandbyRenewalsPerHour, ColdReadsPerHour, LeaderReadsPerHour float64
+	// its record (writes) per hour, and a cold follower's reads per hour
+	// (the lease and the standby record, once a cold poll each).
+	StandbyRenewalsPerHour, ColdReadsPerHour float64
 	// ColdFailover bounds the failover after a crash that leaves no
 	// standby (the standby crashed too): a cold follower's first sight of
 	// the last record, the takeover wait and one more cold poll, on the
@@ -111,17 +114,20 @@ func NewPlan(t Timing, candidates int, roundTrip time.Duration) (Plan, error) {
 	perHour := func(d time.Duration) float64 { return float64(time.Hour) / float64(d) }
 	p.RenewalsPerHour = perHour(t.RenewInterval)
 	p.PollsPerHour = perHour(p.MeanPoll)
-	p.RequestsPerHour = p.RenewalsPerHour + float64(candidates-1)*p.PollsPerHour
+	// Every leader reads the standby record once a cold poll (a
+	// standby's, or without one its default): it hands over to a
+	// preferred standby.
+	p.LeaderReadsPerHour = perHour(t.WithStandby().ColdPollInterval)
+	p.RequestsPerHour = p.RenewalsPerHour + p.LeaderReadsPerHour + float64(candidates-1)*p.PollsPerHour
 	if c := t.ColdPollInterval; c > 0 {
 		st := StandbyTiming(t)
 		p.StandbyRenewalsPerHour = perHour(st.RenewInterval)
 		p.ColdReadsPerHour = 2 * perHour(c)
-		p.LeaderReadsPerHour = perHour(c)
 		p.ColdFailover = slow(MaxPoll(c)) + slow(p.TakeoverWait) + slow(MaxPoll(c)) + 4*roundTrip
 		p.WakeHandoff = 5 * roundTrip
-		p.RequestsPerHour = p.RenewalsPerHour
+		p.RequestsPerHour = p.RenewalsPerHour + p.LeaderReadsPerHour
 		if candidates >= 2 {
-			p.RequestsPerHour += p.PollsPerHour + p.StandbyRenewalsPerHour + p.LeaderReadsPerHour
+			p.RequestsPerHour += p.PollsPerHour + p.StandbyRenewalsPerHour
 		}
 		p.RequestsPerHour += float64(max(candidates-2, 0)) * p.ColdReadsPerHour
 	}

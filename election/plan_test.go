@@ -22,8 +22,9 @@ func TestPlanDefaults(t *testing.T) {
 		p.ReleaseFailover != want.ReleaseFailover || p.MeanPoll != want.MeanPoll {
 		t.Fatalf("plan %+v\nwant %+v", p, want)
 	}
-	if p.RenewalsPerHour != 1800 || p.PollsPerHour != 1800 || p.RequestsPerHour != 5400 {
-		t.Fatalf("requests per hour: renewals %v, polls %v, total %v", p.RenewalsPerHour, p.PollsPerHour, p.RequestsPerHour)
+	// The leader's reads of the standby record, once 20s: 180.
+	if p.RenewalsPerHour != 1800 || p.PollsPerHour != 1800 || p.LeaderReadsPerHour != 180 || p.RequestsPerHour != 5580 {
+		t.Fatalf("requests per hour: renewals %v, polls %v, leader's reads %v, total %v", p.RenewalsPerHour, p.PollsPerHour, p.LeaderReadsPerHour, p.RequestsPerHour)
 	}
 }
 
@@ -56,8 +57,8 @@ func TestPlanStandby(t *testing.T) {
 	}{
 		// leader 3,600 renewals + 360 reads of the standby record;
 		// standby 3,600 polls + 360 renewals; each cold follower 2 × 360
-		// reads.
-		{1, 3600}, {2, 7920}, {3, 8640}, {5, 10080}, {10, 13680}, {20, 20880},
+		// reads. Alone, the leader still reads the standby record.
+		{1, 3960}, {2, 7920}, {3, 8640}, {5, 10080}, {10, 13680}, {20, 20880},
 	} {
 		p, err := NewPlan(tm, c.n, 10*time.Millisecond)
 		if err != nil {
@@ -80,7 +81,7 @@ func TestPlanStandby(t *testing.T) {
 // trips; its median is the wait less half a renewal interval.
 func TestPlanNotices(t *testing.T) {
 	tm := Timing{LeaseDuration: 3 * time.Second, RenewInterval: time.Second, PollInterval: time.Second, ColdPollInterval: 10 * time.Second}
-	for n, want := range map[int]float64{1: 3600, 2: 7920, 3: 8640, 10: 13680, 20: 20880} {
+	for n, want := range map[int]float64{1: 3960, 2: 7920, 3: 8640, 10: 13680, 20: 20880} {
 		p, err := NewPlan(tm, n, 10*time.Millisecond)
 		if err != nil {
 			t.Fatal(err)

@@ -254,5 +254,5 @@ func (s *nodeSpec) priorityHoldOff(t election.Timing) time.Duration {
 	if s.PriorityHoldOff > 0 {
 		return s.PriorityHoldOff
 	}
-	return election.StandbyTiming(t).LeaseDuration
+	return election.StandbyTiming(t.WithStandby()).LeaseDuration // tenure.Config's default, with a standby or without
 }

@@ -35,8 +35,11 @@ type fastRun struct {
 	notif  notifier
 	dead   bool // crashed
 
-	// With a standby (Timing.ColdPollInterval), as the Candidate's sbRun.
+	// With a standby (Timing.ColdPollInterval), as the Candidate's sbRun;
+	// without (watch), a leader's reads of the standby record only
+	// (standby.NewWatch), as every Candidate's.
 	sb    *standby.Standby
+	watch bool
 	sbReq *request // its call in flight
 	hot   bool     // what the campaign says
 	cold  bool     // what the Machine was last told
@@ -97,6 +100,11 @@ func newFastRun(in *instance) instRuntime {
 		spec := in.node.spec
 		f.priority = spec.Priority
 		f.sb = standby.New((*fastSB)(f), leaseName, sc, addr, standby.Preference{Priority: spec.Priority, HoldOff: spec.priorityHoldOff(in.timing)})
+	} else if in.w.opt.Strategy != Naive {
+		// The baseline has no Candidate around it.
+		sc := election.Config{ID: in.ID, Timing: election.StandbyTiming(in.timing.WithStandby()), Rand: ec.Rand, Wall: in.wallNow}
+		f.sb = standby.NewWatch((*fastSB)(f), leaseName, sc, standby.Preference{HoldOff: in.node.spec.priorityHoldOff(in.timing)})
+		f.watch, f.cold = true, true // never the standby; the Machine untold
 	}
 	return f
 }
@@ -112,7 +120,7 @@ func (f *fastRun) after(src source, d time.Duration, fn func()) *timer {
 // The loop's inputs, as the Candidate's select receives them.
 
 func (f *fastRun) start() {
-	if f.sb != nil {
+	if f.sb != nil && !f.watch {
 		f.d.SetCold(true)
 		f.cold = true
 	}
@@ -131,8 +139,8 @@ func (f *fastRun) fire(tm *timer) {
 }
 
 // wakeUp is the host's timer firing: as internal/host, it runs every
-// entry due by now, in the heap's order (the lease, then the standby, for
-// one instant), and then the loop's end. It is a method, not a closure on
+// entry due by now, in the heap's order (the earliest due first; the
+// lease, then the standby, for one instant), and then the loop's end. It is a method, not a closure on
 // the timer: one allocation fewer per wake-up, the fast tier's most
 // frequent.
 func (f *fastRun) wakeUp(tm *timer) {
@@ -141,15 +149,18 @@ func (f *fastRun) wakeUp(tm *timer) {
 	}
 	now := f.now()
 	for {
-		if at := f.leaseDue(); !at.IsZero() && !now.Before(at) {
+		la, sa := f.leaseDue(), time.Time{}
+		if f.sb != nil {
+			sa = f.sb.Due()
+		}
+		leaseDue, sbDue := !la.IsZero() && !now.Before(la), !sa.IsZero() && !now.Before(sa)
+		if leaseDue && (!sbDue || !sa.Before(la)) {
 			f.fireLease(now)
 			continue
 		}
-		if f.sb != nil {
-			if at := f.sb.Due(); !at.IsZero() && !now.Before(at) {
-				f.sb.Fire(now)
-				continue
-			}
+		if sbDue {
+			f.sb.Fire(now)
+			continue
 		}
 		break
 	}
@@ -206,7 +217,9 @@ func (f *fastRun) stop() {
 	if f.dead || f.exited {
 		return
 	}
-	f.wakeAfterRelease()
+	if !f.watch {
+		f.wakeAfterRelease()
+	}
 	f.d.Stop()
 	if f.sb != nil {
 		f.sb.Follow(false)
@@ -216,12 +229,13 @@ func (f *fastRun) stop() {
 }
 
 // wakeAfterRelease reads the standby record now, to wake its holder once
-// the lease is given back.
+// the lease is given back: with a standby at every release, without at a
+// hand-over only (runner.planWake).
 func (f *fastRun) wakeAfterRelease() {
 	if f.sb != nil && f.term != nil && f.w.plan.Wake != nil && !f.waking {
 		f.waking, f.released = true, false
 		req := &request{in: f.in, kind: election.OpGet, reg: f.w.store.sb, wake: true}
-		f.w.stage(item{in: f.in, src: srcStore, kind: itRequest, req: req})
+		f.w.stage(item{in: f.in, src: srcStandby, kind: itRequest, req: req})
 	}
 }
 

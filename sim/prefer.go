@@ -111,6 +111,33 @@ var preferScenarios = []*Scenario{
 			expectPreferredAt(p, t+60*second) // the restarts and reconnections are over
 		},
 	},
+	{
+		Name:    "prefer-defaults",
+		Summary: "a node of priority 10 (with its standby) joins nodes that run the defaults (no standby, no priority), and later crashes and comes back: a leader with the defaults hands it the lease, a hold-off into its term, and it leads within the preference bound",
+		standby: true,
+		build: func(p *plan, r *rand.Rand) {
+			p.Wake = &wakeFaults{} // a priority listens for wake-ups by default
+			pref := p.Nodes[r.IntN(len(p.Nodes))]
+			pref.Timing.ColdPollInterval = 20 * second // Config.Priority turns its standby on; the others have none
+			pref.Priority = 10
+			pref.Start = uniform(r, 20*second, 40*second)
+			t := pref.Start + uniform(r, 90*second, 150*second)
+			p.at(t, func(w *world) {
+				n := w.nodeOf(pref)
+				in := n.cur
+				if in == nil || !in.live() {
+					return
+				}
+				leading := w.chk.open[in] != nil
+				w.crash(in)
+				if leading {
+					w.expectLeader(w.failoverBound(in), "crash of "+in.label)
+				}
+				restartLater(w, n, uniform(w.rng, 5*second, 20*second), w.rng.IntN(2) == 0)
+			})
+			expectPreferredAt(p, t+30*second) // its restart is over
+		},
+	},
 }
 
 // rollOut restarts the nodes one at a time, from t, 40 to 70s apart, each
@@ -186,7 +213,7 @@ func (w *world) handingOver(l *instance) {
 	}
 	// Only to a standby seen alive: its record written since the leader's
 	// read before this one, a cold poll earlier.
-	if sb, c := w.store.sb, l.timing.ColdPollInterval; w.now-sb.written > trueSpan(c, ppbOf(l.timing.MaxDrift))+2*w.rtt() {
+	if sb, c := w.store.sb, l.timing.WithStandby().ColdPollInterval; w.now-sb.written > trueSpan(c, ppbOf(l.timing.MaxDrift))+2*w.rtt() {
 		w.chk.violate(Preference, l, fmt.Sprintf("%s hands over to %s, whose standby record is %v old: not seen alive", l.label, sb.rec.Holder, w.now-sb.written))
 	}
 	from, bound := w.now, w.handOverBound(l)
@@ -239,8 +266,8 @@ func (w *world) preferBound() time.Duration {
 	for _, in := range w.liveInstances() {
 		t := in.timing
 		ppb := ppbOf(t.MaxDrift)
-		cold := election.MaxPoll(t.ColdPollInterval)
-		sb := election.StandbyTiming(t)
+		cold := election.MaxPoll(t.WithStandby().ColdPollInterval)
+		sb := election.StandbyTiming(t.WithStandby())
 		b := trueSpan(election.WaitBeforeTakeover(t.LeaseDuration, t.MaxDrift)+cold, ppb) +
 			trueSpan(election.WaitBeforeTakeover(sb.LeaseDuration, t.MaxDrift)+cold, ppb) +
 			trueSpan(in.node.spec.priorityHoldOff(t)+3*cold, ppb) +

@@ -277,31 +277,34 @@ type realStore struct{ in *instance }
 var _ lease.Store = realStore{}
 
 func (s realStore) Get(ctx context.Context, name string) (lease.Record, lease.Version, error) {
-	rep := s.call(ctx, election.OpGet, lease.Record{}, lease.NoVersion)
+	rep := s.call(ctx, name, election.OpGet, lease.Record{}, lease.NoVersion)
 	return rep.rec, rep.ver, rep.err
 }
 
 func (s realStore) GetStale(ctx context.Context, name string) (lease.Record, lease.Version, error) {
-	rep := s.callStale(ctx, election.OpGet, lease.Record{}, lease.NoVersion, true)
+	rep := s.callStale(ctx, name, election.OpGet, lease.Record{}, lease.NoVersion, true)
 	return rep.rec, rep.ver, rep.err
 }
 
 func (s realStore) Put(ctx context.Context, name string, rec lease.Record, expect lease.Version) (lease.Version, error) {
-	rep := s.call(ctx, election.OpPut, rec, expect)
+	rep := s.call(ctx, name, election.OpPut, rec, expect)
 	return rep.ver, rep.err
 }
 
-func (s realStore) call(ctx context.Context, kind election.OpKind, rec lease.Record, expect lease.Version) reply {
-	return s.callStale(ctx, kind, rec, expect, false)
+func (s realStore) call(ctx context.Context, name string, kind election.OpKind, rec lease.Record, expect lease.Version) reply {
+	return s.callStale(ctx, name, kind, rec, expect, false)
 }
 
-func (s realStore) callStale(ctx context.Context, kind election.OpKind, rec lease.Record, expect lease.Version, stale bool) reply {
-	if err := ctx.Err(); err != nil {
-		return reply{err: fmt.Errorf("%v lease %q: %w", kind, leaseName, err)}
-	}
+func (s realStore) callStale(ctx context.Context, name string, kind election.OpKind, rec lease.Record, expect lease.Version, stale bool) reply {
+	// Staged even if ctx is done already: whether the goroutine ran before
+	// or after the cancel is the runtime's choice, and the fast tier stages
+	// every call it starts.
 	w := s.in.w
 	req := &request{in: s.in, kind: kind, rec: rec.Clone(), expect: expect, stale: stale, ch: make(chan reply, 1)}
-	w.stage(item{in: s.in, src: srcStore, kind: itRequest, req: req})
+	if name == leaseName+election.StandbySuffix {
+		req.reg = w.store.sb // a leader's reads of the standby record
+	}
+	w.stage(item{in: s.in, src: srcOf(req.reg, w.store), kind: itRequest, req: req})
 	select {
 	case rep := <-req.ch:
 		return rep

@@ -181,6 +181,10 @@ func TestScenariosDoWhatTheySay(t *testing.T) {
 			return want(r.Stats.Handovers >= 1 && r.Stats.Crashes >= 2 && r.Stats.Pauses >= 1 && r.Stats.Dropped >= 1 && r.Stats.PreferredChecks == 1,
 				"hand-overs, crashes, pauses, a cut-off, the preference check")
 		},
+		"prefer-defaults": func(r *Result) string {
+			return want(r.Stats.Handovers >= 1 && r.Stats.Crashes == 1 && r.Stats.PreferredChecks == 1,
+				"hand-overs by leaders with the defaults, a crash of the preferred, the preference check")
+		},
 		"stale-reads": func(r *Result) string {
 			return want(r.Stats.StaleReads >= 50 && r.Stats.Anomalies == 0 && r.Stats.Terms >= 4 && r.Stats.Releases >= 2,
 				"stale polls, no false alarm of a lost record, takeovers after crashes and releases")
@@ -356,7 +360,7 @@ func TestScenarioNames(t *testing.T) {
 		lost-takeover-response delayed-write simultaneous-takeover partition-flapping store-brownout
 		restart-same-identity mixed-ttl slow-callbacks stop-during-renewal swarm record-lost foreign-restore
 		standby-leader-crash standby-crash standby-pause wake-handoff wake-faults notice-crash notice-faults notice-zombie
-		prefer-rolling prefer-flap prefer-faults stale-reads
+		prefer-rolling prefer-flap prefer-faults prefer-defaults stale-reads
 		lock-contention lock-fair lock-holder-crash lock-holder-pause lock-give-up lock-skew-drift lock-partition
 		lock-wake lock-wake-fair lock-wake-faults lock-sem lock-sem-resize lock-sem-fair
 		group-churn group-watch group-rolling group-faults`)

@@ -20,6 +20,7 @@ type source uint8
 const (
 	srcRunner    source = iota // the Candidate's loop: its timers and its term log
 	srcStore                   // store calls
+	srcStandby                 // store calls on the standby record: a goroutine of their own beside the lease's
 	srcCallbacks               // the callback goroutine: callbacks and the leader's work
 	srcLeader                  // the goroutine that delivers OnLeaderChange
 	srcRun                     // the goroutine that called Run

@@ -131,8 +131,17 @@ func (w *world) call(in *instance, op election.Op, reg *register) *request {
 	}
 	r := w.newRequest()
 	*r = request{in: in, kind: op.Kind, opID: op.ID, rec: op.Record, expect: op.Expect, reg: reg, stale: op.Stale, reused: true}
-	w.stage(item{in: in, src: srcStore, kind: itRequest, req: r})
+	w.stage(item{in: in, src: srcOf(reg, w.store), kind: itRequest, req: r})
 	return r
+}
+
+// srcOf returns the source of a call on reg: the standby record's calls
+// run beside the lease's, so they are told apart.
+func srcOf(reg *register, s *store) source {
+	if reg != nil && reg == s.sb {
+		return srcStandby
+	}
+	return srcStore
 }
 
 // newRequest returns a request done with, or a new one.

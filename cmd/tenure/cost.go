@@ -62,21 +62,20 @@ var planStores = []struct {
 }
 
 // monthlyCost returns what one lease costs a month at pr: the leader's
-// renewals (with a standby, and its reads of the standby's record), and
+// renewals and its reads of the standby's record, and
 // the followers' polls (with a standby: the standby's polls and renewals
 // of its record, and the cold followers' reads), in US dollars.
 func monthlyCost(p election.Plan, pr priceList) (leader, followers float64) {
 	hours := pr.MonthDuration.Hours()
 	writes := func(perHour float64) float64 { return perHour * hours * pr.WritesPerPut * pr.WritePerMil / 1e6 }
 	reads := func(perHour float64) float64 { return perHour * hours * pr.ReadsPerPoll * pr.ReadPerMil / 1e6 }
-	leader = writes(p.RenewalsPerHour)
+	strong := func(perHour float64) float64 { return perHour * hours * pr.ReadPerMil / 1e6 }
+	// The leader reads the standby's record strongly: full read units.
+	leader = writes(p.RenewalsPerHour) + strong(p.LeaderReadsPerHour)
 	if p.Timing.ColdPollInterval == 0 {
 		return leader, reads(float64(p.Candidates-1) * p.PollsPerHour)
 	}
-	strong := func(perHour float64) float64 { return perHour * hours * pr.ReadPerMil / 1e6 }
 	if p.Candidates >= 2 {
-		// The leader reads the standby's record strongly: full read units.
-		leader += strong(p.LeaderReadsPerHour)
 		followers = reads(p.PollsPerHour) + writes(p.StandbyRenewalsPerHour)
 	}
 	if p.Notices && p.Candidates >= 2 {

@@ -199,8 +199,8 @@ func printPlan(w io.Writer, p election.Plan, prices []priceList) {
 	row("zombie window, no fencing", "unbounded: a leader paused between its check and its write sends that write when it wakes, however late")
 	row("zombie window, fencing", "none at the resource: it refuses the paused leader's token once a newer term has written")
 	if t.ColdPollInterval == 0 {
-		row("requests per hour", fmt.Sprintf("leader %s renewals; each follower %s polls (mean %v); all %s",
-			count(p.RenewalsPerHour), count(p.PollsPerHour), p.MeanPoll, count(p.RequestsPerHour)))
+		row("requests per hour", fmt.Sprintf("leader %s renewals and %s reads of the standby record (every %v, to hand over to a preferred candidate: %.1f%% more requests); each follower %s polls (mean %v); all %s",
+			count(p.RenewalsPerHour), count(p.LeaderReadsPerHour), t.WithStandby().ColdPollInterval, 100*p.LeaderReadsPerHour/(p.RequestsPerHour-p.LeaderReadsPerHour), count(p.PollsPerHour), p.MeanPoll, count(p.RequestsPerHour)))
 	} else {
 		row("failover, no standby left", fmt.Sprintf("at most %v (a cold poll to see the last record, the wait, a cold poll; 4 round trips)", p.ColdFailover.Round(time.Millisecond)))
 		row("handoff, standby woken", fmt.Sprintf("at most %v with --wake (5 round trips); else as after a release", p.WakeHandoff.Round(time.Millisecond)))

@@ -14,8 +14,9 @@ func TestPlan(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d\n%s", code, errs)
 	}
-	for _, s := range []string{"lead window                  8.99s", "at most 12.302s", "at most 2.282s", "all 5,400",
-		"leader $0.81 + followers $0.16 = $0.97", "leader $6.48 + followers $1.04 = $7.52", "as of November 2024"} {
+	for _, s := range []string{"lead window                  8.99s", "at most 12.302s", "at most 2.282s", "all 5,580",
+		"180 reads of the standby record (every 20s, to hand over to a preferred candidate: 3.3% more requests)",
+		"leader $0.83 + followers $0.16 = $0.99", "leader $6.53 + followers $1.04 = $7.57", "as of November 2024"} {
 		if !strings.Contains(out, s) {
 			t.Errorf("output lacks %q:\n%s", s, out)
 		}
@@ -108,7 +109,7 @@ func TestPlanWake(t *testing.T) {
 // consistent reads, a full read unit each.
 func TestPlanStrongPolls(t *testing.T) {
 	code, out, errs := runTenure(t, "plan", "--strong-polls", "--store", "dynamodb")
-	if code != 0 || !strings.Contains(out, "leader $0.81 + followers $0.32 = $1.13") || !strings.Contains(out, "strongly consistent (1 RRU)") {
+	if code != 0 || !strings.Contains(out, "leader $0.83 + followers $0.32 = $1.15") || !strings.Contains(out, "strongly consistent (1 RRU)") {
 		t.Fatalf("exit %d\n%s%s", code, out, errs)
 	}
 }
@@ -121,8 +122,10 @@ func TestMonthlyCost(t *testing.T) {
 		t.Fatal(err)
 	}
 	leader, followers := monthlyCost(p, dynamoDBOnDemand)
-	// 1,800/h × 720 h = 1,296,000 WRU at $0.625/M; 2 × 1,800/h × 720 h = 2,592,000 RRU at $0.125/M.
-	if math.Abs(leader-0.81) > 1e-9 || math.Abs(followers-0.324) > 1e-9 {
+	// 1,800/h × 720 h = 1,296,000 WRU at $0.625/M, and 180/h strong reads of
+	// the standby record, 129,600 RRU at $0.125/M; 2 × 1,800/h × 720 h =
+	// 2,592,000 RRU at $0.125/M.
+	if math.Abs(leader-0.8262) > 1e-9 || math.Abs(followers-0.324) > 1e-9 {
 		t.Fatalf("DynamoDB cost: leader %v, followers %v", leader, followers)
 	}
 	tm := election.Timing{LeaseDuration: 3 * time.Second, RenewInterval: time.Second, PollInterval: time.Second, ColdPollInterval: 10 * time.Second}

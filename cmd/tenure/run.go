@@ -254,9 +254,9 @@ tenure (SIGSTOP, a debugger) cannot leave the command running past it.
 
 When the term ends (lost, not renewed in time, or handed over) the
 command's tree gets SIGTERM, then SIGKILL after --grace, or at once if the
-deadline has passed. With --priority N, a leader whose standby has a
-higher priority hands the lease over once its term is --priority-hold-off
-old: the command is stopped, then the lease given back and the standby
+deadline has passed. A leader whose standby has a higher priority (--priority
+N; every leader looks, with or without one) hands the lease over once its
+term is --priority-hold-off old: the command is stopped, then the lease given back and the standby
 woken, and this process campaigns again, whatever --on-lost says. With
 --priority, tenure listens for wake-ups on a free port of the address
 this host sends from (its default route's; loopback with a file:// store)
@@ -326,7 +326,7 @@ func runCommand(args []string, stdout, stderr io.Writer) int {
 	wake := fs.String("wake", "", "listen for wake-ups on this UDP address, e.g. 10.0.0.5:7946 or 127.0.0.1:0 (turns on --standby): the standby takes over in a few round trips when the leader releases; with --priority, default the host's outbound address (loopback with a file:// store), port 0; none: no listener")
 	wakeAdvertise := fs.String("wake-advertise", "", "the address others send wake-ups to, if not --wake's (NAT, containers)")
 	prio := fs.Int("priority", 0, "prefer this process to those of lower priority (higher wins; turns on --standby): a leader hands the lease to a live standby of higher priority, at most once per --priority-hold-off")
-	prioHoldOff := fs.Duration("priority-hold-off", 0, "with --priority: a leader hands over only once its term is this old (default 3 × --cold-poll)")
+	prioHoldOff := fs.Duration("priority-hold-off", 0, "a leader hands over to a standby of higher --priority only once its term is this old (default 3 × --cold-poll: 1m)")
 	strongPolls := fs.Bool("strong-polls", false, "poll with strongly consistent reads even where the store offers cheaper eventually consistent ones (DynamoDB)")
 	var gf groupFlags
 	fs.StringVar(&gf.name, "group", "", "join the group NAME instead of campaigning for one lease: run the command once per shard this process holds (needs --shards)")

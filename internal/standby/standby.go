@@ -113,6 +113,7 @@ type Standby struct {
 	cfg     *election.Config
 	lk      *lockcore.Lock // campaign, or release, under way; nil between
 	follow  bool           // the candidate follows: campaign
+	watch   bool           // NewWatch: never campaign, only read as a leader
 	hot     bool
 	again   time.Time // campaign again at this instant; zero: not planned
 	gaveUp  bool      // the campaign under way was stopped on purpose
@@ -153,10 +154,21 @@ func New(h Host, name string, cfg election.Config, addr string, pref Preference)
 	return &Standby{h: h, name: name + election.StandbySuffix, cfg: &cfg, addr: addr, pref: pref}
 }
 
+// NewWatch returns a Standby that never campaigns for the record: only
+// its leader's reads (Lead), for a candidate that is no standby itself
+// (tenure.Config.Standby off), so that a preferred candidate is handed
+// the lease beside a leader with the defaults. It sends no renewal
+// notices. Follow does nothing.
+func NewWatch(h Host, name string, cfg election.Config, pref Preference) *Standby {
+	s := New(h, name, cfg, "", pref)
+	s.watch = true
+	return s
+}
+
 // Follow says whether the candidate follows (campaign for the record) or
 // not (it leads, or stops: give the record back).
 func (s *Standby) Follow(follow bool) {
-	if s.follow == follow {
+	if s.watch || s.follow == follow {
 		return
 	}
 	s.follow = follow
