@@ -122,6 +122,13 @@ func (b *shardBook) owned() int {
 	return len(b.holder)
 }
 
+// termsBegun returns the terms begun so far (moves).
+func (b *shardBook) termsBegun() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.moves
+}
+
 type member struct {
 	g    *tenure.Group
 	stop context.CancelFunc
@@ -529,10 +536,11 @@ func TestGroupSurvivesJunkMembership(t *testing.T) {
 		if _, err := store.Put(ctx, "ingest::members", rec, ver); err != nil {
 			t.Fatal(err)
 		}
-		moves := book.moves
+		synctest.Wait()
+		moves := book.termsBegun()
 		time.Sleep(20 * time.Second) // a lease unreadable, then rewritten
-		if book.moves != moves || book.owned() != k {
-			t.Fatalf("the junk moved %d shards; %d of %d owned", book.moves-moves, book.owned(), k)
+		if n := book.termsBegun() - moves; n != 0 || book.owned() != k {
+			t.Fatalf("the junk moved %d shards; %d of %d owned", n, book.owned(), k)
 		}
 		for _, m := range members {
 			select {
@@ -553,4 +561,78 @@ func TestGroupSurvivesJunkMembership(t *testing.T) {
 			return book.owned() == k && book.counts("c")[0] == 0
 		})
 	})
+}
+
+// Ghosts in the membership record (entries no member wrote: 40 of them in
+// place of the members', or one of weight 9999 beside them) move no shard
+// held: a held shard goes only to a member seen to beat, and a member
+// whose entry is gone while its own beats work still counts itself in.
+// The ghosts never beat, so they die out of the record within a lease or
+// two, and the members are back in it.
+func TestGroupSurvivesGhostMembers(t *testing.T) {
+	ghost := func(i int) groupcore.Entry {
+		return groupcore.Entry{Key: groupcore.Key(fmt.Sprint("ghost-", i)), Seq: 7, Weight: 1}
+	}
+	for _, c := range []struct {
+		name  string
+		forge func(real []groupcore.Entry) []groupcore.Entry
+	}{
+		{"40 ghosts", func([]groupcore.Entry) []groupcore.Entry {
+			var es []groupcore.Entry
+			for i := range groupcore.MaxMembers {
+				es = append(es, ghost(i))
+			}
+			return es
+		}},
+		{"weight 9999", func(real []groupcore.Entry) []groupcore.Entry {
+			g := ghost(0)
+			g.Weight = groupcore.MaxWeight
+			return append(real, g)
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				const k = 12
+				store := memlease.New()
+				book := newShardBook(t)
+				cfg := tenure.GroupConfig{Shards: k}
+				for _, id := range []string{"a", "b", "c"} {
+					startMemberWith(t, book, store, id, cfg)
+				}
+				time.Sleep(15 * time.Second)
+				if got := book.counts("a", "b", "c"); !balanced(got, k) {
+					t.Fatalf("before the ghosts: %v", got)
+				}
+				ctx := context.Background()
+				rec, ver, err := store.Get(ctx, "ingest::members")
+				if err != nil {
+					t.Fatal(err)
+				}
+				real, err := groupcore.Decode(rec.Payload)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if rec.Payload, err = groupcore.Encode(c.forge(real)); err != nil {
+					t.Fatal(err)
+				}
+				rec.Holder, rec.Nonce = "forger", "ghosts"
+				if _, err := store.Put(ctx, "ingest::members", rec, ver); err != nil {
+					t.Fatal(err)
+				}
+				synctest.Wait()
+				moves := book.termsBegun()
+				time.Sleep(40 * time.Second)
+				if n := book.termsBegun() - moves; n != 0 || book.owned() != k {
+					t.Fatalf("the ghosts moved %d shards; %d of %d owned", n, book.owned(), k)
+				}
+				rec, _, err = store.Get(ctx, "ingest::members")
+				if err != nil {
+					t.Fatal(err)
+				}
+				if es, err := groupcore.Decode(rec.Payload); err != nil || len(es) != 3 {
+					t.Fatalf("the record after the ghosts died out: %q (%v), want the 3 members", rec.Payload, err)
+				}
+			})
+		})
+	}
 }

@@ -38,8 +38,9 @@ type Bounds struct {
 	PolledHandover time.Duration
 	// Balance: once no member has joined, left or stopped for this long,
 	// each holds its share, ⌊k·w/W⌋ or one more: every member's next beat
-	// sees the last change, and each shard that moves does so within
-	// PolledHandover. After a crash, count from CrashTakeover's end, and
+	// sees the last change, a joiner is seen to beat by the one after (a
+	// held shard goes only to a member seen to beat), and each shard that
+	// moves does so within PolledHandover. After a crash, count from CrashTakeover's end, and
 	// the membership's ttl·(1+ρ) besides, after which the dead member's
 	// entry no longer counts.
 	Balance time.Duration
@@ -69,7 +70,7 @@ func NewBounds(t election.Timing, k, n int, rtt time.Duration) Bounds {
 	}
 	b.WokenHandover = 5 * rtt
 	b.PolledHandover = beat + poll + 2*rtt
-	b.Balance = beat + b.PolledHandover
+	b.Balance = 2*beat + b.PolledHandover
 	perHour := float64(time.Hour) / float64(t.RenewInterval)
 	b.RenewalsPerHour = float64(k) * perHour
 	b.MemberWritesPerHour = float64(n) * perHour

@@ -4,7 +4,9 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/tenure-go/tenure/election"
@@ -420,6 +422,13 @@ func (m *Campaign) plan(now time.Time) {
 	seen := m.ms.LastOK()
 	live := v.Live(seen)
 	selfLive := containsKey(live, m.self)
+	if !selfLive && m.ms.Beating(now) {
+		// Our entry is missing from a record someone else wrote, while
+		// our own beats work: we are a member, whatever it says.
+		live = append(live, Member{Key: m.self, Weight: m.ms.self.Weight})
+		slices.SortFunc(live, func(a, b Member) int { return strings.Compare(a.Key, b.Key) })
+		selfLive = true
+	}
 	winding := m.err != nil || m.leaving && (m.ms.Done() || m.leaveBy.IsZero())
 	why := election.ReasonHandedOver
 	if !selfLive && !m.leaving && m.err == nil {
@@ -482,6 +491,11 @@ func (m *Campaign) plan(now time.Time) {
 			// A takeover under way from a member no longer alive: finish
 			// it, then hand the shard over, rather than leave its next
 			// owner to wait the lease out again from its first read.
+		case !want && s.held && !s.stopped && selfLive && !winding && !m.leaving && next != "" && !v.Confirmed(next):
+			// Held, and its next owner not yet seen to beat: a ghost in
+			// the record (an entry no member wrote) must not take a shard
+			// from its holder. A member that beats is confirmed within a
+			// beat, and the shard goes to it then.
 		case !want && s.lk != nil && !s.stopped:
 			s.stopped, s.why = true, why
 			if s.held {

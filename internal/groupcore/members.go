@@ -152,6 +152,12 @@ func Beat(entries []Entry, self Entry, dead []string) []Entry {
 // View is one member's idea of who is alive, from the membership records
 // it reads: an entry is alive until its SEQ has stayed the same for Wait,
 // timed on this member's clock from when it first saw that SEQ.
+//
+// An entry is confirmed once this member has seen its SEQ move, or first
+// saw it in a record its own member wrote: a member that beats. An entry
+// that is not (a ghost: written by no member, or by one that died before
+// it beat again) may count in the plan, but a held shard is never handed
+// to it, and a full record drops it first.
 type View struct {
 	Wait time.Duration // ttl·(1+ρ) of the membership heartbeat
 	seen map[string]seen
@@ -162,11 +168,13 @@ type seen struct {
 	weight int
 	addr   string
 	since  time.Time // first seen with this seq
+	ok     bool      // confirmed: seen to beat
 }
 
-// Observe takes the entries of a record read (or written) at now.
-// Entries no longer in the record are forgotten.
-func (v *View) Observe(now time.Time, entries []Entry) {
+// Observe takes the entries of a record read (or written) at now, whose
+// writer's key is writer ("" if unknown). Entries no longer in the record
+// are forgotten.
+func (v *View) Observe(now time.Time, entries []Entry, writer string) {
 	if v.seen == nil {
 		v.seen = make(map[string]seen, len(entries))
 	}
@@ -174,7 +182,7 @@ func (v *View) Observe(now time.Time, entries []Entry) {
 	for _, e := range entries {
 		keep[e.Key] = true
 		if s, ok := v.seen[e.Key]; !ok || s.seq != e.Seq {
-			v.seen[e.Key] = seen{seq: e.Seq, weight: e.Weight, addr: e.Addr, since: now}
+			v.seen[e.Key] = seen{seq: e.Seq, weight: e.Weight, addr: e.Addr, since: now, ok: ok || e.Key == writer}
 		} else if s.weight != e.Weight || s.addr != e.Addr {
 			s.weight, s.addr = e.Weight, e.Addr
 			v.seen[e.Key] = s
@@ -205,6 +213,21 @@ func (v *View) Dead(now time.Time) []string {
 	var out []string
 	for k, s := range v.seen {
 		if now.Sub(s.since) >= v.Wait {
+			out = append(out, k)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// Confirmed reports whether the entry of key has been seen to beat.
+func (v *View) Confirmed(key string) bool { return v.seen[key].ok }
+
+// Unconfirmed returns the keys of the entries not seen to beat, sorted.
+func (v *View) Unconfirmed() []string {
+	var out []string
+	for k, s := range v.seen {
+		if !s.ok {
 			out = append(out, k)
 		}
 	}

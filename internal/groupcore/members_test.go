@@ -90,8 +90,8 @@ func TestViewLiveness(t *testing.T) {
 	a, b := Key("a"), Key("b")
 	t0 := time.Unix(1000, 0)
 	v := View{Wait: 10 * time.Second}
-	v.Observe(t0, []Entry{{Key: a, Seq: 1, Weight: 1}, {Key: b, Seq: 1, Weight: 2}})
-	v.Observe(t0.Add(6*time.Second), []Entry{{Key: a, Seq: 2, Weight: 1}, {Key: b, Seq: 1, Weight: 2}})
+	v.Observe(t0, []Entry{{Key: a, Seq: 1, Weight: 1}, {Key: b, Seq: 1, Weight: 2}}, "")
+	v.Observe(t0.Add(6*time.Second), []Entry{{Key: a, Seq: 2, Weight: 1}, {Key: b, Seq: 1, Weight: 2}}, "")
 	at := func(d time.Duration) time.Time { return t0.Add(d) }
 	if live := v.Live(at(9 * time.Second)); len(live) != 2 || live[slices.IndexFunc(live, func(m Member) bool { return m.Key == b })].Weight != 2 {
 		t.Fatalf("at 9s: %v, want both, b of weight 2", live)
@@ -102,8 +102,31 @@ func TestViewLiveness(t *testing.T) {
 	if d, ok := v.Silent(at(10*time.Second), a); !ok || d != 4*time.Second {
 		t.Fatalf("a silent %v %v, want 4s", d, ok)
 	}
-	v.Observe(at(11*time.Second), []Entry{{Key: a, Seq: 2, Weight: 1}})
+	v.Observe(at(11*time.Second), []Entry{{Key: a, Seq: 2, Weight: 1}}, "")
 	if _, ok := v.Silent(at(11*time.Second), b); ok {
 		t.Fatal("b, gone from the record, is still known")
+	}
+}
+
+// An entry is confirmed once its SEQ is seen to move, or when it is first
+// seen in a record its own member wrote; a ghost (written by someone else,
+// never moving) stays unconfirmed, and so does an entry seen anew after
+// it left the record.
+func TestViewConfirmsMembersThatBeat(t *testing.T) {
+	a, b, g := Key("a"), Key("b"), Key("ghost")
+	t0 := time.Unix(1000, 0)
+	v := View{Wait: 10 * time.Second}
+	v.Observe(t0, []Entry{{Key: a, Seq: 1, Weight: 1}, {Key: b, Seq: 4, Weight: 1}, {Key: g, Seq: 9, Weight: 9999}}, b)
+	if v.Confirmed(a) || !v.Confirmed(b) || v.Confirmed(g) {
+		t.Fatalf("first read, written by b: a %v, b %v, ghost %v; want b alone", v.Confirmed(a), v.Confirmed(b), v.Confirmed(g))
+	}
+	v.Observe(t0.Add(2*time.Second), []Entry{{Key: a, Seq: 2, Weight: 1}, {Key: b, Seq: 4, Weight: 1}, {Key: g, Seq: 9, Weight: 9999}}, a)
+	if !v.Confirmed(a) || !v.Confirmed(b) || v.Confirmed(g) || !slices.Equal(v.Unconfirmed(), []string{g}) {
+		t.Fatalf("a beat: a %v, b %v, ghost %v (unconfirmed %v)", v.Confirmed(a), v.Confirmed(b), v.Confirmed(g), v.Unconfirmed())
+	}
+	v.Observe(t0.Add(4*time.Second), []Entry{{Key: b, Seq: 5, Weight: 1}}, b)
+	v.Observe(t0.Add(6*time.Second), []Entry{{Key: a, Seq: 3, Weight: 1}, {Key: b, Seq: 5, Weight: 1}}, b)
+	if v.Confirmed(a) {
+		t.Fatal("a, back in the record after it was dropped, is confirmed before it beats again")
 	}
 }

@@ -2,6 +2,7 @@ package groupcore
 
 import (
 	"errors"
+	"fmt"
 	"log/slog"
 	"math/rand/v2"
 	"slices"
@@ -40,6 +41,9 @@ type Membership struct {
 	view   View
 	rnd    *rand.Rand
 	known  []Entry       // the record's entries as last read or written
+	writer string        // the key of known's writer; "" if none
+	good   []Entry       // the last record read or written with our entry in it
+	beatAt time.Time     // our last write of the record that worked
 	ver    lease.Version // their version; lease.NoVersion: no record
 	verOK  bool          // known and ver are current, as far as we know
 	fresh  bool          // read for the beat under way
@@ -92,6 +96,15 @@ func (m *Membership) SetAddr(addr string) { m.self.Addr = addr }
 // its record for good (ErrPermanent: no such table or bucket, access
 // denied). Nil otherwise.
 func (m *Membership) Fatal() error { return m.fatal }
+
+// Beating reports whether this member's entry is alive by its own beats
+// at now: a write of it worked within the view's Wait. Its entry may be
+// missing from the record meanwhile (someone wrote it without: junk, a
+// forger), and the others then count it out until its next beat; it
+// still counts itself in.
+func (m *Membership) Beating(now time.Time) bool {
+	return !m.beatAt.IsZero() && now.Sub(m.beatAt) < m.view.Wait
+}
 
 // LastOK returns when a read or write of the record last worked.
 func (m *Membership) LastOK() time.Time { return m.lastOK }
@@ -155,6 +168,17 @@ func (m *Membership) Fire(now time.Time) {
 			dead, m.rewrite = nil, false
 		}
 		entries = Beat(m.known, m.self, dead)
+		if len(entries) > MaxMembers && len(m.good) > 0 {
+			// Full, and we were in it: entries never seen to beat that we
+			// did not know before (a forger's ghosts) make room for us. A
+			// joiner evicts no one: it waits for room.
+			for _, k := range m.view.Unconfirmed() {
+				if !hasKey(m.good, k) {
+					dead = append(dead, k)
+				}
+			}
+			entries = Beat(m.known, m.self, dead)
+		}
 	}
 	payload, err := Encode(entries)
 	if err != nil {
@@ -198,7 +222,7 @@ func (m *Membership) Result(r election.Result) {
 		m.retry(now)
 		return
 	case op.Kind == election.OpGet && errors.Is(r.Err, lease.ErrNotFound):
-		m.known, m.ver, m.verOK = nil, lease.NoVersion, true
+		m.known, m.writer, m.ver, m.verOK = nil, "", lease.NoVersion, true
 	case op.Kind == election.OpGet && r.Err == nil:
 		es, err := Decode(r.Record.Payload)
 		if err != nil {
@@ -219,11 +243,28 @@ func (m *Membership) Result(r election.Result) {
 			return
 		}
 		m.sawAgain()
-		m.known, m.ver, m.verOK, m.fresh = es, r.Version, true, true
+		if hasKey(es, m.self.Key) {
+			m.good = es
+		} else if m.Beating(now) && len(m.good) > 0 {
+			// Our entry is gone while our beats work: no member drops the
+			// entry of one that beats, so someone else wrote this record
+			// (restored, forged). Put back what it dropped, as we knew it;
+			// the dead among them die out as any entry does.
+			m.say(now, "membership record written without this member's entry, though it beats: putting back the entries it dropped", fmt.Errorf("written by %q", r.Record.Holder))
+			for _, e := range m.good {
+				if !hasKey(es, e.Key) {
+					es = append(es, e)
+				}
+			}
+		}
+		m.known, m.writer, m.ver, m.verOK, m.fresh = es, Key(r.Record.Holder), r.Version, true, true
 	case op.Kind == election.OpPut && r.Err == nil:
 		m.sawAgain()
 		es, _ := Decode(op.Record.Payload) // ours: it decodes
-		m.known, m.ver, m.verOK = es, r.Version, true
+		m.known, m.writer, m.ver, m.verOK = es, m.self.Key, r.Version, true
+		if hasKey(es, m.self.Key) {
+			m.beatAt, m.good = now, es
+		}
 		m.Err, m.tries = nil, 0
 		m.observe(now)
 		switch {
@@ -256,7 +297,7 @@ func (m *Membership) Result(r election.Result) {
 // change of the live members.
 func (m *Membership) observe(now time.Time) {
 	m.lastOK = now
-	m.view.Observe(now, m.known)
+	m.view.Observe(now, m.known, m.writer)
 	live := m.view.Live(now)
 	if !slices.Equal(live, m.live) {
 		m.live = live
@@ -283,6 +324,10 @@ func (m *Membership) say(now time.Time, msg string, err error) {
 	}
 	m.junkSaid = now
 	m.h.Log(slog.LevelError, msg, "record", m.name, "err", err)
+}
+
+func hasKey(es []Entry, key string) bool {
+	return slices.ContainsFunc(es, func(e Entry) bool { return e.Key == key })
 }
 
 func (m *Membership) retry(now time.Time) {

@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"slices"
+	"strconv"
 	"testing"
 	"time"
 
@@ -120,5 +121,60 @@ func TestMembership(t *testing.T) {
 	beat("a")
 	if n := h.calls - before; n != 1 {
 		t.Fatalf("a lone member's beat: %d calls, want 1 (a write)", n)
+	}
+}
+
+// A record written by someone else (a forger, a restore by hand) in place
+// of the members': 40 ghosts that never beat. The first member to read it
+// finds its own entry gone while its beats work, so it puts back the
+// entries it knew, and the record being full, drops the ghosts (never seen
+// to beat) to make room: the members' views never lose anyone, and the
+// record holds the three again at once.
+func TestMembershipRestoresAForgedRecord(t *testing.T) {
+	store := memlease.New()
+	now := time.Unix(1e9, 0)
+	timing := election.Timing{LeaseDuration: 10 * time.Second}.WithDefaults()
+	hosts := map[string]*mhost{}
+	for i, id := range []string{"a", "b", "c"} {
+		h := &mhost{t: t, clock: &now, store: store}
+		h.m = NewMembership(h, "ingest", id, 1, timing, rand.New(rand.NewPCG(uint64(i), 1)))
+		hosts[id] = h
+	}
+	beat := func() {
+		for _, id := range []string{"a", "b", "c"} {
+			hosts[id].run()
+		}
+		now = now.Add(timing.RenewInterval)
+	}
+	beat()
+	beat()
+	ctx := context.Background()
+	name := "ingest" + MembersSuffix
+	rec, ver, _ := store.Get(ctx, name)
+	var ghosts []Entry
+	for i := range MaxMembers {
+		ghosts = append(ghosts, Entry{Key: Key("ghost-" + strconv.Itoa(i)), Seq: 3, Weight: 1})
+	}
+	rec.Payload, _ = Encode(ghosts)
+	rec.Holder = "forger"
+	if _, err := store.Put(ctx, name, rec, ver); err != nil {
+		t.Fatal(err)
+	}
+	changes := len(hosts["b"].changes)
+	beat()
+	rec, _, _ = store.Get(ctx, name)
+	es, err := Decode(rec.Payload)
+	if err != nil || len(es) != 3 {
+		t.Fatalf("after a beat over the forged record: %q (%v), want the three members", rec.Payload, err)
+	}
+	all := []string{Key("a"), Key("b"), Key("c")}
+	slices.Sort(all)
+	for _, id := range []string{"a", "b", "c"} {
+		if got := keys(hosts[id].m.Live()); !slices.Equal(got, all) {
+			t.Fatalf("%s sees %v, want %v", id, got, all)
+		}
+	}
+	if got := hosts["b"].changes[changes:]; len(got) != 0 {
+		t.Fatalf("b saw the live members change: %v", got)
 	}
 }
