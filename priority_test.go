@@ -30,6 +30,24 @@ func handovers(ts []term) []term {
 	return out
 }
 
+// handedOverTo checks that the terms, at most most of them, end with
+// want's, still under way, and that each before it was handed over, none
+// before the hold-off (1m).
+func handedOverTo(t *testing.T, ts []term, want string, most int) {
+	t.Helper()
+	if n := len(ts); n < 2 || n > most || ts[n-1].node != want || !ts[n-1].cancelled.IsZero() {
+		t.Fatalf("terms %+v, want at most %d, a hand-over first and %s's last", ts, most, want)
+	}
+	for _, tm := range ts[:len(ts)-1] {
+		if tm.reason != tenure.ReasonHandedOver {
+			t.Fatalf("%s's term ended %v, want %v", tm.node, tm.reason, tenure.ReasonHandedOver)
+		}
+		if held := tm.cancelled.Sub(tm.elected); held < time.Minute {
+			t.Fatalf("%s handed over %v into its term, before the hold-off", tm.node, held)
+		}
+	}
+}
+
 // A candidate of higher priority joins: it becomes the standby at its first
 // read of the standby record, and the leader hands the lease over once its
 // term is PriorityHoldOff (1m) old. The next leader takes it within a poll
@@ -49,16 +67,8 @@ func TestPriorityHandsOver(t *testing.T) {
 		d := w.start("d", nil, priority(5))
 		wait(8 * time.Minute)
 		ts := w.snapshot()
-		if n := len(ts); n < 2 || n > 5 || ts[n-1].node != "d" || !ts[n-1].cancelled.IsZero() {
-			t.Fatalf("terms %+v, want a's, perhaps cold followers', and then d's", ts)
-		}
+		handedOverTo(t, ts, "d", 5)
 		for i, tm := range ts[:len(ts)-1] {
-			if tm.reason != tenure.ReasonHandedOver {
-				t.Fatalf("%s's term ended %v, want %v", tm.node, tm.reason, tenure.ReasonHandedOver)
-			}
-			if held := tm.cancelled.Sub(tm.elected); held < time.Minute {
-				t.Fatalf("%s handed over %v into its term, before the hold-off", tm.node, held)
-			}
 			if gap := ts[i+1].elected.Sub(tm.cancelled); gap > 2200*time.Millisecond {
 				t.Fatalf("%s took over %v after %s's term ended", ts[i+1].node, gap, tm.node)
 			}
@@ -146,18 +156,7 @@ func TestPriorityBesideDefaultLeaders(t *testing.T) {
 		wait(10 * time.Second)
 		d := w.start("d", nil, priority(5))
 		wait(6 * time.Minute)
-		ts := w.snapshot()
-		if n := len(ts); n < 2 || ts[n-1].node != "d" || !ts[n-1].cancelled.IsZero() {
-			t.Fatalf("terms %+v, want a's, perhaps b's, and then d's", ts)
-		}
-		for _, tm := range ts[:len(ts)-1] {
-			if tm.reason != tenure.ReasonHandedOver {
-				t.Fatalf("%s's term ended %v, want %v", tm.node, tm.reason, tenure.ReasonHandedOver)
-			}
-			if held := tm.cancelled.Sub(tm.elected); held < time.Minute {
-				t.Fatalf("%s handed over %v into its term, before the hold-off", tm.node, held)
-			}
-		}
+		handedOverTo(t, w.snapshot(), "d", 10)
 		if s := d.c.Status(); !s.Leading {
 			t.Fatalf("d: %+v, want leading", s)
 		}

@@ -49,6 +49,18 @@ func (h *mhost) run() {
 	}
 }
 
+// threeMembers returns the Memberships of a, b and c in the group
+// "ingest" on store, at the time *now.
+func threeMembers(t *testing.T, store *memlease.Store, now *time.Time, timing election.Timing) map[string]*mhost {
+	hosts := map[string]*mhost{}
+	for i, id := range []string{"a", "b", "c"} {
+		h := &mhost{t: t, clock: now, store: store}
+		h.m = NewMembership(h, "ingest", id, 1, timing, rand.New(rand.NewPCG(uint64(i), 1)))
+		hosts[id] = h
+	}
+	return hosts
+}
+
 func keys(ms []Member) []string {
 	var out []string
 	for _, m := range ms {
@@ -61,15 +73,8 @@ func keys(ms []Member) []string {
 // find it dead once its entry stayed the same for ttl·(1+ρ) and drop it
 // from the record. One leaves: the other sees it gone at its next beat.
 func TestMembership(t *testing.T) {
-	store := memlease.New()
-	now := time.Unix(1e9, 0)
-	timing := election.Timing{LeaseDuration: 10 * time.Second}.WithDefaults()
-	hosts := map[string]*mhost{}
-	for i, id := range []string{"a", "b", "c"} {
-		h := &mhost{t: t, clock: &now, store: store}
-		h.m = NewMembership(h, "ingest", id, 1, timing, rand.New(rand.NewPCG(uint64(i), 1)))
-		hosts[id] = h
-	}
+	store, now, timing := memlease.New(), time.Unix(1e9, 0), election.Timing{LeaseDuration: 10 * time.Second}.WithDefaults()
+	hosts := threeMembers(t, store, &now, timing)
 	beat := func(ids ...string) {
 		for _, id := range ids {
 			hosts[id].run()
@@ -131,15 +136,8 @@ func TestMembership(t *testing.T) {
 // to beat) to make room: the members' views never lose anyone, and the
 // record holds the three again at once.
 func TestMembershipRestoresAForgedRecord(t *testing.T) {
-	store := memlease.New()
-	now := time.Unix(1e9, 0)
-	timing := election.Timing{LeaseDuration: 10 * time.Second}.WithDefaults()
-	hosts := map[string]*mhost{}
-	for i, id := range []string{"a", "b", "c"} {
-		h := &mhost{t: t, clock: &now, store: store}
-		h.m = NewMembership(h, "ingest", id, 1, timing, rand.New(rand.NewPCG(uint64(i), 1)))
-		hosts[id] = h
-	}
+	store, now, timing := memlease.New(), time.Unix(1e9, 0), election.Timing{LeaseDuration: 10 * time.Second}.WithDefaults()
+	hosts := threeMembers(t, store, &now, timing)
 	beat := func() {
 		for _, id := range []string{"a", "b", "c"} {
 			hosts[id].run()
