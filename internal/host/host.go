@@ -6,6 +6,12 @@
 // internal/lockcore, internal/standby): the host calls them one event at a
 // time, and they call it back only from within those calls.
 //
+// The host is two layers. Core is the part without goroutines: the timer
+// heap, the calls in flight and those waiting their turn, stepped with the
+// time and the store's answers, so that a simulator can step the same
+// code. Host is the thin loop around it: a select over its one timer, the
+// calls' answers and functions passed to Do, on the real clock.
+//
 // A store call runs on a goroutine of its own, so that the loop keeps time
 // (and ends a term at its deadline) while the store is slow; its answer
 // comes back to the loop. Calls beyond Config.MaxCalls wait their turn in
@@ -66,9 +72,11 @@ type Config struct {
 	After func()
 }
 
-// Host is one loop. Its methods but Do, Go, Quit and Wait belong to the
+// Host is one loop around a Core, whose methods (Call, Cancel, Fix,
+// Remove) it has. Its methods but Do, Go, Quit and Wait belong to the
 // loop: call them from Run's goroutine, within an event.
 type Host struct {
+	*Core
 	cfg  Config
 	reqs chan func()
 	res  chan answer
@@ -78,9 +86,6 @@ type Host struct {
 	wg   sync.WaitGroup
 
 	// The loop's.
-	timers  timers
-	waiting []*Flight // calls beyond MaxCalls, in order
-	running int
 	timer   <-chan time.Time
 	timerAt time.Time
 	exit    bool
@@ -98,7 +103,9 @@ func New(cfg Config) *Host {
 		parent = context.Background()
 	}
 	base, stop := context.WithCancel(parent)
-	return &Host{cfg: cfg, reqs: make(chan func()), res: make(chan answer), quit: make(chan struct{}), base: base, stop: stop}
+	h := &Host{cfg: cfg, reqs: make(chan func()), res: make(chan answer), quit: make(chan struct{}), base: base, stop: stop}
+	h.Core = NewCore(cfg.Clock.Now, (*loopCalls)(h), cfg.MaxCalls)
+	return h
 }
 
 // Run runs the loop on the calling goroutine until Exit: entries' timers,
@@ -117,16 +124,10 @@ func (h *Host) Run(stop <-chan struct{}, onStop func()) {
 		case f := <-h.reqs:
 			f()
 		case a := <-h.res:
-			h.done()
-			a.f.e.CallDone(a.f, a.res)
-			h.Fix(a.f.e)
+			h.Answer(a.f, a.res)
 		case <-h.timer:
 			h.timer = nil
-			now := h.cfg.Clock.Now()
-			for e := h.timers.next(); e != nil && !e.Due().After(now); e = h.timers.next() {
-				e.Fire(now)
-				h.Fix(e)
-			}
+			h.Fire(h.cfg.Clock.Now())
 		}
 		if h.cfg.After != nil {
 			h.cfg.After()
@@ -157,22 +158,13 @@ func (h *Host) Quit() <-chan struct{} { return h.quit }
 // Wait waits for every goroutine the host started: calls and Go's.
 func (h *Host) Wait() { h.wg.Wait() }
 
-// Fix puts e in the timer heap at its Due, or takes it out if it has
-// none; call it when an entry's Due may have changed outside Fire and
-// Answer.
-func (h *Host) Fix(e Entry) { h.timers.fix(e) }
-
-// Remove takes e out of the timer heap.
-func (h *Host) Remove(e Entry) { h.timers.remove(e) }
-
 // arm sets the loop's timer for the earliest Due.
 func (h *Host) arm() {
-	e := h.timers.next()
-	if e == nil {
+	at := h.Next()
+	if at.IsZero() {
 		h.timer = nil
 		return
 	}
-	at := e.Due()
 	if h.timer != nil && at.Equal(h.timerAt) {
 		return
 	}
@@ -180,54 +172,12 @@ func (h *Host) arm() {
 	h.timer = h.cfg.Clock.After(at.Sub(h.cfg.Clock.Now()))
 }
 
-// Flight is a store call of an entry, from Call to its answer.
-type Flight struct {
-	e       Entry
-	name    string
-	op      election.Op
-	timeout time.Duration
-	tag     uint8
-	cancel  context.CancelFunc // once started
-	dropped bool               // cancelled before it started
-}
+// loopCalls runs a Core's calls for the loop: each on a goroutine of its
+// own, whose answer comes back to the loop.
+type loopCalls Host
 
-// Op returns the call's operation.
-func (f *Flight) Op() *election.Op { return &f.op }
-
-// Tag returns the tag the call was made with.
-func (f *Flight) Tag() uint8 { return f.tag }
-
-// Call starts a store call of e on the record name: now, or once fewer
-// than MaxCalls are in flight. A write's record is stamped with the time
-// of the call (WrittenAt), and its answer carries the record written. A
-// call with a timeout is cancelled after it; one without runs until
-// Cancel. The answer comes to e.Answer with this Flight, the tag to tell
-// e's records apart.
-func (h *Host) Call(e Entry, tag uint8, name string, op election.Op, timeout time.Duration) *Flight {
-	op.Record.WrittenAt = h.cfg.Clock.Now().Round(0).UTC()
-	f := &Flight{e: e, name: name, op: op, timeout: timeout, tag: tag}
-	if h.cfg.MaxCalls > 0 && h.running >= h.cfg.MaxCalls {
-		h.waiting = append(h.waiting, f)
-		return f
-	}
-	h.start(f)
-	return f
-}
-
-// Cancel abandons f: a started call's context is cancelled (its answer
-// still comes), a waiting one is dropped unanswered.
-func (h *Host) Cancel(f *Flight) {
-	switch {
-	case f == nil:
-	case f.cancel != nil:
-		f.cancel()
-	default:
-		f.dropped = true
-	}
-}
-
-func (h *Host) start(f *Flight) {
-	h.running++
+func (l *loopCalls) Start(f *Flight) {
+	h := (*Host)(l)
 	var ctx context.Context
 	var cancel context.CancelFunc
 	if f.timeout > 0 {
@@ -235,7 +185,7 @@ func (h *Host) start(f *Flight) {
 	} else {
 		ctx, cancel = context.WithCancel(h.base)
 	}
-	f.cancel = cancel
+	f.abandon = cancel
 	clk, st := h.cfg.Clock, h.cfg.Store
 	h.wg.Go(func() {
 		defer cancel()
@@ -257,18 +207,7 @@ func (h *Host) start(f *Flight) {
 	})
 }
 
-// done: a call has answered; start the next waiting one.
-func (h *Host) done() {
-	h.running--
-	for len(h.waiting) > 0 && (h.cfg.MaxCalls <= 0 || h.running < h.cfg.MaxCalls) {
-		f := h.waiting[0]
-		h.waiting[0] = nil
-		h.waiting = h.waiting[1:]
-		if !f.dropped {
-			h.start(f)
-		}
-	}
-}
+func (l *loopCalls) Abandon(f *Flight) { f.abandon() }
 
 // get reads name from store: with GetStale where a stale answer may serve
 // (Op.Stale, set only for a store that offers it).

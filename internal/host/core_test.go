@@ -1,0 +1,68 @@
+package host
+
+import (
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/tenure-go/tenure/election"
+)
+
+// script is a Core's Calls that starts nothing: it notes what the Core
+// asked, and the test answers when it chooses, as a simulator would.
+type script struct {
+	log     *[]string
+	started []*Flight
+}
+
+func (s *script) Start(f *Flight) {
+	s.started = append(s.started, f)
+	*s.log = append(*s.log, "start "+f.name)
+}
+func (s *script) Abandon(f *Flight) { *s.log = append(*s.log, "abandon "+f.name) }
+
+// A Core steps without a goroutine or a clock of its own: entries fire at
+// the instant given, earliest first and, due at once, in the order they
+// first had a Due; calls beyond MaxCalls wait in order, one cancelled
+// while waiting is never started, one cancelled once started is
+// abandoned and still answered; a write is stamped with the Core's time.
+func TestCoreSteps(t *testing.T) {
+	var log []string
+	t0 := time.Unix(1000, 0)
+	now := t0
+	calls := &script{log: &log}
+	c := NewCore(func() time.Time { return now }, calls, 2)
+	a := &entry{name: "a", due: t0.Add(2 * time.Second), log: &log}
+	b := &entry{name: "b", due: t0.Add(time.Second), log: &log}
+	d := &entry{name: "d", due: t0.Add(2 * time.Second), log: &log}
+	c.Fix(a)
+	c.Fix(b)
+	c.Fix(d)
+	if next := c.Next(); !next.Equal(t0.Add(time.Second)) {
+		t.Fatalf("Next %v, want b's due", next)
+	}
+	c.Fire(t0.Add(1500 * time.Millisecond))
+	c.Fire(t0.Add(2 * time.Second))
+	if !c.Next().IsZero() {
+		t.Fatalf("Next %v after every entry fired, want none", c.Next())
+	}
+
+	now = t0.Add(3 * time.Second)
+	f1 := c.Call(a, 0, "r1", election.Op{Kind: election.OpPut}, 0)
+	f2 := c.Call(a, 0, "r2", election.Op{Kind: election.OpGet}, 0)
+	f3 := c.Call(b, 0, "r3", election.Op{Kind: election.OpGet}, 0)
+	f4 := c.Call(d, 0, "r4", election.Op{Kind: election.OpGet}, 0)
+	c.Cancel(f3) // waiting: dropped
+	c.Cancel(f2) // started: abandoned, still answered
+	c.Answer(f1, election.Result{})
+	c.Answer(f2, election.Result{})
+	c.Answer(f4, election.Result{})
+	want := []string{"b fired", "a fired", "d fired",
+		"start r1", "start r2", "abandon r2", "start r4", "a answered r1", "a answered r2", "d answered r4"}
+	if !slices.Equal(log, want) {
+		t.Fatalf("log\n%q\nwant\n%q", log, want)
+	}
+	if !f1.Op().Record.WrittenAt.Equal(now) {
+		t.Fatalf("written at %v, want the Core's time %v", f1.Op().Record.WrittenAt, now)
+	}
+}
