@@ -6,6 +6,12 @@
 // Every backend (lease/memlease, lease/filelease, lease/dynamolease,
 // lease/s3lease, lease/pglease, lease/etcdlease, lease/gcslease,
 // lease/azbloblease) must pass the conformance suite in lease/leasetest.
+//
+// A store of your own does what these do before each call: CheckGet,
+// CheckPut or CheckDelete first (an invalid name or record, a context
+// done: nothing sent), and CallError on what its client returns, so that
+// a deadline shows as context.DeadlineExceeded; then leasetest.Run and
+// leasetest.Race against the real server.
 package lease
 
 import "context"

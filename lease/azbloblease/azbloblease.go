@@ -81,7 +81,6 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/container"
 
 	"github.com/tenure-go/tenure/internal/recordjson"
-	"github.com/tenure-go/tenure/internal/storekit"
 	"github.com/tenure-go/tenure/lease"
 )
 
@@ -147,7 +146,7 @@ func (s *Store) nameOf(blob string) (string, bool) {
 
 // Get implements lease.Store with one Get Blob.
 func (s *Store) Get(ctx context.Context, name string) (lease.Record, lease.Version, error) {
-	if err := storekit.CheckGet(ctx, name); err != nil {
+	if err := lease.CheckGet(ctx, name); err != nil {
 		return lease.Record{}, lease.NoVersion, err
 	}
 	resp, err := s.cc.NewBlockBlobClient(s.Blob(name)).DownloadStream(ctx, nil)
@@ -179,7 +178,7 @@ func (s *Store) Get(ctx context.Context, name string) (lease.Record, lease.Versi
 // Put implements lease.Store with one Put Blob under If-None-Match or
 // If-Match.
 func (s *Store) Put(ctx context.Context, name string, rec lease.Record, expect lease.Version) (lease.Version, error) {
-	if err := storekit.CheckPut(ctx, name, rec); err != nil {
+	if err := lease.CheckPut(ctx, name, rec); err != nil {
 		return lease.NoVersion, err
 	}
 	cond := &blob.ModifiedAccessConditions{}
@@ -226,7 +225,7 @@ func (e shortError) Unwrap() error { return e.err }
 // failed wraps a failed call's error: the context's error when ctx ended,
 // and permanent when retrying cannot cure it.
 func (s *Store) failed(ctx context.Context, op, name string, err error) error {
-	err = storekit.Cause(ctx, err)
+	err = lease.CallError(ctx, err)
 	var re *azcore.ResponseError
 	status := 0
 	if errors.As(err, &re) {
@@ -275,7 +274,7 @@ func (s *Store) List(ctx context.Context, prefix string, fn func(name string) er
 // Delete implements lease.Deleter with one Delete Blob under If-Match
 // (none with lease.AnyVersion).
 func (s *Store) Delete(ctx context.Context, name string, expect lease.Version) error {
-	if err := storekit.CheckDelete(ctx, name); err != nil {
+	if err := lease.CheckDelete(ctx, name); err != nil {
 		return err
 	}
 	opts := &blob.DeleteOptions{}

@@ -67,11 +67,8 @@ func (s *Store) List(ctx context.Context, prefix string, fn func(name string) er
 
 // Delete implements lease.Deleter with one conditional DeleteItem.
 func (s *Store) Delete(ctx context.Context, name string, expect lease.Version) error {
-	if err := lease.ValidateName(name); err != nil {
-		return fmt.Errorf("delete lease: %w", err)
-	}
-	if err := ctx.Err(); err != nil {
-		return fmt.Errorf("delete lease %q: %w", name, err)
+	if err := lease.CheckDelete(ctx, name); err != nil {
+		return err
 	}
 	a, err := s.admin()
 	if err != nil {

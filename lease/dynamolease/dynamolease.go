@@ -196,11 +196,8 @@ func (s *Store) GetStale(ctx context.Context, name string) (lease.Record, lease.
 }
 
 func (s *Store) get(ctx context.Context, name string, consistent bool) (lease.Record, lease.Version, error) {
-	if err := lease.ValidateName(name); err != nil {
-		return lease.Record{}, lease.NoVersion, fmt.Errorf("get lease: %w", err)
-	}
-	if err := ctx.Err(); err != nil {
-		return lease.Record{}, lease.NoVersion, fmt.Errorf("get lease %q: %w", name, err)
+	if err := lease.CheckGet(ctx, name); err != nil {
+		return lease.Record{}, lease.NoVersion, err
 	}
 	out, err := s.api.GetItem(ctx, &dynamodb.GetItemInput{
 		TableName:      &s.table,
@@ -226,14 +223,8 @@ func (s *Store) get(ctx context.Context, name string, consistent bool) (lease.Re
 // item is not a valid record, or a create conflicts and the server returns no
 // item, the conflict is a plain error matching lease.ErrConflict.
 func (s *Store) Put(ctx context.Context, name string, rec lease.Record, expect lease.Version) (lease.Version, error) {
-	if err := lease.ValidateName(name); err != nil {
-		return lease.NoVersion, fmt.Errorf("put lease: %w", err)
-	}
-	if err := rec.Validate(name); err != nil {
-		return lease.NoVersion, fmt.Errorf("put: %w", err)
-	}
-	if err := ctx.Err(); err != nil {
-		return lease.NoVersion, fmt.Errorf("put lease %q: %w", name, err)
+	if err := lease.CheckPut(ctx, name, rec); err != nil {
+		return lease.NoVersion, err
 	}
 	ver := newVersion()
 	item, err := s.encode(name, rec, ver, time.Now())

@@ -8,7 +8,6 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
-	"github.com/tenure-go/tenure/internal/storekit"
 	"github.com/tenure-go/tenure/lease"
 )
 
@@ -50,7 +49,7 @@ func (s *Store) List(ctx context.Context, prefix string, fn func(name string) er
 // Delete implements lease.Deleter: one Txn that deletes the key if its
 // mod_revision is still expect; with lease.AnyVersion, one Delete.
 func (s *Store) Delete(ctx context.Context, name string, expect lease.Version) error {
-	if err := storekit.CheckDelete(ctx, name); err != nil {
+	if err := lease.CheckDelete(ctx, name); err != nil {
 		return err
 	}
 	key := s.Key(name)

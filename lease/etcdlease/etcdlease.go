@@ -64,7 +64,6 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/tenure-go/tenure/internal/recordjson"
-	"github.com/tenure-go/tenure/internal/storekit"
 	"github.com/tenure-go/tenure/lease"
 )
 
@@ -110,7 +109,7 @@ func (s *Store) Key(name string) string { return s.prefix + name }
 
 // Get implements lease.Store with one linearizable Range.
 func (s *Store) Get(ctx context.Context, name string) (lease.Record, lease.Version, error) {
-	if err := storekit.CheckGet(ctx, name); err != nil {
+	if err := lease.CheckGet(ctx, name); err != nil {
 		return lease.Record{}, lease.NoVersion, err
 	}
 	resp, err := s.kv.Get(ctx, s.Key(name))
@@ -139,7 +138,7 @@ func version(rev int64) lease.Version { return lease.Version(strconv.FormatInt(r
 
 // Put implements lease.Store with one Txn (see the package doc).
 func (s *Store) Put(ctx context.Context, name string, rec lease.Record, expect lease.Version) (lease.Version, error) {
-	if err := storekit.CheckPut(ctx, name, rec); err != nil {
+	if err := lease.CheckPut(ctx, name, rec); err != nil {
 		return lease.NoVersion, err
 	}
 	key := s.Key(name)
@@ -176,7 +175,7 @@ func (s *Store) Put(ctx context.Context, name string, rec lease.Record, expect l
 // failed wraps a failed call's error: the context's error when ctx ended,
 // and permanent when retrying cannot cure it.
 func (s *Store) failed(ctx context.Context, op, name string, err error) error {
-	err = storekit.Cause(ctx, err)
+	err = lease.CallError(ctx, err)
 	err = fmt.Errorf("%s lease %q (key %q): %w", op, name, s.Key(name), err)
 	return classify(err)
 }

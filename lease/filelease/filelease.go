@@ -305,11 +305,8 @@ func (s *Store) OneHost() bool { return true }
 
 // Get implements lease.Store.
 func (s *Store) Get(ctx context.Context, name string) (lease.Record, lease.Version, error) {
-	if err := lease.ValidateName(name); err != nil {
-		return lease.Record{}, lease.NoVersion, fmt.Errorf("get: %w", err)
-	}
-	if err := ctx.Err(); err != nil {
-		return lease.Record{}, lease.NoVersion, fmt.Errorf("get lease %q: %w", name, err)
+	if err := lease.CheckGet(ctx, name); err != nil {
+		return lease.Record{}, lease.NoVersion, err
 	}
 	cur, err := s.read("get", name)
 	if err != nil {
@@ -332,14 +329,8 @@ var beforeRename func()
 // Put implements lease.Store. A conflict is a *lease.ConflictError carrying
 // the current record when one is known.
 func (s *Store) Put(ctx context.Context, name string, rec lease.Record, expect lease.Version) (lease.Version, error) {
-	if err := lease.ValidateName(name); err != nil {
-		return lease.NoVersion, fmt.Errorf("put: %w", err)
-	}
-	if err := rec.Validate(name); err != nil {
-		return lease.NoVersion, fmt.Errorf("put %w", err)
-	}
-	if err := ctx.Err(); err != nil {
-		return lease.NoVersion, fmt.Errorf("put lease %q: %w", name, err)
+	if err := lease.CheckPut(ctx, name, rec); err != nil {
+		return lease.NoVersion, err
 	}
 	cur, err := s.read("put", name)
 	if err != nil {
@@ -502,11 +493,8 @@ func (s *Store) List(ctx context.Context, prefix string, fn func(name string) er
 // one rename, then checks that what it moved was the version expected, and
 // moves it back if not (a write landed between the check and the rename).
 func (s *Store) Delete(ctx context.Context, name string, expect lease.Version) error {
-	if err := lease.ValidateName(name); err != nil {
-		return fmt.Errorf("delete: %w", err)
-	}
-	if err := ctx.Err(); err != nil {
-		return fmt.Errorf("delete lease %q: %w", name, err)
+	if err := lease.CheckDelete(ctx, name); err != nil {
+		return err
 	}
 	dir := s.leaseDir(name)
 	if fi, err := os.Lstat(dir); err == nil && !fi.IsDir() && expect == lease.AnyVersion {

@@ -77,7 +77,6 @@ import (
 	"google.golang.org/api/iterator"
 
 	"github.com/tenure-go/tenure/internal/recordjson"
-	"github.com/tenure-go/tenure/internal/storekit"
 	"github.com/tenure-go/tenure/lease"
 )
 
@@ -129,7 +128,7 @@ func (s *Store) Object(name string) string { return s.prefix + name }
 
 // Get implements lease.Store with one object read.
 func (s *Store) Get(ctx context.Context, name string) (lease.Record, lease.Version, error) {
-	if err := storekit.CheckGet(ctx, name); err != nil {
+	if err := lease.CheckGet(ctx, name); err != nil {
 		return lease.Record{}, lease.NoVersion, err
 	}
 	r, err := s.bucket.Object(s.Object(name)).ReadCompressed(true).NewReader(ctx)
@@ -159,7 +158,7 @@ func version(gen int64) lease.Version { return lease.Version(strconv.FormatInt(g
 
 // Put implements lease.Store with one upload under ifGenerationMatch.
 func (s *Store) Put(ctx context.Context, name string, rec lease.Record, expect lease.Version) (lease.Version, error) {
-	if err := storekit.CheckPut(ctx, name, rec); err != nil {
+	if err := lease.CheckPut(ctx, name, rec); err != nil {
 		return lease.NoVersion, err
 	}
 	cond := storage.Conditions{DoesNotExist: true}
@@ -203,7 +202,7 @@ func status(err error) int {
 // failed wraps a failed call's error: the context's error when ctx ended,
 // and permanent when retrying cannot cure it.
 func (s *Store) failed(ctx context.Context, op, name string, err error) error {
-	err = storekit.Cause(ctx, err)
+	err = lease.CallError(ctx, err)
 	e := fmt.Errorf("%s lease %q (gs://%s/%s): %w", op, name, s.name, s.Object(name), err)
 	switch code := status(err); {
 	case errors.Is(err, storage.ErrBucketNotExist), code == http.StatusNotFound:
@@ -242,7 +241,7 @@ func (s *Store) List(ctx context.Context, prefix string, fn func(name string) er
 // Delete implements lease.Deleter with one delete under ifGenerationMatch
 // (none with lease.AnyVersion).
 func (s *Store) Delete(ctx context.Context, name string, expect lease.Version) error {
-	if err := storekit.CheckDelete(ctx, name); err != nil {
+	if err := lease.CheckDelete(ctx, name); err != nil {
 		return err
 	}
 	o := s.bucket.Object(s.Object(name)).Retryer(storage.WithPolicy(storage.RetryNever))

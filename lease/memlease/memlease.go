@@ -39,11 +39,8 @@ func (s *Store) OneHost() bool { return true }
 
 // Get implements lease.Store.
 func (s *Store) Get(ctx context.Context, name string) (lease.Record, lease.Version, error) {
-	if err := lease.ValidateName(name); err != nil {
-		return lease.Record{}, lease.NoVersion, fmt.Errorf("get: %w", err)
-	}
-	if err := ctx.Err(); err != nil {
-		return lease.Record{}, lease.NoVersion, fmt.Errorf("get lease %q: %w", name, err)
+	if err := lease.CheckGet(ctx, name); err != nil {
+		return lease.Record{}, lease.NoVersion, err
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -57,14 +54,8 @@ func (s *Store) Get(ctx context.Context, name string) (lease.Record, lease.Versi
 // Put implements lease.Store. A conflict is a *lease.ConflictError carrying the
 // current record.
 func (s *Store) Put(ctx context.Context, name string, rec lease.Record, expect lease.Version) (lease.Version, error) {
-	if err := lease.ValidateName(name); err != nil {
-		return lease.NoVersion, fmt.Errorf("put: %w", err)
-	}
-	if err := rec.Validate(name); err != nil {
-		return lease.NoVersion, fmt.Errorf("put %w", err) // "put lease "x": invalid record: ..."
-	}
-	if err := ctx.Err(); err != nil {
-		return lease.NoVersion, fmt.Errorf("put lease %q: %w", name, err)
+	if err := lease.CheckPut(ctx, name, rec); err != nil {
+		return lease.NoVersion, err
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -110,11 +101,8 @@ func (s *Store) List(ctx context.Context, prefix string, fn func(name string) er
 
 // Delete implements lease.Deleter.
 func (s *Store) Delete(ctx context.Context, name string, expect lease.Version) error {
-	if err := lease.ValidateName(name); err != nil {
-		return fmt.Errorf("delete: %w", err)
-	}
-	if err := ctx.Err(); err != nil {
-		return fmt.Errorf("delete lease %q: %w", name, err)
+	if err := lease.CheckDelete(ctx, name); err != nil {
+		return err
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()

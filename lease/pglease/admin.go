@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/tenure-go/tenure/internal/storekit"
 	"github.com/tenure-go/tenure/lease"
 )
 
@@ -83,7 +82,7 @@ func (s *Store) List(ctx context.Context, prefix string, fn func(name string) er
 // (any version with lease.AnyVersion). A delete that finds no such row is a
 // conflict, whether the row changed or is gone.
 func (s *Store) Delete(ctx context.Context, name string, expect lease.Version) error {
-	if err := storekit.CheckDelete(ctx, name); err != nil {
+	if err := lease.CheckDelete(ctx, name); err != nil {
 		return err
 	}
 	var (
@@ -112,7 +111,7 @@ func (s *Store) Delete(ctx context.Context, name string, expect lease.Version) e
 // failed wraps a failed call's error: the context's error when ctx ended,
 // and permanent when retrying cannot cure it.
 func (s *Store) failed(ctx context.Context, op, name string, err error) error {
-	err = storekit.Cause(ctx, err)
+	err = lease.CallError(ctx, err)
 	return classify(fmt.Errorf("%s lease %q in table %s: %w", op, name, s.table, err))
 }
 

@@ -11,7 +11,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/tenure-go/tenure/internal/storekit"
 	"github.com/tenure-go/tenure/lease"
 )
 
@@ -118,7 +117,7 @@ func (s *Store) Table() string { return s.table }
 
 // Get implements lease.Store with one SELECT.
 func (s *Store) Get(ctx context.Context, name string) (lease.Record, lease.Version, error) {
-	if err := storekit.CheckGet(ctx, name); err != nil {
+	if err := lease.CheckGet(ctx, name); err != nil {
 		return lease.Record{}, lease.NoVersion, err
 	}
 	var (
@@ -181,7 +180,7 @@ var scanError = regexp.MustCompile(`^sql: Scan error on column index \d+, name "
 // Put implements lease.Store with one INSERT … ON CONFLICT DO NOTHING (to
 // create) or one UPDATE … WHERE version = expect (to replace).
 func (s *Store) Put(ctx context.Context, name string, rec lease.Record, expect lease.Version) (lease.Version, error) {
-	if err := storekit.CheckPut(ctx, name, rec); err != nil {
+	if err := lease.CheckPut(ctx, name, rec); err != nil {
 		return lease.NoVersion, err
 	}
 	v := newVersion()

@@ -74,8 +74,8 @@ func (s *Store) List(ctx context.Context, prefix string, fn func(name string) er
 // on MinIO, run tenure gc when no candidate of the names it removes is
 // starting. Deleting a missing object answers no error on some servers.
 func (s *Store) Delete(ctx context.Context, name string, expect lease.Version) error {
-	if err := lease.ValidateName(name); err != nil {
-		return fmt.Errorf("delete lease: %w", err)
+	if err := lease.CheckDelete(ctx, name); err != nil {
+		return err
 	}
 	if expect != lease.AnyVersion {
 		if err := checkVersion(expect); err != nil || expect == lease.NoVersion {
@@ -85,9 +85,6 @@ func (s *Store) Delete(ctx context.Context, name string, expect lease.Version) e
 	key := s.Key(name)
 	if err := s.checkKey("delete", name, key); err != nil {
 		return err
-	}
-	if err := ctx.Err(); err != nil {
-		return fmt.Errorf("delete lease %q: %w", name, err)
 	}
 	a, err := s.admin()
 	if err != nil {

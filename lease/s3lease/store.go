@@ -287,14 +287,11 @@ func (s *Store) Key(name string) string {
 // object that is not a valid record is a *lease.RecordError (see the package
 // doc), never a record.
 func (s *Store) Get(ctx context.Context, name string) (lease.Record, lease.Version, error) {
-	if err := lease.ValidateName(name); err != nil {
-		return lease.Record{}, lease.NoVersion, fmt.Errorf("get lease: %w", err)
+	if err := lease.CheckGet(ctx, name); err != nil {
+		return lease.Record{}, lease.NoVersion, err
 	}
 	if err := s.checkKey("get", name, s.Key(name)); err != nil {
 		return lease.Record{}, lease.NoVersion, err
-	}
-	if err := ctx.Err(); err != nil {
-		return lease.Record{}, lease.NoVersion, fmt.Errorf("get lease %q: %w", name, err)
 	}
 	out, err := s.api.GetObject(ctx, &s3.GetObjectInput{
 		Bucket: aws.String(s.bucket),
@@ -368,11 +365,8 @@ func readCapped(r io.Reader, size int64) ([]byte, error) {
 // a missing object) as an error wrapping lease.ErrConflict that names the lease;
 // S3 does not say what is stored instead, so it is never a *lease.ConflictError.
 func (s *Store) Put(ctx context.Context, name string, rec lease.Record, expect lease.Version) (lease.Version, error) {
-	if err := lease.ValidateName(name); err != nil {
-		return lease.NoVersion, fmt.Errorf("put lease: %w", err)
-	}
-	if err := rec.Validate(name); err != nil {
-		return lease.NoVersion, fmt.Errorf("put: %w", err)
+	if err := lease.CheckPut(ctx, name, rec); err != nil {
+		return lease.NoVersion, err
 	}
 	if err := checkVersion(expect); err != nil {
 		// No stored object has such an ETag, so the versions differ.
@@ -381,9 +375,6 @@ func (s *Store) Put(ctx context.Context, name string, rec lease.Record, expect l
 	key := s.Key(name)
 	if err := s.checkKey("put", name, key); err != nil {
 		return lease.NoVersion, err
-	}
-	if err := ctx.Err(); err != nil {
-		return lease.NoVersion, fmt.Errorf("put lease %q: %w", name, err)
 	}
 
 	body := recordjson.Encode(rec, recordjson.NewWriteID())
