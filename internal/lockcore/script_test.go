@@ -1,0 +1,265 @@
+package lockcore
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tenure-go/tenure/election"
+	"github.com/tenure-go/tenure/internal/driver"
+	"github.com/tenure-go/tenure/lease"
+	"github.com/tenure-go/tenure/lease/memlease"
+)
+
+// A lock's rules are told as scripts in testdata/, one file per behaviour,
+// as the election's are (election/testdata): steps of
+//
+//	command args...
+//	----
+//	what the locks did meanwhile, one line each
+//
+// separated by blank lines; lines starting with # are comments. Every lock
+// is on "job", on one memlease store that answers each call at once, with
+// the default timing (a 10s lease, polls about every 2s). Commands:
+//
+//	lock ID [try] [fair]   a lock of holder ID starts (Lock, TryLock; fair:
+//	                       in turn, through the queue)
+//	advance D              let D pass: every timer due fires, every call is
+//	                       answered, at the instant it is due
+//	stop ID                Unlock (or give up waiting)
+//	crash ID               ID stops answering and firing, its record left
+//	                       as it is
+//	forge HOLDER TOKEN     someone else writes the lock's record: held by
+//	                       HOLDER at TOKEN
+//
+// Each output line is "T ID what": T the time since the script began, what
+// a call (get, put; on the queue: queue get, queue put), or what the lock
+// told its host (granted, busy, refused, ended, wake, retired).
+//
+// go test ./internal/lockcore -run Scripts -rewrite writes the outputs
+// anew; read the diff before committing it.
+var rewrite = flag.Bool("rewrite", false, "write the scripts' expected outputs anew")
+
+func TestScripts(t *testing.T) {
+	files, err := filepath.Glob("testdata/*.txt")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no scripts: %v", err)
+	}
+	for _, file := range files {
+		t.Run(strings.TrimSuffix(filepath.Base(file), ".txt"), func(t *testing.T) { runScript(t, file) })
+	}
+}
+
+type scriptStep struct {
+	text string // comments and the command, as written
+	cmd  string
+	want string
+}
+
+func parseSteps(t *testing.T, file string) []scriptStep {
+	b, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var steps []scriptStep
+	for _, block := range strings.Split(strings.TrimSpace(string(b)), "\n\n") {
+		head, out, _ := strings.Cut(block, "----\n")
+		head = strings.TrimSuffix(head, "----")
+		var cmd string
+		for _, l := range strings.Split(strings.TrimSpace(head), "\n") {
+			if l != "" && !strings.HasPrefix(l, "#") {
+				cmd = l
+			}
+		}
+		if cmd == "" {
+			t.Fatalf("%s: a step without a command:\n%s", file, block)
+		}
+		steps = append(steps, scriptStep{text: strings.TrimRight(head, "\n"), cmd: cmd, want: strings.TrimSpace(out)})
+	}
+	return steps
+}
+
+func runScript(t *testing.T, file string) {
+	steps := parseSteps(t, file)
+	w := &scriptWorld{t: t, store: memlease.New(), epoch: time.Unix(1_767_225_600, 0), locks: map[string]*scriptLock{}}
+	w.now = w.epoch
+	var out strings.Builder
+	for i, st := range steps {
+		w.log = nil
+		w.do(st.cmd)
+		got := strings.Join(w.log, "\n")
+		if *rewrite {
+			if i > 0 {
+				out.WriteString("\n\n")
+			}
+			out.WriteString(st.text + "\n----")
+			if got != "" {
+				out.WriteString("\n" + got)
+			}
+			continue
+		}
+		if got != st.want {
+			t.Fatalf("%s: step %d, %q:\ngot\n%s\nwant\n%s", file, i+1, st.cmd, got, st.want)
+		}
+	}
+	if *rewrite {
+		if err := os.WriteFile(file, []byte(out.String()+"\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// scriptWorld runs the locks of a script on one store and one clock.
+type scriptWorld struct {
+	t     *testing.T
+	store *memlease.Store
+	epoch time.Time
+	now   time.Time
+	locks map[string]*scriptLock
+	order []string // the locks by their start
+	log   []string
+}
+
+// scriptLock is one lock and its Host.
+type scriptLock struct {
+	w     *scriptWorld
+	id    string
+	lk    *Lock
+	calls []call // in flight, answered in order
+	dead  bool
+}
+
+func (w *scriptWorld) note(id, format string, args ...any) {
+	w.log = append(w.log, fmt.Sprintf("%v %s %s", w.now.Sub(w.epoch).Round(time.Millisecond), id, fmt.Sprintf(format, args...)))
+}
+
+func (w *scriptWorld) do(cmd string) {
+	f := strings.Fields(cmd)
+	switch f[0] {
+	case "lock":
+		s := &scriptLock{w: w, id: f[1], lk: new(Lock)}
+		cfg := election.Config{ID: f[1], Timing: election.Timing{}.WithDefaults(), Rand: rand.New(rand.NewPCG(uint64(len(w.locks)), 7)), Wall: func() time.Time { return w.now }}
+		if err := s.lk.Init(s, "job", &cfg, slices.Contains(f, "try"), slices.Contains(f, "fair")); err != nil {
+			w.t.Fatal(err)
+		}
+		w.locks[s.id] = s
+		w.order = append(w.order, s.id)
+		s.lk.Start()
+		w.advance(w.now)
+	case "advance":
+		d, err := time.ParseDuration(f[1])
+		if err != nil {
+			w.t.Fatal(err)
+		}
+		w.advance(w.now.Add(d))
+	case "stop":
+		w.locks[f[1]].lk.Stop()
+		w.advance(w.now)
+	case "crash":
+		w.locks[f[1]].dead = true
+	case "forge":
+		rec, ver, err := w.store.Get(context.Background(), "job")
+		if err != nil && !strings.Contains(err.Error(), "not found") {
+			w.t.Fatal(err)
+		}
+		var tok uint64
+		fmt.Sscan(f[2], &tok)
+		rec = lease.Record{Holder: f[1], Token: tok, Duration: 10 * time.Second, Nonce: "forged", WrittenAt: w.now}
+		if _, err := w.store.Put(context.Background(), "job", rec, ver); err != nil {
+			w.t.Fatal(err)
+		}
+	default:
+		w.t.Fatalf("unknown command %q", cmd)
+	}
+}
+
+// advance fires every timer due until until, earliest first, answering
+// the calls each makes at its instant.
+func (w *scriptWorld) advance(until time.Time) {
+	for {
+		w.settle()
+		var next *scriptLock
+		for _, id := range w.order {
+			s := w.locks[id]
+			if due := s.lk.Due(); !s.dead && !due.IsZero() && !due.After(until) && (next == nil || due.Before(next.lk.Due())) {
+				next = s
+			}
+		}
+		if next == nil {
+			w.now = until
+			return
+		}
+		w.now = next.lk.Due()
+		next.lk.Fire(w.now)
+	}
+}
+
+// settle answers every call in flight, at once, until none is left.
+func (w *scriptWorld) settle() {
+	for progress := true; progress; {
+		progress = false
+		for _, id := range w.order {
+			s := w.locks[id]
+			if s.dead || len(s.calls) == 0 {
+				continue
+			}
+			c := s.calls[0]
+			s.calls = s.calls[1:]
+			s.answer(c)
+			progress = true
+		}
+	}
+}
+
+func (s *scriptLock) answer(c call) {
+	name := RecordName("job", c.rec)
+	res := election.Result{ID: c.op.ID, Record: c.op.Record}
+	ctx := context.Background()
+	if c.op.Kind == election.OpGet {
+		res.Record, res.Version, res.Err = s.w.store.Get(ctx, name)
+	} else {
+		res.Version, res.Err = s.w.store.Put(ctx, name, c.op.Record, c.op.Expect)
+	}
+	if c.rec == RecLock {
+		s.lk.Result(res)
+		return
+	}
+	s.lk.QueueResult(res, c.op.Kind == election.OpPut)
+}
+
+// The Host of a script's lock.
+
+func (s *scriptLock) Now() time.Time { return s.w.now }
+
+func (s *scriptLock) Call(op election.Op, rec int) {
+	what := map[election.OpKind]string{election.OpGet: "get", election.OpPut: "put"}[op.Kind]
+	switch {
+	case rec != RecLock:
+		what = "queue " + what
+	case op.Kind == election.OpPut && op.Record.Released:
+		what += " released"
+	case op.Kind == election.OpPut:
+		what += fmt.Sprintf(" token=%d", op.Record.Token)
+	}
+	s.w.note(s.id, "%s", what)
+	s.calls = append(s.calls, call{op, rec})
+}
+
+func (s *scriptLock) Cancel()                                  { s.calls = nil }
+func (s *scriptLock) Log(slog.Level, string, ...any)           {}
+func (s *scriptLock) Granted(t election.Term)                  { s.w.note(s.id, "granted token=%d", t.Token) }
+func (s *scriptLock) Busy(l election.Leader)                   { s.w.note(s.id, "busy: held by %s", l.Holder) }
+func (s *scriptLock) Refused(err error)                        { s.w.note(s.id, "refused: %v", err) }
+func (s *scriptLock) Publish(driver.Snapshot)                  {}
+func (s *scriptLock) Ended(_ election.Term, r election.Reason) { s.w.note(s.id, "ended: %v", r) }
+func (s *scriptLock) Reschedule()                              {}
+func (s *scriptLock) WakeNext(addr string)                     { s.w.note(s.id, "wake %s", addr) }
+func (s *scriptLock) Retired()                                 { s.w.note(s.id, "retired") }
