@@ -2,6 +2,7 @@ package lockcore
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"log/slog"
@@ -9,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -166,13 +168,15 @@ func (w *scriptWorld) do(cmd string) {
 	case "crash":
 		w.locks[f[1]].dead = true
 	case "forge":
-		rec, ver, err := w.store.Get(context.Background(), "job")
-		if err != nil && !strings.Contains(err.Error(), "not found") {
+		_, ver, err := w.store.Get(context.Background(), "job")
+		if err != nil && !errors.Is(err, lease.ErrNotFound) {
 			w.t.Fatal(err)
 		}
-		var tok uint64
-		fmt.Sscan(f[2], &tok)
-		rec = lease.Record{Holder: f[1], Token: tok, Duration: 10 * time.Second, Nonce: "forged", WrittenAt: w.now}
+		tok, err := strconv.ParseUint(f[2], 10, 64)
+		if err != nil {
+			w.t.Fatal(err)
+		}
+		rec := lease.Record{Holder: f[1], Token: tok, Duration: 10 * time.Second, Nonce: "forged", WrittenAt: w.now}
 		if _, err := w.store.Put(context.Background(), "job", rec, ver); err != nil {
 			w.t.Fatal(err)
 		}
