@@ -3,12 +3,9 @@ package lockcore
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
-	"os"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -17,6 +14,7 @@ import (
 
 	"github.com/tenure-go/tenure/election"
 	"github.com/tenure-go/tenure/internal/driver"
+	"github.com/tenure-go/tenure/internal/scripttest"
 	"github.com/tenure-go/tenure/lease"
 	"github.com/tenure-go/tenure/lease/memlease"
 )
@@ -47,76 +45,17 @@ import (
 // told its host (granted, busy, refused, ended, wake, retired).
 //
 // go test ./internal/lockcore -run Scripts -rewrite writes the outputs
-// anew; read the diff before committing it.
-var rewrite = flag.Bool("rewrite", false, "write the scripts' expected outputs anew")
-
+// anew (internal/scripttest); read the diff before committing it.
 func TestScripts(t *testing.T) {
-	files, err := filepath.Glob("testdata/*.txt")
-	if err != nil || len(files) == 0 {
-		t.Fatalf("no scripts: %v", err)
-	}
-	for _, file := range files {
-		t.Run(strings.TrimSuffix(filepath.Base(file), ".txt"), func(t *testing.T) { runScript(t, file) })
-	}
-}
-
-type scriptStep struct {
-	text string // comments and the command, as written
-	cmd  string
-	want string
-}
-
-func parseSteps(t *testing.T, file string) []scriptStep {
-	b, err := os.ReadFile(file)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var steps []scriptStep
-	for _, block := range strings.Split(strings.TrimSpace(string(b)), "\n\n") {
-		head, out, _ := strings.Cut(block, "----\n")
-		head = strings.TrimSuffix(head, "----")
-		var cmd string
-		for _, l := range strings.Split(strings.TrimSpace(head), "\n") {
-			if l != "" && !strings.HasPrefix(l, "#") {
-				cmd = l
-			}
+	scripttest.Run(t, func(t *testing.T) func(string) string {
+		w := &scriptWorld{t: t, store: memlease.New(), epoch: time.Unix(1_767_225_600, 0), locks: map[string]*scriptLock{}}
+		w.now = w.epoch
+		return func(cmd string) string {
+			w.log = nil
+			w.do(cmd)
+			return strings.Join(w.log, "\n")
 		}
-		if cmd == "" {
-			t.Fatalf("%s: a step without a command:\n%s", file, block)
-		}
-		steps = append(steps, scriptStep{text: strings.TrimRight(head, "\n"), cmd: cmd, want: strings.TrimSpace(out)})
-	}
-	return steps
-}
-
-func runScript(t *testing.T, file string) {
-	steps := parseSteps(t, file)
-	w := &scriptWorld{t: t, store: memlease.New(), epoch: time.Unix(1_767_225_600, 0), locks: map[string]*scriptLock{}}
-	w.now = w.epoch
-	var out strings.Builder
-	for i, st := range steps {
-		w.log = nil
-		w.do(st.cmd)
-		got := strings.Join(w.log, "\n")
-		if *rewrite {
-			if i > 0 {
-				out.WriteString("\n\n")
-			}
-			out.WriteString(st.text + "\n----")
-			if got != "" {
-				out.WriteString("\n" + got)
-			}
-			continue
-		}
-		if got != st.want {
-			t.Fatalf("%s: step %d, %q:\ngot\n%s\nwant\n%s", file, i+1, st.cmd, got, st.want)
-		}
-	}
-	if *rewrite {
-		if err := os.WriteFile(file, []byte(out.String()+"\n"), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	})
 }
 
 // scriptWorld runs the locks of a script on one store and one clock.
