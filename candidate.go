@@ -692,7 +692,7 @@ func (t *termContext) Value(key any) any {
 func (t *termContext) publish(now time.Time, s driver.Snapshot) (changed bool, since time.Time) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if t.jp == nil && (!s.Leading || s.Err == nil) {
+	if t.jp == nil && (!s.Leading || s.Err == nil && !s.Short) {
 		if s.Leading {
 			t.deadline = s.Term.Deadline
 		}

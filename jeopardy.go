@@ -81,7 +81,7 @@ func followJeopardy(tc *termContext, now time.Time, s driver.Snapshot, ms *metri
 	case !changed:
 	case !since.IsZero():
 		ms.jeopardized(1)
-		log(slog.LevelWarn, "in jeopardy: renewals failing; the term ends at its deadline unless one lands",
+		log(slog.LevelWarn, "in jeopardy: renewals failing, or too little time left for one; the term ends at its deadline unless one lands",
 			append(args, "since", since, "deadline", tc.current(), "err", s.Err)...)
 	default:
 		ms.jeopardized(-1)

@@ -54,7 +54,9 @@ func TestLeaderJeopardy(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		store := &outage{Store: memlease.New()}
 		terms := make(chan context.Context, 2)
-		c, err := tenure.New(tenure.Config{Lease: "x", Store: store, ID: "a", Callbacks: tenure.Callbacks{
+		// A write sent at 0 and confirmed at about 8.7s leaves about 0.3s
+		// of its 8.99s, less than an OpTimeout (2.9s here).
+		c, err := tenure.New(tenure.Config{Lease: "x", Store: store, ID: "a", RenewInterval: time.Second, OpTimeout: 2900 * time.Millisecond, Callbacks: tenure.Callbacks{
 			OnElected: func(ctx context.Context, _ tenure.Term) { terms <- ctx; <-ctx.Done() },
 		}})
 		if err != nil {
@@ -128,6 +130,78 @@ func TestLockJeopardy(t *testing.T) {
 		}
 		if _, in, changed := tenure.JeopardyOf(context.Background()); in || changed != nil {
 			t.Fatal("JeopardyOf a context of no term")
+		}
+	})
+}
+
+// lateTakeover makes a takeover confirmed late, as a slow store can: its
+// first write times out and lands later, after the read-back that says it
+// did not apply; the retried write times out too; and the read-back that
+// finds the first write is slow. The term runs from the first write's
+// sending, so little of it is left; and its first renewal is slow too.
+type lateTakeover struct {
+	lease.Store
+	puts, gets atomic.Int32
+}
+
+func (s *lateTakeover) Put(ctx context.Context, name string, rec lease.Record, expect lease.Version) (lease.Version, error) {
+	switch s.puts.Add(1) {
+	case 1:
+		go func() {
+			time.Sleep(4 * time.Second)
+			_, _ = s.Store.Put(context.Background(), name, rec, expect)
+		}()
+		<-ctx.Done()
+		return "", ctx.Err()
+	case 2:
+		<-ctx.Done()
+		return "", ctx.Err()
+	case 3: // the first renewal: answered after the deadline
+		time.Sleep(time.Second)
+	}
+	return s.Store.Put(ctx, name, rec, expect)
+}
+
+func (s *lateTakeover) Get(ctx context.Context, name string) (lease.Record, lease.Version, error) {
+	if s.gets.Add(1) == 3 { // the read-back after the retry: it finds the first write
+		time.Sleep(2800 * time.Millisecond)
+	}
+	return s.Store.Get(ctx, name)
+}
+
+// A term confirmed with less than an OpTimeout left (its takeover's answer
+// lost, the read-backs slow) is in jeopardy from its start: its first
+// renewal may be answered after the deadline, and nothing else would say
+// so before the term ends (found by the simulator: store-brownout seed
+// 1269 at 2,000 seeds).
+func TestTermConfirmedLateBeginsInJeopardy(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		store := &lateTakeover{Store: memlease.New()}
+		terms := make(chan context.Context, 1)
+		// A write sent at 0 and confirmed at about 8.7s leaves about 0.3s
+		// of its 8.99s, less than an OpTimeout (2.9s here).
+		c, err := tenure.New(tenure.Config{Lease: "x", Store: store, ID: "a", RenewInterval: time.Second, OpTimeout: 2900 * time.Millisecond, Callbacks: tenure.Callbacks{
+			OnElected: func(ctx context.Context, _ tenure.Term) { terms <- ctx; <-ctx.Done() },
+		}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- c.Run(ctx) }()
+		term := <-terms
+		st := c.Status()
+		left := time.Until(st.Deadline)
+		_, in, _ := tenure.JeopardyOf(term)
+		<-term.Done()
+		var te *tenure.TermEndedError
+		ended := errors.As(context.Cause(term), &te) && te.Reason == tenure.ReasonExpired
+		cancel()
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+		if !in || left >= 2900*time.Millisecond || st.Jeopardy.IsZero() || !ended {
+			t.Fatalf("a term with %v left (OpTimeout 2.9s): in jeopardy %v, status %+v, ended %v; want in jeopardy from its start, then expired", left, in, st, context.Cause(term))
 		}
 	})
 }

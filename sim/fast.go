@@ -418,7 +418,7 @@ func (f *fastRun) Publish(s driver.Snapshot) {
 		f.term.deadline = s.Term.Deadline
 	}
 	// Not traced: the real tier's trace must match this one line for line.
-	if f.jeop.Update(f.now(), s) && !f.jeop.Since().IsZero() && f.term != nil {
+	if f.jeop.Update(f.now(), s); !f.jeop.Since().IsZero() && f.term != nil {
 		f.term.jeopardy = true
 	}
 	if f.sb == nil {

@@ -398,7 +398,7 @@ func (l *lockClient) Publish(s driver.Snapshot) {
 	if s.Leading && l.w.opt.Strategy != Naive {
 		l.w.chk.extended(l.in, s.Term.Deadline)
 	}
-	if l.jeop.Update(l.now(), s) && !l.jeop.Since().IsZero() {
+	if l.jeop.Update(l.now(), s); !l.jeop.Since().IsZero() {
 		l.jeopardy = true // not traced, as for a Candidate
 	}
 }

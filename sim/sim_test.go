@@ -316,6 +316,9 @@ func TestFoundBugs(t *testing.T) {
 		seed     uint64
 	}{
 		{"store-brownout", 11}, {"store-brownout", 12}, {"partition-flapping", 1}, {"swarm", 7}, {"swarm", 8},
+		// A term confirmed by a read-back with less than an OpTimeout left
+		// expired without being reported in jeopardy (I4).
+		{"store-brownout", 1269},
 	} {
 		if r := Run(Lookup(c.scenario), c.seed, Options{}); r.Failed() {
 			t.Errorf("fast: %v", r)

@@ -86,6 +86,11 @@ type Snapshot struct {
 	Term    election.Term // while Leading
 	Leading bool
 	Err     error
+	// Short, while Leading: the term's deadline is nearer than a call's
+	// OpTimeout, so a renewal sent now may not be answered before it (a
+	// term confirmed late, by a read-back after a lost answer). Jeopardy
+	// takes it as a failing renewal.
+	Short bool
 }
 
 // Driver runs one Machine until it is done.
@@ -324,9 +329,13 @@ func (d *Driver) step(out election.Output) {
 		d.op, d.opPut = out.Op.ID, out.Op.Kind == election.OpPut
 		d.fx.Send(*out.Op)
 	}
+	var s Snapshot
 	if !out.Unchanged {
-		s := Snapshot{Leader: d.m.Leader(), Err: d.m.Err()}
+		s = Snapshot{Leader: d.m.Leader(), Err: d.m.Err()}
 		s.Term, s.Leading = d.m.Term()
+		if c, ok := d.m.(interface{ Config() *election.Config }); ok && s.Leading {
+			s.Short = s.Term.Deadline.Sub(d.fx.Now()) < c.Config().OpTimeout
+		}
 		d.fx.Publish(s)
 	}
 	var leader *election.Leader
@@ -335,6 +344,9 @@ func (d *Driver) step(out election.Output) {
 		switch e.Kind {
 		case election.EventElected:
 			d.fx.Elected(e.Term)
+			if s.Short {
+				d.fx.Publish(s) // again, now that the term is known: it begins in jeopardy
+			}
 		case election.EventDemoted:
 			d.fx.Demoted(e.Term, e.Reason)
 			if !d.stopping {

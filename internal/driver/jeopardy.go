@@ -9,7 +9,10 @@ import "time"
 // ends. A term that ends for want of renewals, the store failing, was in
 // jeopardy first, from the failure of a renewal sent a RenewInterval after
 // the last confirmed one and answered within OpTimeout: well before its
-// deadline. The zero value is ready.
+// deadline. A term confirmed with less than an OpTimeout left (Snapshot.
+// Short: elected by a read-back after a lost answer, in a slow store) is
+// in jeopardy from then: its first renewal may be answered too late, and
+// nothing else would say so before the deadline. The zero value is ready.
 type Jeopardy struct {
 	since    time.Time // zero: not in jeopardy
 	deadline time.Time // the term's deadline as last published
@@ -23,9 +26,13 @@ func (j *Jeopardy) Update(now time.Time, s Snapshot) bool {
 	case !s.Leading:
 		*j = Jeopardy{}
 	case s.Term.Deadline.After(j.deadline):
-		// A term begun, or a renewal confirmed: safe.
+		// A term begun, or a renewal confirmed: safe, unless too late to
+		// count on the next.
 		j.since, j.deadline = time.Time{}, s.Term.Deadline
-	case s.Err != nil && j.since.IsZero():
+		if s.Short {
+			j.since = now
+		}
+	case (s.Err != nil || s.Short) && j.since.IsZero():
 		j.since = now
 	}
 	return was != !j.since.IsZero()

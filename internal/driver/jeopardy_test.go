@@ -48,3 +48,16 @@ func TestJeopardy(t *testing.T) {
 		since = j.Since()
 	}
 }
+
+// A term confirmed with less than an OpTimeout left (Short) is in
+// jeopardy from its start; a renewal confirmed in time makes it safe.
+func TestJeopardyOfATermConfirmedLate(t *testing.T) {
+	t0 := time.Unix(1e9, 0)
+	var j Jeopardy
+	if !j.Update(t0, Snapshot{Leading: true, Term: election.Term{Token: 1, Deadline: t0.Add(time.Second)}, Short: true}) || !j.Since().Equal(t0) {
+		t.Fatalf("a term born short: since %v, want %v", j.Since(), t0)
+	}
+	if !j.Update(t0.Add(time.Second/2), Snapshot{Leading: true, Term: election.Term{Token: 1, Deadline: t0.Add(9 * time.Second)}}) || !j.Since().IsZero() {
+		t.Fatalf("a renewal confirmed in time: since %v, want safe", j.Since())
+	}
+}
