@@ -19,14 +19,8 @@ import (
 )
 
 // A group's rules are told as scripts in testdata/, one file per
-// behaviour, as the election's and a lock's are: steps of
-//
-//	command args...
-//	----
-//	what the members did meanwhile, one line each
-//
-// separated by blank lines; lines starting with # are comments. Every
-// member is of the group "ingest", of 4 shards unless `shards N` says
+// behaviour (internal/scripttest: a command, then what the members did
+// meanwhile, one line each). Every member is of the group "ingest", of 4 shards unless `shards N` says
 // otherwise first, on one memlease store that answers each call at once,
 // with the default timing (a 10s lease, a beat every 2s). Commands:
 //
@@ -51,12 +45,10 @@ import (
 // anew (internal/scripttest); read the diff before committing it.
 func TestScripts(t *testing.T) {
 	scripttest.Run(t, func(t *testing.T) func(string) string {
-		w := &scriptWorld{t: t, store: memlease.New(), epoch: time.Unix(1_767_225_600, 0), shards: 4, members: map[string]*scriptMember{}, names: map[string]string{}}
-		w.now = w.epoch
+		w := &scriptWorld{t: t, store: memlease.New(), clk: scripttest.NewClock(time.Unix(1_767_225_600, 0)), shards: 4, members: map[string]*scriptMember{}, names: map[string]string{}}
 		return func(cmd string) string {
-			w.log = nil
 			w.do(cmd)
-			return strings.Join(w.log, "\n")
+			return w.clk.Step()
 		}
 	})
 }
@@ -65,13 +57,11 @@ func TestScripts(t *testing.T) {
 type scriptWorld struct {
 	t       *testing.T
 	store   *memlease.Store
-	epoch   time.Time
-	now     time.Time
+	clk     *scripttest.Clock
 	shards  int
 	members map[string]*scriptMember
 	order   []string          // the members by their start
 	names   map[string]string // key → ID, for the log
-	log     []string
 }
 
 // scriptMember is one member and its CampaignHost.
@@ -87,10 +77,6 @@ type scriptMember struct {
 type scriptCall struct {
 	shard int
 	op    election.Op
-}
-
-func (w *scriptWorld) note(id, format string, args ...any) {
-	w.log = append(w.log, fmt.Sprintf("%v %s %s", w.now.Sub(w.epoch).Round(time.Millisecond), id, fmt.Sprintf(format, args...)))
 }
 
 func (w *scriptWorld) do(cmd string) {
@@ -110,7 +96,7 @@ func (w *scriptWorld) do(cmd string) {
 			}
 		}
 		s := &scriptMember{w: w, id: f[1]}
-		lc := &election.Config{ID: f[1], Timing: election.Timing{}.WithDefaults(), Rand: rand.New(rand.NewPCG(uint64(len(w.members)), 7)), Wall: func() time.Time { return w.now }}
+		lc := &election.Config{ID: f[1], Timing: election.Timing{}.WithDefaults(), Rand: rand.New(rand.NewPCG(uint64(len(w.members)), 7)), Wall: func() time.Time { return w.clk.Now }}
 		m, err := NewCampaign(s, CampaignConfig{Name: "ingest", Shards: w.shards, ID: f[1], Weight: weight, Lock: lc})
 		if err != nil {
 			w.t.Fatal(err)
@@ -120,16 +106,16 @@ func (w *scriptWorld) do(cmd string) {
 		w.order = append(w.order, s.id)
 		w.names[Key(s.id)] = s.id
 		m.Start()
-		w.advance(w.now)
+		w.advance(w.clk.Now)
 	case "advance":
 		d, err := time.ParseDuration(f[1])
 		if err != nil {
 			w.t.Fatal(err)
 		}
-		w.advance(w.now.Add(d))
+		w.advance(w.clk.Now.Add(d))
 	case "leave":
 		w.members[f[1]].m.Leave()
-		w.advance(w.now)
+		w.advance(w.clk.Now)
 	case "crash":
 		w.members[f[1]].dead = true
 	case "ghosts":
@@ -161,7 +147,7 @@ func (w *scriptWorld) do(cmd string) {
 		if err != nil {
 			w.t.Fatal(err)
 		}
-		rec := lease.Record{Holder: "forger", Token: 1, Duration: 10 * time.Second, Nonce: "ghosts", Payload: payload, WrittenAt: w.now}
+		rec := lease.Record{Holder: "forger", Token: 1, Duration: 10 * time.Second, Nonce: "ghosts", Payload: payload, WrittenAt: w.clk.Now}
 		if _, err := w.store.Put(ctx, name, rec, ver); err != nil {
 			w.t.Fatal(err)
 		}
@@ -173,22 +159,15 @@ func (w *scriptWorld) do(cmd string) {
 // advance fires every timer due until until, earliest first, answering
 // the calls each makes at its instant.
 func (w *scriptWorld) advance(until time.Time) {
-	for {
-		w.settle()
-		var next *scriptMember
+	w.clk.Advance(until, w.settle, func() []scripttest.Timed {
+		var out []scripttest.Timed
 		for _, id := range w.order {
-			s := w.members[id]
-			if due := s.m.Due(); !s.dead && !due.IsZero() && !due.After(until) && (next == nil || due.Before(next.m.Due())) {
-				next = s
+			if s := w.members[id]; !s.dead {
+				out = append(out, s.m)
 			}
 		}
-		if next == nil {
-			w.now = until
-			return
-		}
-		w.now = next.m.Due()
-		next.m.Fire(w.now)
-	}
+		return out
+	})
 }
 
 // settle answers every call in flight, and returns every revoked shard's
@@ -236,7 +215,7 @@ func (s *scriptMember) answer(c scriptCall) {
 
 // The CampaignHost of a script's member.
 
-func (s *scriptMember) Now() time.Time { return s.w.now }
+func (s *scriptMember) Now() time.Time { return s.w.clk.Now }
 func (s *scriptMember) Call(shard int, op election.Op) {
 	s.calls = append(s.calls, scriptCall{shard, op})
 }
@@ -245,14 +224,16 @@ func (s *scriptMember) Cancel(shard int) {
 }
 func (s *scriptMember) Log(slog.Level, string, ...any) {}
 func (s *scriptMember) Assigned(shard int, t election.Term) {
-	s.w.note(s.id, "assigned %d token=%d", shard, t.Token)
+	s.w.clk.Note(s.id, "assigned %d token=%d", shard, t.Token)
 }
 func (s *scriptMember) Publish(int, driver.Snapshot) {}
 func (s *scriptMember) Revoked(shard int, _ election.Term, r election.Reason) {
-	s.w.note(s.id, "revoked %d: %v", shard, r)
+	s.w.clk.Note(s.id, "revoked %d: %v", shard, r)
 	s.returned = append(s.returned, shard)
 }
-func (s *scriptMember) Wake(addr string, shard int) { s.w.note(s.id, "wake %s for %d", addr, shard) }
+func (s *scriptMember) Wake(addr string, shard int) {
+	s.w.clk.Note(s.id, "wake %s for %d", addr, shard)
+}
 func (s *scriptMember) Changed(live []Member) {
 	var ids []string
 	unnamed := 0
@@ -271,7 +252,7 @@ func (s *scriptMember) Changed(live []Member) {
 	if unnamed > 0 {
 		ids = append(ids, fmt.Sprintf("and %d unnamed", unnamed))
 	}
-	s.w.note(s.id, "members %s", strings.Join(ids, " "))
+	s.w.clk.Note(s.id, "members %s", strings.Join(ids, " "))
 }
 func (s *scriptMember) Reschedule() {}
-func (s *scriptMember) Done()       { s.w.note(s.id, "done") }
+func (s *scriptMember) Done()       { s.w.clk.Note(s.id, "done") }

@@ -19,16 +19,11 @@ import (
 	"github.com/tenure-go/tenure/lease/memlease"
 )
 
-// A lock's rules are told as scripts in testdata/, one file per behaviour,
-// as the election's are (election/testdata): steps of
-//
-//	command args...
-//	----
-//	what the locks did meanwhile, one line each
-//
-// separated by blank lines; lines starting with # are comments. Every lock
-// is on "job", on one memlease store that answers each call at once, with
-// the default timing (a 10s lease, polls about every 2s). Commands:
+// A lock's rules are told as scripts in testdata/, one file per
+// behaviour (internal/scripttest: a command, then what the locks did
+// meanwhile, one line each). Every lock is on "job", on one memlease
+// store that answers each call at once, with the default timing (a 10s
+// lease, polls about every 2s). Commands:
 //
 //	lock ID [try] [fair]   a lock of holder ID starts (Lock, TryLock; fair:
 //	                       in turn, through the queue)
@@ -48,12 +43,10 @@ import (
 // anew (internal/scripttest); read the diff before committing it.
 func TestScripts(t *testing.T) {
 	scripttest.Run(t, func(t *testing.T) func(string) string {
-		w := &scriptWorld{t: t, store: memlease.New(), epoch: time.Unix(1_767_225_600, 0), locks: map[string]*scriptLock{}}
-		w.now = w.epoch
+		w := &scriptWorld{t: t, store: memlease.New(), clk: scripttest.NewClock(time.Unix(1_767_225_600, 0)), locks: map[string]*scriptLock{}}
 		return func(cmd string) string {
-			w.log = nil
 			w.do(cmd)
-			return strings.Join(w.log, "\n")
+			return w.clk.Step()
 		}
 	})
 }
@@ -62,11 +55,9 @@ func TestScripts(t *testing.T) {
 type scriptWorld struct {
 	t     *testing.T
 	store *memlease.Store
-	epoch time.Time
-	now   time.Time
+	clk   *scripttest.Clock
 	locks map[string]*scriptLock
 	order []string // the locks by their start
-	log   []string
 }
 
 // scriptLock is one lock and its Host.
@@ -78,32 +69,28 @@ type scriptLock struct {
 	dead  bool
 }
 
-func (w *scriptWorld) note(id, format string, args ...any) {
-	w.log = append(w.log, fmt.Sprintf("%v %s %s", w.now.Sub(w.epoch).Round(time.Millisecond), id, fmt.Sprintf(format, args...)))
-}
-
 func (w *scriptWorld) do(cmd string) {
 	f := strings.Fields(cmd)
 	switch f[0] {
 	case "lock":
 		s := &scriptLock{w: w, id: f[1], lk: new(Lock)}
-		cfg := election.Config{ID: f[1], Timing: election.Timing{}.WithDefaults(), Rand: rand.New(rand.NewPCG(uint64(len(w.locks)), 7)), Wall: func() time.Time { return w.now }}
+		cfg := election.Config{ID: f[1], Timing: election.Timing{}.WithDefaults(), Rand: rand.New(rand.NewPCG(uint64(len(w.locks)), 7)), Wall: func() time.Time { return w.clk.Now }}
 		if err := s.lk.Init(s, "job", &cfg, slices.Contains(f, "try"), slices.Contains(f, "fair")); err != nil {
 			w.t.Fatal(err)
 		}
 		w.locks[s.id] = s
 		w.order = append(w.order, s.id)
 		s.lk.Start()
-		w.advance(w.now)
+		w.advance(w.clk.Now)
 	case "advance":
 		d, err := time.ParseDuration(f[1])
 		if err != nil {
 			w.t.Fatal(err)
 		}
-		w.advance(w.now.Add(d))
+		w.advance(w.clk.Now.Add(d))
 	case "stop":
 		w.locks[f[1]].lk.Stop()
-		w.advance(w.now)
+		w.advance(w.clk.Now)
 	case "crash":
 		w.locks[f[1]].dead = true
 	case "forge":
@@ -115,7 +102,7 @@ func (w *scriptWorld) do(cmd string) {
 		if err != nil {
 			w.t.Fatal(err)
 		}
-		rec := lease.Record{Holder: f[1], Token: tok, Duration: 10 * time.Second, Nonce: "forged", WrittenAt: w.now}
+		rec := lease.Record{Holder: f[1], Token: tok, Duration: 10 * time.Second, Nonce: "forged", WrittenAt: w.clk.Now}
 		if _, err := w.store.Put(context.Background(), "job", rec, ver); err != nil {
 			w.t.Fatal(err)
 		}
@@ -127,22 +114,15 @@ func (w *scriptWorld) do(cmd string) {
 // advance fires every timer due until until, earliest first, answering
 // the calls each makes at its instant.
 func (w *scriptWorld) advance(until time.Time) {
-	for {
-		w.settle()
-		var next *scriptLock
+	w.clk.Advance(until, w.settle, func() []scripttest.Timed {
+		var out []scripttest.Timed
 		for _, id := range w.order {
-			s := w.locks[id]
-			if due := s.lk.Due(); !s.dead && !due.IsZero() && !due.After(until) && (next == nil || due.Before(next.lk.Due())) {
-				next = s
+			if s := w.locks[id]; !s.dead {
+				out = append(out, s.lk)
 			}
 		}
-		if next == nil {
-			w.now = until
-			return
-		}
-		w.now = next.lk.Due()
-		next.lk.Fire(w.now)
-	}
+		return out
+	})
 }
 
 // settle answers every call in flight, at once, until none is left.
@@ -180,7 +160,7 @@ func (s *scriptLock) answer(c call) {
 
 // The Host of a script's lock.
 
-func (s *scriptLock) Now() time.Time { return s.w.now }
+func (s *scriptLock) Now() time.Time { return s.w.clk.Now }
 
 func (s *scriptLock) Call(op election.Op, rec int) {
 	what := map[election.OpKind]string{election.OpGet: "get", election.OpPut: "put"}[op.Kind]
@@ -192,17 +172,17 @@ func (s *scriptLock) Call(op election.Op, rec int) {
 	case op.Kind == election.OpPut:
 		what += fmt.Sprintf(" token=%d", op.Record.Token)
 	}
-	s.w.note(s.id, "%s", what)
+	s.w.clk.Note(s.id, "%s", what)
 	s.calls = append(s.calls, call{op, rec})
 }
 
 func (s *scriptLock) Cancel()                                  { s.calls = nil }
 func (s *scriptLock) Log(slog.Level, string, ...any)           {}
-func (s *scriptLock) Granted(t election.Term)                  { s.w.note(s.id, "granted token=%d", t.Token) }
-func (s *scriptLock) Busy(l election.Leader)                   { s.w.note(s.id, "busy: held by %s", l.Holder) }
-func (s *scriptLock) Refused(err error)                        { s.w.note(s.id, "refused: %v", err) }
+func (s *scriptLock) Granted(t election.Term)                  { s.w.clk.Note(s.id, "granted token=%d", t.Token) }
+func (s *scriptLock) Busy(l election.Leader)                   { s.w.clk.Note(s.id, "busy: held by %s", l.Holder) }
+func (s *scriptLock) Refused(err error)                        { s.w.clk.Note(s.id, "refused: %v", err) }
 func (s *scriptLock) Publish(driver.Snapshot)                  {}
-func (s *scriptLock) Ended(_ election.Term, r election.Reason) { s.w.note(s.id, "ended: %v", r) }
+func (s *scriptLock) Ended(_ election.Term, r election.Reason) { s.w.clk.Note(s.id, "ended: %v", r) }
 func (s *scriptLock) Reschedule()                              {}
-func (s *scriptLock) WakeNext(addr string)                     { s.w.note(s.id, "wake %s", addr) }
-func (s *scriptLock) Retired()                                 { s.w.note(s.id, "retired") }
+func (s *scriptLock) WakeNext(addr string)                     { s.w.clk.Note(s.id, "wake %s", addr) }
+func (s *scriptLock) Retired()                                 { s.w.clk.Note(s.id, "retired") }

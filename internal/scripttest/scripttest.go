@@ -14,10 +14,12 @@ package scripttest
 
 import (
 	"flag"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 var rewrite = flag.Bool("rewrite", false, "write the scripts' expected outputs anew")
@@ -84,5 +86,57 @@ func runFile(t *testing.T, file string, do func(cmd string) string) {
 		if err := os.WriteFile(file, []byte(out.String()+"\n"), 0o644); err != nil {
 			t.Fatal(err)
 		}
+	}
+}
+
+// Clock is a script's time and what happened at it: the log of a step.
+type Clock struct {
+	Epoch, Now time.Time
+	Log        []string
+}
+
+// NewClock returns a Clock at epoch.
+func NewClock(epoch time.Time) *Clock { return &Clock{Epoch: epoch, Now: epoch} }
+
+// Note logs what actor did now, as "T actor what", T the time since the
+// epoch.
+func (c *Clock) Note(actor, format string, args ...any) {
+	c.Log = append(c.Log, fmt.Sprintf("%v %s %s", c.Now.Sub(c.Epoch).Round(time.Millisecond), actor, fmt.Sprintf(format, args...)))
+}
+
+// Step returns what was logged since the last Step.
+func (c *Clock) Step() string {
+	out := strings.Join(c.Log, "\n")
+	c.Log = nil
+	return out
+}
+
+// Timed is an actor of a script with timers: a lock, a group's member.
+type Timed interface {
+	Due() time.Time
+	Fire(now time.Time)
+}
+
+// Advance lets time pass until until: settle answers whatever is in
+// flight, then the earliest timer due among actors (nil: an actor that
+// does not fire, a crashed one) fires at its instant, and so on.
+func (c *Clock) Advance(until time.Time, settle func(), actors func() []Timed) {
+	for {
+		settle()
+		var next Timed
+		for _, a := range actors() {
+			if a == nil {
+				continue
+			}
+			if due := a.Due(); !due.IsZero() && !due.After(until) && (next == nil || due.Before(next.Due())) {
+				next = a
+			}
+		}
+		if next == nil {
+			c.Now = until
+			return
+		}
+		c.Now = next.Due()
+		next.Fire(c.Now)
 	}
 }
