@@ -28,6 +28,24 @@ func (o *outage) Put(ctx context.Context, name string, rec lease.Record, expect 
 	return o.Store.Put(ctx, name, rec, expect)
 }
 
+// runLeader runs candidate "a" of lease "x" with cfg, whose OnElected
+// passes its term's context on terms and waits for its end; cancel ends
+// the run, whose result comes on done.
+func runLeader(t *testing.T, cfg tenure.Config) (c *tenure.Candidate, terms chan context.Context, cancel context.CancelFunc, done chan error) {
+	t.Helper()
+	terms = make(chan context.Context, 2)
+	cfg.Lease, cfg.ID = "x", "a"
+	cfg.Callbacks.OnElected = func(ctx context.Context, _ tenure.Term) { terms <- ctx; <-ctx.Done() }
+	c, err := tenure.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done = make(chan error, 1)
+	go func() { done <- c.Run(ctx) }()
+	return c, terms, cancel, done
+}
+
 // awaitJeopardy waits on the term's context until it is in jeopardy (in)
 // or out of it, and returns what JeopardyOf says then.
 func awaitJeopardy(t *testing.T, ctx context.Context, in bool) tenure.Jeopardy {
@@ -53,18 +71,7 @@ func awaitJeopardy(t *testing.T, ctx context.Context, in bool) tenure.Jeopardy {
 func TestLeaderJeopardy(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		store := &outage{Store: memlease.New()}
-		terms := make(chan context.Context, 2)
-		// A write sent at 0 and confirmed at about 8.7s leaves about 0.3s
-		// of its 8.99s, less than an OpTimeout (2.9s here).
-		c, err := tenure.New(tenure.Config{Lease: "x", Store: store, ID: "a", RenewInterval: time.Second, OpTimeout: 2900 * time.Millisecond, Callbacks: tenure.Callbacks{
-			OnElected: func(ctx context.Context, _ tenure.Term) { terms <- ctx; <-ctx.Done() },
-		}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		ctx, cancel := context.WithCancel(context.Background())
-		done := make(chan error, 1)
-		go func() { done <- c.Run(ctx) }()
+		c, terms, cancel, done := runLeader(t, tenure.Config{Store: store})
 		term := <-terms
 		if _, in, _ := tenure.JeopardyOf(term); in {
 			t.Fatal("in jeopardy at once")
@@ -176,19 +183,9 @@ func (s *lateTakeover) Get(ctx context.Context, name string) (lease.Record, leas
 // 1269 at 2,000 seeds).
 func TestTermConfirmedLateBeginsInJeopardy(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		store := &lateTakeover{Store: memlease.New()}
-		terms := make(chan context.Context, 1)
 		// A write sent at 0 and confirmed at about 8.7s leaves about 0.3s
 		// of its 8.99s, less than an OpTimeout (2.9s here).
-		c, err := tenure.New(tenure.Config{Lease: "x", Store: store, ID: "a", RenewInterval: time.Second, OpTimeout: 2900 * time.Millisecond, Callbacks: tenure.Callbacks{
-			OnElected: func(ctx context.Context, _ tenure.Term) { terms <- ctx; <-ctx.Done() },
-		}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		ctx, cancel := context.WithCancel(context.Background())
-		done := make(chan error, 1)
-		go func() { done <- c.Run(ctx) }()
+		c, terms, cancel, done := runLeader(t, tenure.Config{Store: &lateTakeover{Store: memlease.New()}, RenewInterval: time.Second, OpTimeout: 2900 * time.Millisecond})
 		term := <-terms
 		st := c.Status()
 		left := time.Until(st.Deadline)
