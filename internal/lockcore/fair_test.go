@@ -145,6 +145,26 @@ func (h *host) timeOut() {
 	}
 }
 
+// openHead returns a fair lock at the head of an empty queue, its gate
+// opened by its first confirmed heartbeat, sent at sent; the gate must
+// shut by shut, the lead window after that.
+func openHead(t *testing.T) (a *host, sent, shut time.Time) {
+	t.Helper()
+	a = newFair(t, memlease.New(), "a")
+	a.next(true) // the read: no queue
+	a.next(true) // ticket 1 lands
+	if a.lk.fair.open {
+		t.Fatal("the gate opened before the first heartbeat was confirmed")
+	}
+	sent = a.now
+	a.next(true) // the first heartbeat
+	if !a.lk.fair.open {
+		t.Fatal("the gate is closed with ticket 1 at the head")
+	}
+	cfg := a.lk.Config()
+	return a, sent, sent.Add(election.LeadWindow(cfg.LeaseDuration, cfg.MaxDrift, cfg.Margin))
+}
+
 // TestGateClosesBeforeOthersCanDropUs: the head of the queue whose
 // heartbeats stop being confirmed (cut off from the store) closes its gate
 // by the lead window after its last confirmed beat was sent: from then on
@@ -152,19 +172,8 @@ func (h *host) timeOut() {
 // not take the lock ahead of it when it reconnects (found by the
 // simulator: lock-partition seed 683).
 func TestGateClosesBeforeOthersCanDropUs(t *testing.T) {
-	a := newFair(t, memlease.New(), "a")
-	a.next(true) // the read: no queue
-	a.next(true) // ticket 1 lands
-	if a.lk.fair.open {
-		t.Fatal("the gate opened before the first heartbeat was confirmed")
-	}
-	sent := a.now
-	a.next(true) // the first heartbeat
-	if !a.lk.fair.open {
-		t.Fatal("the gate is closed with ticket 1 at the head")
-	}
+	a, sent, shut := openHead(t)
 	cfg := a.lk.Config()
-	shut := sent.Add(election.LeadWindow(cfg.LeaseDuration, cfg.MaxDrift, cfg.Margin))
 	if due := a.lk.Due(); due.After(shut) {
 		t.Fatalf("next wake-up at %v, after the gate's deadline %v", due, shut)
 	}
@@ -478,16 +487,7 @@ func TestWaiterRequestsPerHourCountsTheCadences(t *testing.T) {
 // shut when its timer fires at the lead window's end, with no answer or
 // other step to look at it.
 func TestGateShutsAtItsTimeWithoutAnAnswer(t *testing.T) {
-	a := newFair(t, memlease.New(), "a")
-	a.next(true) // the read: no queue
-	a.next(true) // ticket 1 lands
-	sent := a.now
-	a.next(true) // the first heartbeat
-	if !a.lk.fair.open {
-		t.Fatal("the gate is closed with ticket 1 at the head")
-	}
-	cfg := a.lk.Config()
-	shut := sent.Add(election.LeadWindow(cfg.LeaseDuration, cfg.MaxDrift, cfg.Margin))
+	a, sent, shut := openHead(t)
 	for i := 0; i < 1000 && a.lk.fair.open; i++ { // its timers only; calls pile up unanswered
 		d := a.lk.Due()
 		if d.IsZero() || d.After(shut) {
