@@ -76,7 +76,7 @@ func (t Term) Fence() fencing.Fence { return fencing.Fence{Lease: t.Lease, Token
 
 // Leader is a leader as observed in the store.
 type Leader struct {
-	Holder  string // the leader's ID (Config.ID); empty when there is no leader
+	Holder  string // the leader's ID (Runtime.ID); empty when there is no leader
 	Token   fencing.Token
 	Payload []byte
 }

@@ -162,11 +162,13 @@ func (w *world) start(id string, work func(ctx context.Context), edit ...func(*t
 	w.t.Helper()
 	f := leasetest.NewFaults(w.store)
 	cfg := tenure.Config{
-		Lease:     leaseName,
-		Store:     f,
-		ID:        id,
+		Lease: leaseName,
+		Store: f,
+		Runtime: tenure.Runtime{
+			ID:   id,
+			Rand: rand.New(rand.NewPCG(uint64(len(id)), uint64(id[len(id)-1]))),
+		},
 		Callbacks: w.callbacks(id, work),
-		Rand:      rand.New(rand.NewPCG(uint64(len(id)), uint64(id[len(id)-1]))),
 	}
 	for _, e := range edit {
 		e(&cfg)
@@ -511,13 +513,13 @@ func TestConfigErrors(t *testing.T) {
 		{"no lease", tenure.Config{Store: store}, "tenure: config: Lease: lease: invalid name: empty"},
 		{"bad lease", tenure.Config{Lease: "a b", Store: store}, "Lease: lease: invalid name"},
 		{"no store", tenure.Config{Lease: "x"}, "Store is nil"},
-		{"drift", tenure.Config{Lease: "x", Store: store, MaxDrift: 0.2}, "MaxDrift 0.2 must lie within [0, 0.1]"},
-		{"renew too slow", tenure.Config{Lease: "x", Store: store, RenewInterval: 8 * time.Second}, "no room to retry a renewal"},
-		{"margin", tenure.Config{Lease: "x", Store: store, Margin: 10 * time.Second}, "leaves no lead window"},
-		{"negative", tenure.Config{Lease: "x", Store: store, PollInterval: -time.Second}, "PollInterval -1s must be positive"},
+		{"drift", tenure.Config{Lease: "x", Store: store, Timing: tenure.Timing{MaxDrift: 0.2}}, "MaxDrift 0.2 must lie within [0, 0.1]"},
+		{"renew too slow", tenure.Config{Lease: "x", Store: store, Timing: tenure.Timing{RenewInterval: 8 * time.Second}}, "no room to retry a renewal"},
+		{"margin", tenure.Config{Lease: "x", Store: store, Timing: tenure.Timing{Margin: 10 * time.Second}}, "leaves no lead window"},
+		{"negative", tenure.Config{Lease: "x", Store: store, Timing: tenure.Timing{PollInterval: -time.Second}}, "PollInterval -1s must be positive"},
 		{"payload", tenure.Config{Lease: "x", Store: store, Payload: make([]byte, 2000)}, "Payload is 2000 bytes"},
-		{"id", tenure.Config{Lease: "x", Store: store, ID: "bad\x00id"}, "ID \"bad\\x00id\" must be printable"},
-		{"lease too long", tenure.Config{Lease: "x", Store: store, LeaseDuration: 48 * time.Hour}, "LeaseDuration 48h0m0s must lie within"},
+		{"id", tenure.Config{Lease: "x", Store: store, Runtime: tenure.Runtime{ID: "bad\x00id"}}, "ID \"bad\\x00id\" must be printable"},
+		{"lease too long", tenure.Config{Lease: "x", Store: store, Timing: tenure.Timing{LeaseDuration: 48 * time.Hour}}, "LeaseDuration 48h0m0s must lie within"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := tenure.New(tc.cfg)
@@ -654,7 +656,7 @@ func (s *valueStore) Put(ctx context.Context, name string, rec lease.Record, exp
 func TestRunContextValuesReachTheStore(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		st := &valueStore{Store: memlease.New()}
-		c, err := tenure.New(tenure.Config{Lease: leaseName, Store: st, ID: "a"})
+		c, err := tenure.New(tenure.Config{Lease: leaseName, Store: st, Runtime: tenure.Runtime{ID: "a"}})
 		if err != nil {
 			t.Fatal(err)
 		}

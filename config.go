@@ -18,18 +18,84 @@ import (
 	"github.com/tenure-go/tenure/lease"
 )
 
-// Defaults that are not derived from LeaseDuration (see election.Timing,
-// which holds every timing default).
-const (
-	DefaultLeaseDuration = election.DefaultLeaseDuration
-	DefaultMaxDrift      = election.DefaultMaxDrift
-)
+// Timing is the timing of a lease: how long a term lasts, how often it is
+// renewed and polled, how store calls are timed and retried, how far
+// clocks may drift. Config, LockerConfig, GroupConfig and WatchConfig embed
+// it; election.Timing defines each field, its default (a zero field takes
+// it) and its rules, once.
+type Timing = election.Timing
+
+// Runtime is what a Candidate, Locker, Group or Watcher takes from the
+// process that runs it: its identity, its clock, where it logs, counts and
+// draws randomness, and where it listens for wake-ups. Config,
+// LockerConfig, GroupConfig and WatchConfig embed it; every field is
+// optional. One Runtime may serve several of them, with WakeAddr's port
+// 0 or empty (two listeners cannot share a port).
+type Runtime struct {
+	// ID identifies this process in the records it writes. It must
+	// differ between processes. Default: hostname-pid-random.
+	ID string
+
+	// WakeAddr is a UDP address ("host:port"; port 0 picks a free one) on
+	// which this process listens for wake-ups: datagrams that make it
+	// read a record at once instead of at its next poll. A wake-up carries
+	// no authority: it only makes a follower read sooner, WakeBurst (3) at
+	// once and then one a second, and a lost one leaves the poll to find
+	// the record free. NoWake: no listener. What it serves, and its
+	// default:
+	//
+	//   - Config, with Standby: the standby publishes the address in its
+	//     record, and a leader that gives the lease back (Run's context
+	//     done, Resign, a hand-over) wakes it: it takes the lease in a few
+	//     store round trips instead of up to a poll. The leader also sends
+	//     the standby a renewal notice after each renewal the store
+	//     confirms; the standby reads the lease on it (strongly), so that a
+	//     failover after a crash takes about LeaseDuration less the time
+	//     since the last renewal, not up to a poll more. The leader learns
+	//     the standby's address by reading its record once a standby lease
+	//     (3×ColdPollInterval). Default: none; with a Priority, a free port
+	//     on the address this host sends from by its default route (a
+	//     pod's IP, a VM's private address; loopback on a host without
+	//     one, or with a store one host shares, lease.OneHost), since a
+	//     preferred candidate must be woken to be the first to see a
+	//     hand-over's release.
+	//   - LockerConfig: a waiting Lock names itself, with the address, in
+	//     the lock's wake record (NAME::wake): a plain waiter once per
+	//     holder it waits behind (the first to write it stays), a fair one
+	//     once it is the head of the queue. An Unlock (or Close) reads that
+	//     record beside its release and wakes the waiter once the release
+	//     is confirmed. Every process that takes the lock should set it.
+	//     Default: none.
+	//   - GroupConfig: a member that gives a shard up wakes its next owner
+	//     at the address in that member's membership entry. Default: as a
+	//     Priority's, a free port on the default route's address.
+	WakeAddr string
+	// WakeAdvertise is the address published for WakeAddr, when others
+	// reach this host by another (NAT, containers). Default: WakeAddr's
+	// host with the port bound, so WakeAddr must then name a host.
+	WakeAdvertise string
+
+	// Clock supplies time. Default: clock.New() from
+	// github.com/benbjohnson/clock, the system clock.
+	Clock Clock
+	// Logger receives elections, demotions, lock and group events and
+	// store errors (a kind of warning at most once per 10 s). Default:
+	// none.
+	Logger *slog.Logger
+	// MeterProvider receives the metrics listed in docs/operations.md
+	// (tenure.leader, tenure.store.calls, ...). Default:
+	// otel.GetMeterProvider(), the global one, which records nothing
+	// until a program installs an SDK.
+	MeterProvider metric.MeterProvider
+	// Rand supplies jitter and write nonces. Default: seeded from
+	// crypto/rand. Seed it only for deterministic tests and simulation,
+	// and never give two processes the same seed.
+	Rand *rand.Rand
+}
 
 // Config configures a Candidate. Lease and Store are required; every other
-// field has a default, which New fills in on its own copy. The timing fields
-// are those of election.Timing, which defines their meaning, defaults and
-// rules; they stand here flat so that a Config literal can set them. Values
-// in brackets are those of the default lease.
+// field has a default, which New fills in on its own copy. Values in
+// brackets are those of the default lease (10s).
 type Config struct {
 	// Lease names the lease to campaign for (see lease.ValidateName).
 	Lease string
@@ -40,35 +106,17 @@ type Config struct {
 	Store lease.Store
 	// Callbacks tell the program about its terms. All are optional.
 	Callbacks Callbacks
-
-	// ID identifies this candidate in the lease record. It must differ
-	// between processes. Default: hostname-pid-random.
-	ID string
 	// Payload is stored with the lease while this candidate holds it, for
 	// others to read (e.g. its address). At most lease.MaxPayloadLen bytes.
 	Payload []byte
 
-	// LeaseDuration is the lease asked for. Default: 10s.
-	LeaseDuration time.Duration
-	// RenewInterval: from one confirmed renewal to the next. Default:
-	// LeaseDuration/5 [2s].
-	RenewInterval time.Duration
-	// PollInterval: a follower's mean wait between reads. Default:
-	// LeaseDuration/5 [2s].
-	PollInterval time.Duration
-	// OpTimeout bounds one store call. Default: LeaseDuration/5 [2s].
-	OpTimeout time.Duration
-	// RetryMin and RetryMax bound the backoff between failed calls.
-	// Defaults: LeaseDuration/100 [100ms] and LeaseDuration/10 [1s].
-	RetryMin, RetryMax time.Duration
-	// MaxDrift (ρ) bounds any clock's rate error. Default: 1e-3.
-	MaxDrift float64
-	// Margin ends a term this much before the lease could expire for
-	// others. Default: LeaseDuration/10 [1s].
-	Margin time.Duration
-	// ReleaseTimeout bounds the release when Run's context is done.
-	// Default: LeaseDuration/2 [5s].
-	ReleaseTimeout time.Duration
+	// Timing is the lease's: LeaseDuration, RenewInterval, PollInterval,
+	// ... (a follower polls every PollInterval). ColdPollInterval is for
+	// Standby only.
+	Timing
+	// Runtime is the process's: ID, Clock, Logger, wake-ups, ...
+	Runtime
+
 	// ResignHoldOff is how long a candidate stays a follower after Resign.
 	// Default: 2×PollInterval [4s], so that another candidate's poll finds
 	// the lease free first.
@@ -88,49 +136,15 @@ type Config struct {
 	// stays nearly flat as candidates are added. One follower, the
 	// standby, holds a second record (Lease + "::standby") and reads the
 	// lease every PollInterval; the others read the lease, and that
-	// record, every ColdPollInterval, and one of them takes the standby's
-	// place once it goes. Which follower is the standby changes only how
-	// often each reads, never who may take the lease or when; a failover
-	// with no standby left is bounded by ColdPollInterval instead of
-	// PollInterval. Off by default; every candidate of a lease should
-	// agree. See docs/protocol.md, "Standby and wake-ups".
+	// record, every ColdPollInterval (default 10×PollInterval [20s]), and
+	// one of them takes the standby's place once it goes. Which follower
+	// is the standby changes only how often each reads, never who may take
+	// the lease or when; a failover with no standby left is bounded by
+	// ColdPollInterval instead of PollInterval. With Runtime.WakeAddr, a
+	// release wakes the standby and renewals notify it. Off by default;
+	// every candidate of a lease should agree. See docs/protocol.md,
+	// "Standby and wake-ups".
 	Standby bool
-	// ColdPollInterval: with Standby, a follower's mean wait between reads
-	// unless it is the standby. Default: 10×PollInterval [20s].
-	ColdPollInterval time.Duration
-	// WakeAddr, with Standby, is a UDP address ("host:port"; port 0 picks
-	// a free one) on which this candidate listens for wake-ups. The
-	// standby publishes its address in its record, and a leader that gives
-	// the lease back (Run's context done, Resign) sends it a wake-up: it
-	// then reads the lease at once and takes it, in a few store round
-	// trips instead of up to a poll. A wake-up only makes the standby read
-	// sooner, at most WakeBurst (3) at once and then one a second; it
-	// carries no authority, and a lost one leaves the poll to find the
-	// lease free.
-	//
-	// A leader with WakeAddr also sends the standby a renewal notice after
-	// each renewal the store confirms, and the standby reads the lease on
-	// it (strongly) instead of on its own clock: it sees each renewal a
-	// round trip or two after it was made, and a failover after a crash
-	// takes about LeaseDuration less the time since the last renewal, not
-	// up to a poll more. The leader learns the standby's address by reading
-	// its record once a standby lease (3×ColdPollInterval). Notices, too,
-	// carry no authority: rate-limited, they only move the standby's reads,
-	// and its polls take over when they stop.
-	//
-	// Empty (the default): no listener, no wake-ups, no notices; but with
-	// a Priority, a listener on a free port of the address this host sends
-	// from by its default route (a pod's IP, a VM's private address;
-	// loopback on a host without one, or with a store one host shares,
-	// lease.OneHost), since a preferred candidate must be
-	// woken to be the first to see a hand-over's release. Set WakeAddr where the other
-	// candidates reach this one by another address, or NoWake for no
-	// listener.
-	WakeAddr string
-	// WakeAdvertise is the address published for WakeAddr, when others
-	// reach this host by another (NAT, containers). Default: WakeAddr's
-	// host with the port bound, so WakeAddr must then name a host.
-	WakeAdvertise string
 
 	// Priority makes this candidate preferred to those of lower priority
 	// (higher is preferred; default 0, and all equal: no candidate is).
@@ -140,10 +154,10 @@ type Config struct {
 	// rewritten since the leader last read it, once a cold poll), hands
 	// the lease over once its term is PriorityHoldOff old: the term ends
 	// (ReasonHandedOver), the lease is given back and the standby woken
-	// (a Priority listens for wake-ups by default: see WakeAddr; a standby
-	// not woken finds the lease free at its next poll, and a cold follower
-	// may find it first). If nobody has taken it by ResignHoldOff later,
-	// the leader takes it back.
+	// (a Priority listens for wake-ups by default: see Runtime.WakeAddr; a
+	// standby not woken finds the lease free at its next poll, and a cold
+	// follower may find it first). If nobody has taken it by ResignHoldOff
+	// later, the leader takes it back.
 	// Equal priorities never hand over. Priority decides who gives the
 	// lease up and who is woken, never who may take it or when: every
 	// takeover keeps the lease rules.
@@ -161,20 +175,6 @@ type Config struct {
 	// most once a hold-off. Default: the standby record's lease,
 	// 3×ColdPollInterval (without Standby, 30×PollInterval) [1m].
 	PriorityHoldOff time.Duration
-
-	// Clock supplies time. Default: clock.New() from
-	// github.com/benbjohnson/clock, the system clock.
-	Clock Clock
-	// Logger receives elections, demotions and store errors. Default: none.
-	Logger *slog.Logger
-	// MeterProvider receives the metrics listed in metrics.go (tenure.leader,
-	// tenure.store.calls, ...). Default: otel.GetMeterProvider(), the
-	// global one, which records nothing until a program installs an SDK.
-	MeterProvider metric.MeterProvider
-	// Rand supplies jitter and write nonces. Default: seeded from
-	// crypto/rand. Seed it only for deterministic tests and simulation, and
-	// never give two candidates the same seed.
-	Rand *rand.Rand
 }
 
 // Validate checks every field, with the defaults filled in where a field is
@@ -240,49 +240,65 @@ func (c Config) WithDefaults() Config {
 	if c.Priority != 0 {
 		c.Standby = true // priorities work through the standby
 	}
-	t := timingOf(&c)
 	if c.Standby {
-		t = t.WithStandby()
+		c.Timing = c.Timing.WithStandby()
 	} else {
-		t = t.WithDefaults()
+		c.Timing = c.Timing.WithDefaults()
 	}
-	setTiming(&c, t)
 	if c.ResignHoldOff == 0 {
 		c.ResignHoldOff = 2 * c.PollInterval
 	}
 	if c.PriorityHoldOff == 0 {
-		c.PriorityHoldOff = election.StandbyTiming(t.WithStandby()).LeaseDuration
+		c.PriorityHoldOff = election.StandbyTiming(c.Timing.WithStandby()).LeaseDuration
 	}
-	withDefaults(&c.ID, &c.Clock, &c.Rand)
+	c.Runtime = c.Runtime.withDefaults()
 	return c
 }
 
-// withDefaults fills in the identity, clock and randomness that Config
-// and LockerConfig share, where they are left zero.
-func withDefaults(id *string, clk *Clock, rnd **rand.Rand) {
-	if *id == "" {
-		*id = defaultID()
+// withDefaults returns r with its identity, clock and randomness filled
+// in where they are left zero.
+func (r Runtime) withDefaults() Runtime {
+	if r.ID == "" {
+		r.ID = defaultID()
 	}
-	if *clk == nil {
-		*clk = clock.New()
+	if r.Clock == nil {
+		r.Clock = clock.New()
 	}
-	if *rnd == nil {
+	if r.Rand == nil {
 		var seed [16]byte
 		_, _ = crand.Read(seed[:]) // never fails on supported platforms
-		*rnd = rand.New(rand.NewPCG(binary.LittleEndian.Uint64(seed[:8]), binary.LittleEndian.Uint64(seed[8:])))
+		r.Rand = rand.New(rand.NewPCG(binary.LittleEndian.Uint64(seed[:8]), binary.LittleEndian.Uint64(seed[8:])))
 	}
+	return r
+}
+
+// machine returns the configuration of a Machine of this process on
+// timing t, writing payload; stale lets its follower poll with the store's
+// cheaper reads (see Config.StrongPolls). Every Machine of the package is
+// configured here.
+func (r *Runtime) machine(t Timing, payload []byte, stale bool) election.Config {
+	return election.Config{ID: r.ID, Timing: t, Payload: payload, Rand: r.Rand, Wall: wallOf(r.Clock), StaleReads: stale}
+}
+
+// staleReads reports whether followers of store poll with its stale reads.
+func staleReads(store lease.Store, strong bool) bool {
+	_, ok := store.(lease.StaleGetter)
+	return ok && !strong
+}
+
+// noColdPolls rejects a ColdPollInterval where there is no standby to
+// poll for (what names the config's user).
+func noColdPolls(t Timing, what string) error {
+	if t.ColdPollInterval != 0 {
+		return fieldError(&election.FieldError{Field: "ColdPollInterval", Reason: "is set, but " + what + " has no standby"})
+	}
+	return nil
 }
 
 func fieldError(err error) error { return fmt.Errorf("tenure: config: %w", err) }
 
 func (c *Config) machineConfig() election.Config {
-	return election.Config{ID: c.ID, Timing: timingOf(c), Payload: c.Payload, Rand: c.Rand, Wall: wallOf(c.Clock), StaleReads: c.staleReads()}
-}
-
-// staleReads reports whether followers poll with the store's stale reads.
-func (c *Config) staleReads() bool {
-	_, ok := c.Store.(lease.StaleGetter)
-	return ok && !c.StrongPolls
+	return c.machine(c.Timing, c.Payload, staleReads(c.Store, c.StrongPolls))
 }
 
 // standbyConfig is the configuration of the standby record's Machine, on
@@ -290,7 +306,7 @@ func (c *Config) staleReads() bool {
 // Without Standby, a leader still reads the record (standby.NewWatch)
 // at the cadence a standby's would have: ColdPollInterval's default.
 func (c *Config) standbyConfig() election.Config {
-	return election.Config{ID: c.ID, Timing: election.StandbyTiming(timingOf(c).WithStandby()), Rand: c.Rand, Wall: wallOf(c.Clock), StaleReads: c.staleReads()}
+	return c.machine(election.StandbyTiming(c.Timing.WithStandby()), nil, staleReads(c.Store, c.StrongPolls))
 }
 
 // wallOf returns the wall clock of clk: its Wall method if it has one (a

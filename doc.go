@@ -40,7 +40,7 @@
 // standby of higher priority that it has seen alive, once its term is
 // PriorityHoldOff old: the term ends, the lease is released and the
 // standby woken (a Priority listens for wake-ups by default: see
-// Config.WakeAddr). Priority decides only who gives the lease up and who is
+// Runtime.WakeAddr). Priority decides only who gives the lease up and who is
 // woken; every takeover keeps the rules above, so guarantees 1 to 4 hold
 // as stated. Equal priorities never hand over.
 //
@@ -50,7 +50,7 @@
 // gives them back (Lock.Unlock), under the same rules: a held lock's context
 // ends at its local deadline, a silent holder is waited out for its lease
 // stretched by MaxDrift, tokens only rise. One goroutine renews every lock of
-// a Locker. With LockerConfig.WakeAddr an Unlock wakes a waiter over UDP;
+// a Locker. With Runtime.WakeAddr an Unlock wakes a waiter over UDP;
 // a wake-up, like a standby's, only makes its receiver read sooner, never
 // take sooner. With Slots(n) a name is a semaphore: each slot a lock of
 // its own with its own tokens, at most n holders in belief, n fixed for

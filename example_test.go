@@ -16,9 +16,9 @@ import (
 func Example() {
 	ctx, stop := context.WithCancel(context.Background())
 	c, err := tenure.New(tenure.Config{
-		Lease: "jobs/nightly-report",
-		Store: memlease.New(), // dynamolease or s3lease across machines
-		ID:    "node-1",
+		Lease:   "jobs/nightly-report",
+		Store:   memlease.New(), // dynamolease or s3lease across machines
+		Runtime: tenure.Runtime{ID: "node-1"},
 		Callbacks: tenure.Callbacks{
 			OnElected: func(ctx context.Context, term tenure.Term) {
 				// A new lease's first token is the time in Unix milliseconds,
@@ -54,10 +54,12 @@ func Example_handoff() {
 	run := func(id string) (stop func()) {
 		ctx, cancel := context.WithCancel(context.Background())
 		c, err := tenure.New(tenure.Config{
-			Lease:         "svc/writer",
-			Store:         store,
-			ID:            id,
-			LeaseDuration: time.Second, // short, for the example
+			Lease:   "svc/writer",
+			Store:   store,
+			Runtime: tenure.Runtime{ID: id},
+			Timing: tenure.Timing{
+				LeaseDuration: time.Second, // short, for the example
+			},
 			Callbacks: tenure.Callbacks{
 				OnElected: func(ctx context.Context, term tenure.Term) {
 					f, _ := fencing.FromContext(ctx)
@@ -91,9 +93,9 @@ func ExampleCandidate_Status() {
 	ctx, stop := context.WithCancel(context.Background())
 	var c *tenure.Candidate
 	c, _ = tenure.New(tenure.Config{
-		Lease: "svc/writer",
-		Store: memlease.New(),
-		ID:    "node-1",
+		Lease:   "svc/writer",
+		Store:   memlease.New(),
+		Runtime: tenure.Runtime{ID: "node-1"},
 		Callbacks: tenure.Callbacks{
 			OnElected: func(ctx context.Context, term tenure.Term) {
 				st := c.Status()
@@ -114,9 +116,9 @@ func ExampleCandidate_Status() {
 // it back.
 func ExampleLocker() {
 	store := memlease.New()
-	a, _ := tenure.NewLocker(tenure.LockerConfig{Store: store, ID: "worker-a"})
+	a, _ := tenure.NewLocker(tenure.LockerConfig{Store: store, Runtime: tenure.Runtime{ID: "worker-a"}})
 	defer a.Close()
-	b, _ := tenure.NewLocker(tenure.LockerConfig{Store: store, ID: "worker-b"})
+	b, _ := tenure.NewLocker(tenure.LockerConfig{Store: store, Runtime: tenure.Runtime{ID: "worker-b"}})
 	defer b.Close()
 	ctx := context.Background()
 
@@ -146,10 +148,10 @@ func ExampleLocker() {
 func ExampleWatch() {
 	store := memlease.New()
 	ctx, stop := context.WithCancel(context.Background())
-	l, _ := tenure.NewLocker(tenure.LockerConfig{Store: store, ID: "writer-1"})
+	l, _ := tenure.NewLocker(tenure.LockerConfig{Store: store, Runtime: tenure.Runtime{ID: "writer-1"}})
 	defer l.Close()
 	h, _ := l.TryLock(ctx, "svc/writer", tenure.WithPayload([]byte("10.0.0.7:8080")))
-	err := tenure.Watch(ctx, tenure.WatchConfig{Lease: "svc/writer", Store: store, PollInterval: 10 * time.Millisecond},
+	err := tenure.Watch(ctx, tenure.WatchConfig{Lease: "svc/writer", Store: store, Timing: tenure.Timing{PollInterval: 10 * time.Millisecond}},
 		func(o tenure.Observation) {
 			switch {
 			case o.Released:
@@ -170,7 +172,7 @@ func ExampleWatch() {
 // A configuration that breaks a rule names the field: match it without
 // importing election.
 func ExampleFieldError() {
-	_, err := tenure.New(tenure.Config{Lease: "a", Store: memlease.New(), LeaseDuration: time.Second, RenewInterval: 2 * time.Second})
+	_, err := tenure.New(tenure.Config{Lease: "a", Store: memlease.New(), Timing: tenure.Timing{LeaseDuration: time.Second, RenewInterval: 2 * time.Second}})
 	var fe *tenure.FieldError
 	fmt.Println(errors.As(err, &fe), fe.Field)
 	// Output: true RenewInterval

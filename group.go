@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math/rand/v2"
 	"net"
 	"strconv"
 	"strings"
@@ -25,8 +24,8 @@ import (
 )
 
 // GroupConfig configures a Group. Store, Name, Shards and OnAssigned are
-// required; every other field has the default and the rules of Config's
-// field of the same name.
+// required; every other field has a default, which NewGroup fills in on
+// its own copy.
 type GroupConfig struct {
 	// Store keeps the shards' leases and the membership record.
 	Store lease.Store
@@ -47,25 +46,19 @@ type GroupConfig struct {
 	// ended and it returned; the shard is released only afterwards, so
 	// that its next owner starts once this one stopped. Optional.
 	OnRevoked func(s Shard, reason DemotionReason)
-	// ID identifies this member in the records; it must differ between
-	// processes. Default: hostname-pid-random.
-	ID string
 	// Weight is this member's capacity relative to the others': it holds
 	// about Shards·Weight/(sum of the weights) shards. 0 means 1; at most
 	// 9999.
 	Weight int
-	// The timings of every shard's lease and of the membership heartbeat
-	// (election.Timing defines them), as Config's; PollInterval is how
-	// often a member waiting for a shard reads it.
-	LeaseDuration  time.Duration // default 10s
-	RenewInterval  time.Duration // default LeaseDuration/5 [2s]
-	PollInterval   time.Duration // default LeaseDuration/5 [2s]
-	OpTimeout      time.Duration // default LeaseDuration/5 [2s]
-	RetryMin       time.Duration // default LeaseDuration/100 [100ms]
-	RetryMax       time.Duration // default LeaseDuration/10 [1s]
-	MaxDrift       float64       // default 1e-3
-	Margin         time.Duration // default LeaseDuration/10 [1s]
-	ReleaseTimeout time.Duration // default LeaseDuration/2 [5s]
+	// Timing is every shard's lease's and the membership heartbeat's, as
+	// a Candidate's; PollInterval is how often a member waiting for a
+	// shard reads it. ColdPollInterval must be zero.
+	Timing
+	// Runtime is the process's: ID (it must differ between members),
+	// Clock, Logger, wake-ups (by default on: see Runtime.WakeAddr), ...
+	// The metrics are the store calls, terms and demotions under
+	// group=Name, and tenure.group.shards.held.
+	Runtime
 	// StrongPolls makes a waiting member poll a shard with strongly
 	// consistent reads where the store offers cheaper ones.
 	StrongPolls bool
@@ -76,29 +69,6 @@ type GroupConfig struct {
 	// It costs a read per shard per PollInterval for the whole group
 	// (tenure plan --shards K --members N --watch).
 	Watch bool
-	// WakeAddr is the UDP address on which this member listens for
-	// wake-ups ("host:port", port 0 for a free one). A member that gives a
-	// shard up wakes its next owner at the address in that member's
-	// membership entry, so that the shard moves in a few round trips
-	// instead of a poll. Default: a free port on the address this host
-	// sends from by its default route (a pod's IP; loopback with a store one
-	// host shares, lease.OneHost), as Config.Priority's listener; NoWake: none (a moved shard is then found at the next
-	// poll, or, after a leave, at the next beat).
-	WakeAddr string
-	// WakeAdvertise is the address published for WakeAddr, when others
-	// reach this host by another (NAT, containers).
-	WakeAdvertise string
-	// Clock supplies time. Default: the system clock.
-	Clock Clock
-	// Logger receives the group's events and store errors. Default: none.
-	Logger *slog.Logger
-	// Rand supplies jitter and write nonces. Default: seeded from
-	// crypto/rand.
-	Rand *rand.Rand
-	// MeterProvider receives the metrics: store calls, terms and
-	// demotions under group=Name, and tenure.group.shards.held.
-	// Default: otel.GetMeterProvider().
-	MeterProvider metric.MeterProvider
 }
 
 // Shard is a shard of a group held by this member, for one term.
@@ -192,42 +162,60 @@ type shardTerm struct {
 	revoked chan struct{}  // closed by the loop once the term ended
 }
 
-// NewGroup returns a member of the group cfg names; Run runs it.
-func NewGroup(cfg GroupConfig) (*Group, error) {
+// Validate checks every field, with the defaults filled in where a field
+// is zero, as NewGroup does, and changes nothing.
+func (c GroupConfig) Validate() error {
+	_, err := c.resolved()
+	return err
+}
+
+// resolved returns c with its defaults filled in, checked.
+func (c GroupConfig) resolved() (GroupConfig, error) {
 	bad := func(field, reason string) error {
 		return fieldError(&election.FieldError{Field: field, Reason: reason})
 	}
 	switch {
-	case cfg.Store == nil:
-		return nil, bad("Store", "is nil")
-	case cfg.OnAssigned == nil:
-		return nil, bad("OnAssigned", "is nil")
-	case cfg.Shards < 1 || cfg.Shards > groupcore.MaxShards:
-		return nil, bad("Shards", fmt.Sprintf("is %d: a group has 1 to %d", cfg.Shards, groupcore.MaxShards))
-	case cfg.Weight < 0 || cfg.Weight > groupcore.MaxWeight:
-		return nil, bad("Weight", fmt.Sprintf("is %d: 0 (1) to %d", cfg.Weight, groupcore.MaxWeight))
+	case c.Store == nil:
+		return c, bad("Store", "is nil")
+	case c.OnAssigned == nil:
+		return c, bad("OnAssigned", "is nil")
+	case c.Shards < 1 || c.Shards > groupcore.MaxShards:
+		return c, bad("Shards", fmt.Sprintf("is %d: a group has 1 to %d", c.Shards, groupcore.MaxShards))
+	case c.Weight < 0 || c.Weight > groupcore.MaxWeight:
+		return c, bad("Weight", fmt.Sprintf("is %d: 0 (1) to %d", c.Weight, groupcore.MaxWeight))
 	}
-	if err := ValidateName(cfg.Name); err != nil {
-		return nil, fieldError(&election.FieldError{Field: "Name", Err: err})
+	if err := ValidateName(c.Name); err != nil {
+		return c, fieldError(&election.FieldError{Field: "Name", Err: err})
 	}
-	for _, n := range []string{groupcore.ShardName(cfg.Name, cfg.Shards-1), cfg.Name + groupcore.MembersSuffix} {
+	for _, n := range []string{groupcore.ShardName(c.Name, c.Shards-1), c.Name + groupcore.MembersSuffix} {
 		if err := lease.ValidateName(n); err != nil {
-			return nil, fieldError(&election.FieldError{Field: "Name", Reason: fmt.Sprintf("too long for the group's records (%q)", n), Err: err})
+			return c, fieldError(&election.FieldError{Field: "Name", Reason: fmt.Sprintf("too long for the group's records (%q)", n), Err: err})
 		}
 	}
-	if err := checkWake(cfg.WakeAddr, cfg.WakeAdvertise, "WakeAddr", "WakeAdvertise"); err != nil {
-		return nil, fieldError(err)
+	if err := checkWake(c.WakeAddr, c.WakeAdvertise, "WakeAddr", "WakeAdvertise"); err != nil {
+		return c, fieldError(err)
 	}
-	setTiming(&cfg, timingOf(&cfg).WithDefaults())
-	withDefaults(&cfg.ID, &cfg.Clock, &cfg.Rand)
-	_, stale := cfg.Store.(lease.StaleGetter)
-	lc := &election.Config{ID: cfg.ID, Timing: timingOf(&cfg), Rand: cfg.Rand, Wall: wallOf(cfg.Clock), StaleReads: stale && !cfg.StrongPolls}
+	if err := noColdPolls(c.Timing, "a group"); err != nil {
+		return c, err
+	}
+	c.Timing = c.Timing.WithDefaults()
+	c.Runtime = c.Runtime.withDefaults()
+	lc := c.machine(c.Timing, nil, staleReads(c.Store, c.StrongPolls))
 	if err := lc.Validate(); err != nil {
-		return nil, fieldError(err)
+		return c, fieldError(err)
 	}
-	g := &Group{cfg: cfg, lock: lc, closeWake: func() {}}
+	return c, nil
+}
+
+// NewGroup returns a member of the group cfg names; Run runs it.
+func NewGroup(cfg GroupConfig) (*Group, error) {
+	cfg, err := cfg.resolved()
+	if err != nil {
+		return nil, err
+	}
+	lc := cfg.machine(cfg.Timing, nil, staleReads(cfg.Store, cfg.StrongPolls))
+	g := &Group{cfg: cfg, lock: &lc, closeWake: func() {}}
 	var meter metric.Meter
-	var err error
 	if g.ms, meter, err = newMetrics(cfg.MeterProvider, attribute.String("group", cfg.Name)); err != nil {
 		return nil, fmt.Errorf("tenure: metrics: %w", err)
 	}

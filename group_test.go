@@ -327,8 +327,8 @@ func testCutMember(t *testing.T, watch bool, opts ...func(*shardBook)) {
 func TestGroupPermanentError(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		store := &refusingStore{err: fmt.Errorf("%w: no such table", lease.ErrPermanent)}
-		g, err := tenure.NewGroup(tenure.GroupConfig{Store: store, Name: "ingest", Shards: 4, ID: "a",
-			OnAssigned: func(context.Context, tenure.Shard) {}, WakeAddr: tenure.NoWake})
+		g, err := tenure.NewGroup(tenure.GroupConfig{Store: store, Name: "ingest", Shards: 4, Runtime: tenure.Runtime{ID: "a", WakeAddr: tenure.NoWake},
+			OnAssigned: func(context.Context, tenure.Shard) {}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -411,9 +411,9 @@ func TestGroupWakesNextOwner(t *testing.T) {
 		}
 	}
 	start := func(id string) (*tenure.Group, context.CancelFunc, chan error) {
-		g, err := tenure.NewGroup(tenure.GroupConfig{Store: store, Name: "ingest", Shards: k, ID: id, WakeAddr: "127.0.0.1:0",
-			LeaseDuration: 30 * time.Second, RenewInterval: 300 * time.Millisecond, PollInterval: 20 * time.Second, OpTimeout: 300 * time.Millisecond,
-			Logger: testLogger(t),
+		g, err := tenure.NewGroup(tenure.GroupConfig{Store: store, Name: "ingest", Shards: k, Runtime: tenure.Runtime{ID: id, WakeAddr: "127.0.0.1:0", Logger: testLogger(t)},
+			Timing: tenure.Timing{LeaseDuration: 30 * time.Second, RenewInterval: 300 * time.Millisecond, PollInterval: 20 * time.Second, OpTimeout: 300 * time.Millisecond},
+
 			OnAssigned: func(ctx context.Context, s tenure.Shard) {
 				mu.Lock()
 				defer mu.Unlock()
@@ -494,7 +494,7 @@ func TestGroupWakesNextOwner(t *testing.T) {
 // once, and closes the listener it opened.
 func TestGroupBadAdvertise(t *testing.T) {
 	g, err := tenure.NewGroup(tenure.GroupConfig{Store: memlease.New(), Name: "ingest", Shards: 4,
-		OnAssigned: func(context.Context, tenure.Shard) {}, WakeAddr: "127.0.0.1:0", WakeAdvertise: "my host:7000"})
+		OnAssigned: func(context.Context, tenure.Shard) {}, Runtime: tenure.Runtime{WakeAddr: "127.0.0.1:0", WakeAdvertise: "my host:7000"}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -67,7 +67,7 @@ func TestCandidateHandler(t *testing.T) {
 }
 
 func TestCandidateHandlerBeforeRun(t *testing.T) {
-	c, err := tenure.New(tenure.Config{Lease: "a", Store: memlease.New(), ID: "a"})
+	c, err := tenure.New(tenure.Config{Lease: "a", Store: memlease.New(), Runtime: tenure.Runtime{ID: "a"}})
 	if err != nil {
 		t.Fatal(err)
 	}

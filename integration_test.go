@@ -35,13 +35,15 @@ const e2eLease = 4 * time.Second
 // 400ms, room for a renewal to time out, be read back and be retried.
 func e2eConfig(store lease.Store, id string, ev *events) tenure.Config {
 	return tenure.Config{
-		Lease:         "e2e/leader",
-		Store:         store,
-		ID:            id,
-		LeaseDuration: e2eLease,
-		OpTimeout:     time.Second,
-		RetryMax:      200 * time.Millisecond,
-		Callbacks:     ev.callbacks(id),
+		Lease:   "e2e/leader",
+		Store:   store,
+		Runtime: tenure.Runtime{ID: id},
+		Timing: tenure.Timing{
+			LeaseDuration: e2eLease,
+			OpTimeout:     time.Second,
+			RetryMax:      200 * time.Millisecond,
+		},
+		Callbacks: ev.callbacks(id),
 	}
 }
 
@@ -313,7 +315,7 @@ func candidateEndToEnd(t *testing.T, store lease.Store) {
 func TestIntegrationPermanentErrorFailsFast(t *testing.T) {
 	check := func(t *testing.T, store lease.Store, want ...string) {
 		t.Helper()
-		c, err := tenure.New(tenure.Config{Lease: "e2e/missing", Store: store, LeaseDuration: e2eLease, OpTimeout: time.Second, RetryMax: 200 * time.Millisecond})
+		c, err := tenure.New(tenure.Config{Lease: "e2e/missing", Store: store, Timing: tenure.Timing{LeaseDuration: e2eLease, OpTimeout: time.Second, RetryMax: 200 * time.Millisecond}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -412,7 +414,7 @@ func recordLost(t *testing.T, store lease.Store, del func(ctx context.Context, n
 	next := ev.nextElected(t, e2eTakeover+e2eLease)
 	// Whoever takes it had seen the record: it waited a whole lease after
 	// its first read that found it gone, which came after the delete.
-	if wait := next.at.Sub(deleted); wait < election.WaitBeforeTakeover(e2eLease, tenure.DefaultMaxDrift) {
+	if wait := next.at.Sub(deleted); wait < election.WaitBeforeTakeover(e2eLease, election.DefaultMaxDrift) {
 		t.Fatalf("%s created the lost record again %v after the delete, before a lease had passed", next.id, wait.Round(time.Millisecond))
 	}
 	if next.term.Token <= e.term.Token {
@@ -427,12 +429,12 @@ func TestIntegrationLocker(t *testing.T) {
 	check := func(t *testing.T, store lease.Store) {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		a, err := tenure.NewLocker(tenure.LockerConfig{Store: store, ID: "a", LeaseDuration: e2eLease, OpTimeout: time.Second, RetryMax: 200 * time.Millisecond})
+		a, err := tenure.NewLocker(tenure.LockerConfig{Store: store, Runtime: tenure.Runtime{ID: "a"}, Timing: tenure.Timing{LeaseDuration: e2eLease, OpTimeout: time.Second, RetryMax: 200 * time.Millisecond}})
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer a.Close()
-		b, err := tenure.NewLocker(tenure.LockerConfig{Store: store, ID: "b", LeaseDuration: e2eLease, OpTimeout: time.Second, RetryMax: 200 * time.Millisecond})
+		b, err := tenure.NewLocker(tenure.LockerConfig{Store: store, Runtime: tenure.Runtime{ID: "b"}, Timing: tenure.Timing{LeaseDuration: e2eLease, OpTimeout: time.Second, RetryMax: 200 * time.Millisecond}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -467,14 +469,14 @@ func TestIntegrationLocker(t *testing.T) {
 		queued := make(chan int, 16)
 		wctx, stopWatch := context.WithCancel(ctx)
 		defer stopWatch()
-		go tenure.Watch(wctx, tenure.WatchConfig{Lease: "e2e/fair::queue", Store: store, PollInterval: 100 * time.Millisecond}, func(o tenure.Observation) {
+		go tenure.Watch(wctx, tenure.WatchConfig{Lease: "e2e/fair::queue", Store: store, Timing: tenure.Timing{PollInterval: 100 * time.Millisecond}}, func(o tenure.Observation) {
 			select {
 			case queued <- len(strings.Fields(string(o.Payload))):
 			default: // nobody waits any more
 			}
 		})
 		for n, id := range []string{"w1", "w2"} {
-			w, err := tenure.NewLocker(tenure.LockerConfig{Store: store, ID: id, LeaseDuration: e2eLease, OpTimeout: time.Second, RetryMax: 200 * time.Millisecond})
+			w, err := tenure.NewLocker(tenure.LockerConfig{Store: store, Runtime: tenure.Runtime{ID: id}, Timing: tenure.Timing{LeaseDuration: e2eLease, OpTimeout: time.Second, RetryMax: 200 * time.Millisecond}})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -517,7 +519,7 @@ func TestIntegrationSemaphore(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 		defer cancel()
 		locker := func(id string, st lease.Store) *tenure.Locker {
-			l, err := tenure.NewLocker(tenure.LockerConfig{Store: st, ID: id, LeaseDuration: e2eLease, OpTimeout: time.Second, RetryMax: 200 * time.Millisecond})
+			l, err := tenure.NewLocker(tenure.LockerConfig{Store: st, Runtime: tenure.Runtime{ID: id}, Timing: tenure.Timing{LeaseDuration: e2eLease, OpTimeout: time.Second, RetryMax: 200 * time.Millisecond}})
 			if err != nil {
 				t.Fatal(err)
 			}

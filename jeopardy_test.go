@@ -110,7 +110,7 @@ func TestLockJeopardy(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		store := &outage{Store: memlease.New()}
 		reader := sdkmetric.NewManualReader()
-		l, err := tenure.NewLocker(tenure.LockerConfig{Store: store, ID: "a", MeterProvider: sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))})
+		l, err := tenure.NewLocker(tenure.LockerConfig{Store: store, Runtime: tenure.Runtime{ID: "a", MeterProvider: sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -185,7 +185,7 @@ func TestTermConfirmedLateBeginsInJeopardy(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		// A write sent at 0 and confirmed at about 8.7s leaves about 0.3s
 		// of its 8.99s, less than an OpTimeout (2.9s here).
-		c, terms, cancel, done := runLeader(t, tenure.Config{Store: &lateTakeover{Store: memlease.New()}, RenewInterval: time.Second, OpTimeout: 2900 * time.Millisecond})
+		c, terms, cancel, done := runLeader(t, tenure.Config{Store: &lateTakeover{Store: memlease.New()}, Timing: tenure.Timing{RenewInterval: time.Second, OpTimeout: 2900 * time.Millisecond}})
 		term := <-terms
 		st := c.Status()
 		left := time.Until(st.Deadline)

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math/rand/v2"
 	"net"
 	"strings"
 	"sync"
@@ -73,57 +72,49 @@ func (e *LockedError) Is(target error) bool { return target == ErrLocked }
 func (e *LockedError) Unwrap() error { return e.Err }
 
 // LockerConfig configures a Locker. Store is required; every other field
-// has the default and the rules of Config's field of the same name, which
-// NewLocker fills in on its own copy. A lock may ask for its own lease
-// (WithLeaseDuration).
+// has a default, which NewLocker fills in on its own copy. A lock may ask
+// for its own lease (WithLeaseDuration).
 type LockerConfig struct {
 	// Store keeps the locks.
 	Store lease.Store
-	// ID identifies this Locker in the records of the locks it holds; it
-	// must differ between processes. Default: hostname-pid-random.
-	ID string
-	// The timings of every lock (election.Timing defines them), as
-	// Config's, with a waiting Lock for a follower:
-	LeaseDuration  time.Duration // each lock's lease; default 10s
-	RenewInterval  time.Duration // default LeaseDuration/5 [2s]
-	PollInterval   time.Duration // a waiting Lock's reads; default LeaseDuration/5 [2s]
-	OpTimeout      time.Duration // default LeaseDuration/5 [2s]
-	RetryMin       time.Duration // default LeaseDuration/100 [100ms]
-	RetryMax       time.Duration // default LeaseDuration/10 [1s]
-	MaxDrift       float64       // default 1e-3
-	Margin         time.Duration // default LeaseDuration/10 [1s]
-	ReleaseTimeout time.Duration // on Unlock and Close; default LeaseDuration/2 [5s]
+	// Timing is every lock's, as a Candidate's, with a waiting Lock for a
+	// follower: it reads the lock every PollInterval. ColdPollInterval
+	// must be zero (it is a Candidate's standby's).
+	Timing
+	// Runtime is the process's: ID (in the records of the locks it
+	// holds), Clock, Logger, wake-ups (see Runtime.WakeAddr), ... The
+	// metrics are the store calls under lease="locker", and
+	// tenure.locks.held.
+	Runtime
 	// StrongPolls makes a waiting Lock poll with strongly consistent reads
 	// where the store offers cheaper ones, as Config.StrongPolls does.
 	StrongPolls bool
-	// WakeAddr is a UDP address ("host:port"; port 0 picks a free one) on
-	// which this Locker listens for wake-ups, as Config.WakeAddr is for a
-	// standby. A waiting Lock names itself, with the address, in the lock's
-	// wake record (NAME::wake): a plain waiter once per holder it waits
-	// behind (the first to write it stays), a fair one once it is the head
-	// of the queue (over a plain waiter). An Unlock (or Close) reads that
-	// record beside its release and, once the release is confirmed, sends
-	// the waiter a wake-up: it reads the lock at once and takes it, in a
-	// few round trips instead of up to a poll. A wake-up carries no
-	// authority: it only makes a waiter read sooner, WakeBurst (3) at once
-	// and then one a second per lock, and a lost one leaves the poll to
-	// find the lock free. Every process that takes the lock should set it.
-	// Empty (the default): no listener, no wake-ups, no wake record.
-	WakeAddr string
-	// WakeAdvertise is the address published for WakeAddr, when others
-	// reach this host by another (NAT, containers). Default: WakeAddr's
-	// host with the port bound, so WakeAddr must then name a host.
-	WakeAdvertise string
-	// Clock supplies time. Default: the system clock.
-	Clock Clock
-	// Logger receives lock events and store errors. Default: none.
-	Logger *slog.Logger
-	// Rand supplies jitter and write nonces. Default: seeded from
-	// crypto/rand.
-	Rand *rand.Rand
-	// MeterProvider receives the metrics: store calls under lease="locker",
-	// and tenure.locks.held. Default: otel.GetMeterProvider().
-	MeterProvider metric.MeterProvider
+}
+
+// Validate checks every field, with the defaults filled in where a field
+// is zero, as NewLocker does, and changes nothing.
+func (c LockerConfig) Validate() error {
+	_, err := c.resolved()
+	return err
+}
+
+// resolved returns c with its defaults filled in, checked.
+func (c LockerConfig) resolved() (LockerConfig, error) {
+	if c.Store == nil {
+		return c, fieldError(&election.FieldError{Field: "Store", Reason: "is nil"})
+	}
+	if err := checkWake(c.WakeAddr, c.WakeAdvertise, "WakeAddr", "WakeAdvertise"); err != nil {
+		return c, fieldError(err)
+	}
+	if err := noColdPolls(c.Timing, "a Locker"); err != nil {
+		return c, err
+	}
+	c.Timing = c.Timing.WithDefaults()
+	c.Runtime = c.Runtime.withDefaults()
+	if err := c.Timing.Validate(); err != nil {
+		return c, fieldError(err)
+	}
+	return c, nil
 }
 
 // LockOption changes how one call of TryLock, Lock or Do takes its lock.
@@ -184,15 +175,11 @@ type Locker struct {
 
 // NewLocker returns a Locker for cfg and starts its loop; Close stops it.
 func NewLocker(cfg LockerConfig) (*Locker, error) {
-	if cfg.Store == nil {
-		return nil, fieldError(&election.FieldError{Field: "Store", Reason: "is nil"})
+	given := cfg.Timing
+	cfg, err := cfg.resolved()
+	if err != nil {
+		return nil, err
 	}
-	if err := checkWake(cfg.WakeAddr, cfg.WakeAdvertise, "WakeAddr", "WakeAdvertise"); err != nil {
-		return nil, fieldError(err)
-	}
-	given := timingOf(&cfg)
-	setTiming(&cfg, given.WithDefaults())
-	withDefaults(&cfg.ID, &cfg.Clock, &cfg.Rand)
 	l := &Locker{cfg: cfg, given: given, names: map[string]*lockEntry{}, unlocks: map[*lockEntry][]chan error{}}
 	shared, err := l.machineConfig(lockOptions{})
 	if err != nil {
@@ -458,7 +445,7 @@ func (l *Locker) take(ctx context.Context, name string, try bool, opts []LockOpt
 
 func (l *Locker) machineConfig(o lockOptions) (election.Config, error) {
 	c := l.cfg
-	t := timingOf(&c)
+	t := c.Timing
 	switch {
 	case o.every != 0:
 		t = l.slotTiming(o.every)
@@ -469,9 +456,8 @@ func (l *Locker) machineConfig(o lockOptions) (election.Config, error) {
 		t.LeaseDuration, t.MaxDrift = o.ttl, c.MaxDrift
 		t = t.WithDefaults()
 	}
-	// Every lock draws from Config.Rand, on the loop goroutine only.
-	_, stale := c.Store.(lease.StaleGetter)
-	ec := election.Config{ID: c.ID, Timing: t, Payload: o.payload, Rand: c.Rand, Wall: wallOf(c.Clock), StaleReads: stale && !c.StrongPolls}
+	// Every lock draws from Runtime.Rand, on the loop goroutine only.
+	ec := c.machine(t, o.payload, staleReads(c.Store, c.StrongPolls))
 	if err := ec.Validate(); err != nil {
 		return ec, fieldError(err)
 	}

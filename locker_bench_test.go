@@ -88,7 +88,7 @@ func benchLocker(b *testing.B, ttl time.Duration, fair bool) {
 	}
 	for range b.N {
 		store := &countingStore{Store: memlease.New()}
-		l, err := tenure.NewLocker(tenure.LockerConfig{Store: store, ID: "bench", LeaseDuration: ttl})
+		l, err := tenure.NewLocker(tenure.LockerConfig{Store: store, Runtime: tenure.Runtime{ID: "bench"}, Timing: tenure.Timing{LeaseDuration: ttl}})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -148,7 +148,7 @@ func BenchmarkIntegrationLocker1k(b *testing.B) {
 	for range b.N {
 		_, _, s := dynamoStore(b, "tenure-bench-locks")
 		store := &countingStore{Store: s}
-		l, err := tenure.NewLocker(tenure.LockerConfig{Store: store, ID: "bench", LeaseDuration: 10 * time.Second})
+		l, err := tenure.NewLocker(tenure.LockerConfig{Store: store, Runtime: tenure.Runtime{ID: "bench"}, Timing: tenure.Timing{LeaseDuration: 10 * time.Second}})
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -22,7 +22,7 @@ import (
 
 func newLocker(t *testing.T, store lease.Store, id string) *tenure.Locker {
 	t.Helper()
-	l, err := tenure.NewLocker(tenure.LockerConfig{Store: store, ID: id})
+	l, err := tenure.NewLocker(tenure.LockerConfig{Store: store, Runtime: tenure.Runtime{ID: id}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -26,8 +26,8 @@ func TestLockerWakeUps(t *testing.T) {
 			logs := &logged{msgs: map[string]chan struct{}{waiting: make(chan struct{}), woken: make(chan struct{})}}
 			locker := func(id string, lg *slog.Logger) *tenure.Locker {
 				l, err := tenure.NewLocker(tenure.LockerConfig{
-					Store: store, ID: id, WakeAddr: "127.0.0.1:0",
-					LeaseDuration: time.Minute, PollInterval: 50 * time.Second, Logger: lg,
+					Store: store, Runtime: tenure.Runtime{ID: id, WakeAddr: "127.0.0.1:0", Logger: lg},
+					Timing: tenure.Timing{LeaseDuration: time.Minute, PollInterval: 50 * time.Second},
 				})
 				if err != nil {
 					t.Fatal(err)
@@ -87,7 +87,7 @@ func TestLockerWakeUps(t *testing.T) {
 // a record the store would refuse to name.
 func TestLockerWakeNameTooLong(t *testing.T) {
 	store := &names{Store: memlease.New()}
-	l, err := tenure.NewLocker(tenure.LockerConfig{Store: store, ID: "a", WakeAddr: "127.0.0.1:0"})
+	l, err := tenure.NewLocker(tenure.LockerConfig{Store: store, Runtime: tenure.Runtime{ID: "a", WakeAddr: "127.0.0.1:0"}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -56,7 +56,7 @@ func TestStoreOutageDoesNotFloodTheLog(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		out := newLines()
 		faults := leasetest.NewFaults(memlease.New())
-		c := newCandidate(t, tenure.Config{Store: faults, ID: "a", LeaseDuration: 3 * time.Second, Logger: slog.New(out)})
+		c := newCandidate(t, tenure.Config{Store: faults, Runtime: tenure.Runtime{ID: "a", Logger: slog.New(out)}, Timing: tenure.Timing{LeaseDuration: 3 * time.Second}})
 		run(t, c, context.Background())
 		wait(5 * time.Second)
 		n := 0
@@ -85,10 +85,10 @@ func TestDuplicateIDLoggedOnce(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		out := newLines()
 		mem := memlease.New()
-		a := newCandidate(t, tenure.Config{Store: mem, ID: "same"})
+		a := newCandidate(t, tenure.Config{Store: mem, Runtime: tenure.Runtime{ID: "same"}})
 		run(t, a, context.Background())
 		wait(time.Second)
-		b := newCandidate(t, tenure.Config{Store: mem, ID: "same", Logger: slog.New(out), Rand: nil})
+		b := newCandidate(t, tenure.Config{Store: mem, Runtime: tenure.Runtime{ID: "same", Logger: slog.New(out), Rand: nil}})
 		run(t, b, context.Background())
 		wait(time.Minute)
 		all := strings.Join(*out.out, "\n")
@@ -104,11 +104,11 @@ func TestDuplicateIDLoggedOnce(t *testing.T) {
 func TestPreferredButNotHandedOverSaysWhy(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		mem := memlease.New()
-		a := newCandidate(t, tenure.Config{Store: mem, ID: "a", Priority: 10, WakeAddr: tenure.NoWake})
+		a := newCandidate(t, tenure.Config{Store: mem, Runtime: tenure.Runtime{ID: "a", WakeAddr: tenure.NoWake}, Priority: 10})
 		run(t, a, context.Background())
 		wait(time.Second)
 		out := newLines()
-		b := newCandidate(t, tenure.Config{Store: mem, ID: "b", Priority: 10, WakeAddr: tenure.NoWake, Logger: slog.New(out)})
+		b := newCandidate(t, tenure.Config{Store: mem, Runtime: tenure.Runtime{ID: "b", WakeAddr: tenure.NoWake, Logger: slog.New(out)}, Priority: 10})
 		run(t, b, context.Background())
 		wait(10 * time.Minute)
 		if st := a.Status(); !st.Leading {

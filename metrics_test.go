@@ -93,7 +93,7 @@ func TestLockerMetrics(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		reader := sdkmetric.NewManualReader()
 		mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
-		l, err := tenure.NewLocker(tenure.LockerConfig{Store: newWorld(t).store, ID: "l", MeterProvider: mp})
+		l, err := tenure.NewLocker(tenure.LockerConfig{Store: newWorld(t).store, Runtime: tenure.Runtime{ID: "l", MeterProvider: mp}})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -53,7 +53,7 @@ func TestLockContextEndsAtDeadlineWhileReleaseFails(t *testing.T) {
 func TestWithLeaseDurationAlone(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		store := memlease.New()
-		l, err := tenure.NewLocker(tenure.LockerConfig{Store: store, ID: "a", MaxDrift: 0.01})
+		l, err := tenure.NewLocker(tenure.LockerConfig{Store: store, Runtime: tenure.Runtime{ID: "a"}, Timing: tenure.Timing{MaxDrift: 0.01}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -175,7 +175,7 @@ func TestTimedOutCallsAreCancelled(t *testing.T) {
 					}
 				}}
 				if who == "candidate" {
-					run(t, newCandidate(t, tenure.Config{Store: store, ID: "a"}), context.Background())
+					run(t, newCandidate(t, tenure.Config{Store: store, Runtime: tenure.Runtime{ID: "a"}}), context.Background())
 				} else {
 					l := newLocker(t, store, "a")
 					go func() { _, _ = l.Lock(context.Background(), "x") }()
@@ -229,7 +229,7 @@ func (p *permanentAfter) Get(ctx context.Context, name string) (lease.Record, le
 func TestPermanentErrorAtFirstAnswer(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		done := make(chan error, 1)
-		c := newCandidate(t, tenure.Config{Store: &permanentAfter{Store: memlease.New()}, ID: "a"})
+		c := newCandidate(t, tenure.Config{Store: &permanentAfter{Store: memlease.New()}, Runtime: tenure.Runtime{ID: "a"}})
 		go func() { done <- c.Run(context.Background()) }()
 		synctest.Wait()
 		select {
@@ -246,7 +246,7 @@ func TestPermanentErrorAtFirstAnswer(t *testing.T) {
 		if _, err := store.Put(context.Background(), leaseName, lease.Record{Holder: "b", Token: 1, Duration: time.Hour, Nonce: "n"}, lease.NoVersion); err != nil {
 			t.Fatal(err)
 		}
-		c = newCandidate(t, tenure.Config{Store: &permanentAfter{Store: store, n: 1}, ID: "a"})
+		c = newCandidate(t, tenure.Config{Store: &permanentAfter{Store: store, n: 1}, Runtime: tenure.Runtime{ID: "a"}})
 		stop := run(t, c, context.Background())
 		wait(time.Minute)
 		if c.Status().Err == nil || !errors.Is(c.Status().Err, lease.ErrPermanent) {
@@ -264,9 +264,9 @@ func TestOnLeaderChangeNotCalledAfterPanic(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var calls atomic.Int32
 		store := memlease.New()
-		stopB := run(t, newCandidate(t, tenure.Config{Store: store, ID: "b"}), context.Background())
+		stopB := run(t, newCandidate(t, tenure.Config{Store: store, Runtime: tenure.Runtime{ID: "b"}}), context.Background())
 		synctest.Wait()
-		c := newCandidate(t, tenure.Config{Store: store, ID: "a", Callbacks: tenure.Callbacks{
+		c := newCandidate(t, tenure.Config{Store: store, Runtime: tenure.Runtime{ID: "a"}, Callbacks: tenure.Callbacks{
 			OnLeaderChange: func(tenure.Leader) {
 				if calls.Add(1) == 1 {
 					_ = stopB()           // the leader leaves: a change is pending
@@ -296,7 +296,7 @@ func TestDerivedContextSeesDeadlineAfterPause(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		clk := &pausable{}
 		terms := make(chan context.Context, 1)
-		c := newCandidate(t, tenure.Config{Store: memlease.New(), ID: "a", Clock: clk, Callbacks: tenure.Callbacks{
+		c := newCandidate(t, tenure.Config{Store: memlease.New(), Runtime: tenure.Runtime{ID: "a", Clock: clk}, Callbacks: tenure.Callbacks{
 			OnElected: func(ctx context.Context, _ tenure.Term) { terms <- ctx; <-ctx.Done() },
 		}})
 		run(t, c, context.Background())
@@ -376,7 +376,7 @@ func (s deadlineStore) Put(ctx context.Context, name string, rec lease.Record, e
 func TestWithLeaseDurationKeepsGivenTimings(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		store := memlease.New()
-		l, err := tenure.NewLocker(tenure.LockerConfig{Store: store, ID: "a", Margin: 500 * time.Millisecond})
+		l, err := tenure.NewLocker(tenure.LockerConfig{Store: store, Runtime: tenure.Runtime{ID: "a"}, Timing: tenure.Timing{Margin: 500 * time.Millisecond}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -391,7 +391,7 @@ func TestWithLeaseDurationKeepsGivenTimings(t *testing.T) {
 			t.Errorf("deadline %v after taking the lock, want %v (the Locker's Margin kept)", got, want)
 		}
 		_ = h.Unlock(context.Background())
-		l2, err := tenure.NewLocker(tenure.LockerConfig{Store: store, ID: "b", RenewInterval: 2 * time.Second})
+		l2, err := tenure.NewLocker(tenure.LockerConfig{Store: store, Runtime: tenure.Runtime{ID: "b"}, Timing: tenure.Timing{RenewInterval: 2 * time.Second}})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -207,7 +207,7 @@ func TestPriorityConfig(t *testing.T) {
 	if err := c.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	for _, ok := range []tenure.Config{{Priority: 1, WakeAddr: tenure.NoWake}, {WakeAddr: tenure.NoWake}} {
+	for _, ok := range []tenure.Config{{Priority: 1, Runtime: tenure.Runtime{WakeAddr: tenure.NoWake}}, {Runtime: tenure.Runtime{WakeAddr: tenure.NoWake}}} {
 		ok.Lease, ok.Store = "job", newWorld(t).store
 		if err := ok.Validate(); err != nil {
 			t.Fatalf("WakeAddr NoWake, Priority %d: %v", ok.Priority, err)

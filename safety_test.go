@@ -114,7 +114,7 @@ func TestWedgedOnElectedBlocksCampaign(t *testing.T) {
 		var mu sync.Mutex
 		var elected []fencing.Token
 		demoted := 0
-		c := newCandidate(t, tenure.Config{Store: store, ID: "a", Logger: slog.New(log), Callbacks: tenure.Callbacks{
+		c := newCandidate(t, tenure.Config{Store: store, Runtime: tenure.Runtime{ID: "a", Logger: slog.New(log)}, Callbacks: tenure.Callbacks{
 			OnElected: func(ctx context.Context, term tenure.Term) {
 				mu.Lock()
 				elected = append(elected, term.Token)
@@ -162,7 +162,7 @@ func TestSlowLeaderChangeDoesNotDelayElected(t *testing.T) {
 		elected := make(chan time.Time, 1)
 		var mu sync.Mutex
 		var seen []string
-		c := newCandidate(t, tenure.Config{Store: memlease.New(), ID: "a", Callbacks: tenure.Callbacks{
+		c := newCandidate(t, tenure.Config{Store: memlease.New(), Runtime: tenure.Runtime{ID: "a"}, Callbacks: tenure.Callbacks{
 			OnElected: func(ctx context.Context, term tenure.Term) { elected <- time.Now() },
 			OnLeaderChange: func(l tenure.Leader) {
 				mu.Lock()
@@ -189,7 +189,7 @@ func TestSlowLeaderChangeDoesNotDelayElected(t *testing.T) {
 func TestCallbackPanicReleasesThenPanics(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		store := memlease.New()
-		c := newCandidate(t, tenure.Config{Store: store, ID: "a", Callbacks: tenure.Callbacks{
+		c := newCandidate(t, tenure.Config{Store: store, Runtime: tenure.Runtime{ID: "a"}, Callbacks: tenure.Callbacks{
 			OnElected: func(ctx context.Context, term tenure.Term) { panic("boom") },
 			OnDemoted: func(tenure.Term, tenure.DemotionReason) { t.Error("OnDemoted after a panic") },
 		}})
@@ -272,7 +272,7 @@ func TestTermEndsWithoutTheLoop(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		clk := &manualClock{now: time.Date(2026, 11, 23, 0, 0, 0, 0, time.UTC)}
 		ctxs := make(chan context.Context, 1)
-		c := newCandidate(t, tenure.Config{Store: memlease.New(), ID: "a", Clock: clk, Callbacks: tenure.Callbacks{
+		c := newCandidate(t, tenure.Config{Store: memlease.New(), Runtime: tenure.Runtime{ID: "a", Clock: clk}, Callbacks: tenure.Callbacks{
 			OnElected: func(ctx context.Context, term tenure.Term) { ctxs <- ctx; <-ctx.Done() },
 		}})
 		stop := run(t, c, context.Background())
@@ -327,7 +327,7 @@ func TestAcquireAnsweredAfterStop(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		mem := memlease.New()
 		gate := &answerGate{Store: mem, open: make(chan struct{})}
-		c := newCandidate(t, tenure.Config{Store: gate, ID: "a", Callbacks: tenure.Callbacks{
+		c := newCandidate(t, tenure.Config{Store: gate, Runtime: tenure.Runtime{ID: "a"}, Callbacks: tenure.Callbacks{
 			OnElected: func(context.Context, tenure.Term) { t.Error("OnElected after shutdown") },
 		}})
 		stop := run(t, c, context.Background())
@@ -367,10 +367,10 @@ func (h *hangingReads) Get(ctx context.Context, name string) (lease.Record, leas
 func TestFollowerStoppedDuringReadReturnsAtOnce(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		mem := memlease.New()
-		run(t, newCandidate(t, tenure.Config{Store: mem, ID: "leader"}), context.Background())
+		run(t, newCandidate(t, tenure.Config{Store: mem, Runtime: tenure.Runtime{ID: "leader"}}), context.Background())
 		synctest.Wait()
 		h := &hangingReads{Store: mem}
-		stop := run(t, newCandidate(t, tenure.Config{Store: h, ID: "follower"}), context.Background())
+		stop := run(t, newCandidate(t, tenure.Config{Store: h, Runtime: tenure.Runtime{ID: "follower"}}), context.Background())
 		synctest.Wait()
 		h.on.Store(true)
 		wait(2500 * time.Millisecond) // its next poll is in flight
@@ -388,7 +388,7 @@ func TestFollowerStoppedDuringReadReturnsAtOnce(t *testing.T) {
 func TestReleaseTimeoutNamesCause(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		store := leasetest.NewFaults(memlease.New())
-		stop := run(t, newCandidate(t, tenure.Config{Store: store, ID: "a"}), context.Background())
+		stop := run(t, newCandidate(t, tenure.Config{Store: store, Runtime: tenure.Runtime{ID: "a"}}), context.Background())
 		synctest.Wait()
 		store.FailAll()
 		err := stop()
@@ -404,7 +404,7 @@ type ctxKey struct{}
 func TestElectedContextCarriesRunValues(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		got := make(chan any, 1)
-		c := newCandidate(t, tenure.Config{Store: memlease.New(), ID: "a", Callbacks: tenure.Callbacks{
+		c := newCandidate(t, tenure.Config{Store: memlease.New(), Runtime: tenure.Runtime{ID: "a"}, Callbacks: tenure.Callbacks{
 			OnElected: func(ctx context.Context, _ tenure.Term) { got <- ctx.Value(ctxKey{}) },
 		}})
 		run(t, c, context.WithValue(context.Background(), ctxKey{}, "request-id"))
@@ -445,7 +445,7 @@ func TestPermanentErrorLaterIsSurfaced(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		store := leasetest.NewFaults(memlease.New())
 		log := &logs{}
-		c := newCandidate(t, tenure.Config{Store: store, ID: "a", Logger: slog.New(log)})
+		c := newCandidate(t, tenure.Config{Store: store, Runtime: tenure.Runtime{ID: "a", Logger: slog.New(log)}})
 		run(t, c, context.Background())
 		synctest.Wait()
 		denied := lease.Permanent(errors.New("AccessDeniedException: not authorized"))
@@ -474,10 +474,10 @@ func TestPermanentErrorLaterIsSurfaced(t *testing.T) {
 func TestDuplicateIDReported(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		mem := memlease.New()
-		run(t, newCandidate(t, tenure.Config{Store: mem, ID: "twin"}), context.Background())
+		run(t, newCandidate(t, tenure.Config{Store: mem, Runtime: tenure.Runtime{ID: "twin"}}), context.Background())
 		synctest.Wait()
 		log := &logs{}
-		c := newCandidate(t, tenure.Config{Store: mem, ID: "twin", Logger: slog.New(log), Rand: rand.New(rand.NewPCG(7, 7))})
+		c := newCandidate(t, tenure.Config{Store: mem, Runtime: tenure.Runtime{ID: "twin", Logger: slog.New(log), Rand: rand.New(rand.NewPCG(7, 7))}})
 		run(t, c, context.Background())
 		wait(30 * time.Second)
 		var dup *election.DuplicateIDError
@@ -525,9 +525,9 @@ func TestLostRecordLogged(t *testing.T) {
 				}
 			},
 		}
-		run(t, newCandidate(t, tenure.Config{Store: store, ID: "a", Logger: slog.New(log), Callbacks: cb}), context.Background())
+		run(t, newCandidate(t, tenure.Config{Store: store, Runtime: tenure.Runtime{ID: "a", Logger: slog.New(log)}, Callbacks: cb}), context.Background())
 		synctest.Wait()
-		run(t, newCandidate(t, tenure.Config{Store: store, ID: "b", Logger: slog.New(log), Callbacks: cb}), context.Background())
+		run(t, newCandidate(t, tenure.Config{Store: store, Runtime: tenure.Runtime{ID: "b", Logger: slog.New(log)}, Callbacks: cb}), context.Background())
 		wait(3 * time.Second)
 		store.lose()
 		lost := time.Now()
@@ -569,12 +569,12 @@ func TestResign(t *testing.T) {
 				OnDemoted: func(_ tenure.Term, r tenure.DemotionReason) { reasons <- r },
 			}
 		}
-		a := newCandidate(t, tenure.Config{Store: mem, ID: "a", Callbacks: cb("a")})
+		a := newCandidate(t, tenure.Config{Store: mem, Runtime: tenure.Runtime{ID: "a"}, Callbacks: cb("a")})
 		run(t, a, context.Background())
 		if id := <-elected; id != "a" {
 			t.Fatalf("first leader %s", id)
 		}
-		b := newCandidate(t, tenure.Config{Store: mem, ID: "b", Callbacks: cb("b")})
+		b := newCandidate(t, tenure.Config{Store: mem, Runtime: tenure.Runtime{ID: "b"}, Callbacks: cb("b")})
 		run(t, b, context.Background())
 		wait(3 * time.Second)
 		start := time.Now()
@@ -607,7 +607,7 @@ func TestResign(t *testing.T) {
 // Resign after Run returned says so: nothing was handed over.
 func TestResignAfterRun(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		a := newCandidate(t, tenure.Config{Store: memlease.New(), ID: "a"})
+		a := newCandidate(t, tenure.Config{Store: memlease.New(), Runtime: tenure.Runtime{ID: "a"}})
 		ctx, stop := context.WithCancel(context.Background())
 		done := make(chan error, 1)
 		go func() { done <- a.Run(ctx) }()

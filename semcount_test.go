@@ -69,7 +69,7 @@ func semaphoreCountLost(t *testing.T, store lease.Store, release bool) {
 		name = "sem/released"
 	}
 	locker := func(id string) *tenure.Locker {
-		l, err := tenure.NewLocker(tenure.LockerConfig{Store: store, ID: id, LeaseDuration: e2eLease, OpTimeout: time.Second, RetryMax: 200 * time.Millisecond})
+		l, err := tenure.NewLocker(tenure.LockerConfig{Store: store, Runtime: tenure.Runtime{ID: id}, Timing: tenure.Timing{LeaseDuration: e2eLease, OpTimeout: time.Second, RetryMax: 200 * time.Millisecond}})
 		if err != nil {
 			t.Fatal(err)
 		}

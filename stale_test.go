@@ -66,7 +66,7 @@ func TestStalePolls(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			mem := memlease.New()
 			run := func(id string, s lease.Store, elected chan<- string) context.CancelFunc {
-				c, err := tenure.New(tenure.Config{Lease: leaseName, Store: s, ID: id, StrongPolls: strong,
+				c, err := tenure.New(tenure.Config{Lease: leaseName, Store: s, Runtime: tenure.Runtime{ID: id}, StrongPolls: strong,
 					Callbacks: tenure.Callbacks{OnElected: func(ctx context.Context, _ tenure.Term) { elected <- id; <-ctx.Done() }}})
 				if err != nil {
 					t.Fatal(err)

@@ -244,8 +244,8 @@ func testWakeUp(t *testing.T, withWake func(*tenure.Config)) {
 	elected := make(chan string, 4)
 	start := func(id string, lg *slog.Logger, opts ...func(*tenure.Config)) (context.CancelFunc, chan error) {
 		cfg := tenure.Config{
-			Lease: leaseName, Store: store, ID: id, Standby: true,
-			LeaseDuration: time.Minute, PollInterval: 50 * time.Second, Logger: lg,
+			Lease: leaseName, Store: store, Runtime: tenure.Runtime{ID: id, Logger: lg}, Standby: true,
+			Timing: tenure.Timing{LeaseDuration: time.Minute, PollInterval: 50 * time.Second},
 			Callbacks: tenure.Callbacks{OnElected: func(ctx context.Context, _ tenure.Term) {
 				elected <- id
 				<-ctx.Done()
@@ -317,8 +317,8 @@ func TestStandbyRenewalNotices(t *testing.T) {
 	elected := make(chan string, 4)
 	start := func(id string, st *leasetest.Faults, edit func(*tenure.Config)) {
 		cfg := tenure.Config{
-			Lease: leaseName, Store: store, ID: id, Standby: true, WakeAddr: "127.0.0.1:0",
-			LeaseDuration: 3 * time.Second, ColdPollInterval: 2 * time.Second,
+			Lease: leaseName, Store: store, Runtime: tenure.Runtime{ID: id, WakeAddr: "127.0.0.1:0"}, Standby: true,
+			Timing: tenure.Timing{LeaseDuration: 3 * time.Second, ColdPollInterval: 2 * time.Second},
 			Callbacks: tenure.Callbacks{OnElected: func(ctx context.Context, _ tenure.Term) {
 				elected <- id
 				<-ctx.Done()

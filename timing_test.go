@@ -1,56 +1,50 @@
 package tenure
 
 import (
-	"reflect"
-	"slices"
+	"context"
+	"errors"
 	"testing"
 	"time"
 
 	"github.com/tenure-go/tenure/election"
+	"github.com/tenure-go/tenure/lease/memlease"
 )
 
-// Every timing setting of election.Timing stands in Config, with its type,
-// and converts both ways; LockerConfig has all but the standby's, and
-// WatchConfig the reader's. A setting added to Timing and forgotten here
-// would be dropped without a word by the conversion by name.
-func TestTimingFieldsEverywhere(t *testing.T) {
-	want := election.Timing{
-		LeaseDuration: 30 * time.Second, RenewInterval: 3 * time.Second, PollInterval: 4 * time.Second,
-		OpTimeout: 5 * time.Second, RetryMin: 6 * time.Millisecond, RetryMax: 7 * time.Second,
-		MaxDrift: 0.002, Margin: 8 * time.Second, ReleaseTimeout: 9 * time.Second, ColdPollInterval: 10 * time.Second,
-	}
-	tt := reflect.TypeFor[election.Timing]()
-	for i := range tt.NumField() {
-		if reflect.ValueOf(want).Field(i).IsZero() {
-			t.Fatalf("the test leaves Timing.%s zero: give it a value", tt.Field(i).Name)
-		}
-	}
+// Timing and Runtime are declared once and embedded: each config checks
+// them by the same rules, and names the field at fault. A ColdPollInterval
+// is a Candidate's standby's: elsewhere it is refused, not ignored.
+func TestConfigsShareTimingRules(t *testing.T) {
+	store := memlease.New()
+	bad := Timing{LeaseDuration: time.Second, RenewInterval: 2 * time.Second}
+	cold := Timing{ColdPollInterval: time.Minute}
+	onShard := func(context.Context, Shard) {}
 	for _, c := range []struct {
-		cfg     any
-		without []string
+		name  string
+		check func(Timing) error
+		cold  bool // ColdPollInterval allowed
 	}{
-		{&Config{}, nil},
-		{&LockerConfig{}, []string{"ColdPollInterval"}},
-		{&WatchConfig{}, []string{"LeaseDuration", "RenewInterval", "RetryMin", "RetryMax", "Margin", "ReleaseTimeout", "ColdPollInterval"}},
+		{"Config", func(tm Timing) error { return Config{Lease: "a", Store: store, Timing: tm, Standby: true}.Validate() }, true},
+		{"LockerConfig", func(tm Timing) error { return LockerConfig{Store: store, Timing: tm}.Validate() }, false},
+		{"GroupConfig", func(tm Timing) error {
+			return GroupConfig{Store: store, Name: "g", Shards: 2, OnAssigned: onShard, Timing: tm}.Validate()
+		}, false},
 	} {
-		ct := reflect.TypeOf(c.cfg).Elem()
-		for i := range tt.NumField() {
-			f := tt.Field(i)
-			g, ok := ct.FieldByName(f.Name)
-			switch skip := slices.Contains(c.without, f.Name); {
-			case !ok && !skip:
-				t.Errorf("%s has no field %s", ct.Name(), f.Name)
-			case ok && g.Type != f.Type:
-				t.Errorf("%s.%s is a %v, Timing's a %v", ct.Name(), f.Name, g.Type, f.Type)
-			}
+		var fe *election.FieldError
+		if err := c.check(bad); !errors.As(err, &fe) || fe.Field != "RenewInterval" {
+			t.Errorf("%s with RenewInterval > LeaseDuration: %v, want a FieldError on RenewInterval", c.name, err)
 		}
-		setTiming(c.cfg, want)
-		got, exp := timingOf(c.cfg), want
-		for _, name := range c.without {
-			reflect.ValueOf(&exp).Elem().FieldByName(name).SetZero()
+		if err := c.check(Timing{}); err != nil {
+			t.Errorf("%s with the default timing: %v", c.name, err)
 		}
-		if got != exp {
-			t.Errorf("%s: timing %+v, want %+v", ct.Name(), got, exp)
+		err := c.check(cold)
+		switch {
+		case c.cold && err != nil:
+			t.Errorf("%s with ColdPollInterval: %v", c.name, err)
+		case !c.cold && (!errors.As(err, &fe) || fe.Field != "ColdPollInterval"):
+			t.Errorf("%s with ColdPollInterval: %v, want a FieldError on ColdPollInterval", c.name, err)
 		}
+	}
+	if err := (WatchConfig{Lease: "a", Store: store, Timing: Timing{PollInterval: -1}}).Validate(); err == nil {
+		t.Error("WatchConfig with a negative PollInterval: no error")
 	}
 }

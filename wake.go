@@ -13,7 +13,7 @@ import (
 // to the address its waiter published. They carry no authority; a receiver
 // rate-limits them and only reads sooner.
 
-// NoWake, as Config.WakeAddr, turns wake-ups off where they would be on by
+// NoWake, as Runtime.WakeAddr, turns wake-ups off where they would be on by
 // default (with a Priority).
 const NoWake = "none"
 

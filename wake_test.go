@@ -24,7 +24,7 @@ func TestWakeOnLoopbackForOneHostStores(t *testing.T) {
 		t.Fatal(err)
 	}
 	assigned := make(chan struct{}, 1)
-	g, err := NewGroup(GroupConfig{Store: store, Name: "g", Shards: 1, ID: "a",
+	g, err := NewGroup(GroupConfig{Store: store, Name: "g", Shards: 1, Runtime: Runtime{ID: "a"},
 		OnAssigned: func(ctx context.Context, _ Shard) {
 			select {
 			case assigned <- struct{}{}:

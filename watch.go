@@ -19,16 +19,15 @@ type WatchConfig struct {
 	Lease string
 	// Store keeps the lease.
 	Store lease.Store
-	// PollInterval is how often the lease is read. Default: 2s, as
-	// Config's.
-	PollInterval time.Duration
-	// OpTimeout bounds one read. Default: 2s, as Config's.
-	OpTimeout time.Duration
-	// MaxDrift (ρ) stretches a holder's lease before Observation.Expired
-	// says it is silent, as a follower would wait. Default 1e-3.
-	MaxDrift float64
-	// Clock supplies time. Default: the system clock.
-	Clock Clock
+	// Timing's PollInterval is how often the lease is read, OpTimeout
+	// bounds one read, and MaxDrift (ρ) stretches a holder's lease before
+	// Observation.Expired says it is silent, as a follower would wait
+	// (defaults 2s, 2s and 1e-3, as a Candidate's). The other timings
+	// are a holder's, and ignored.
+	Timing
+	// Runtime's Clock supplies time; a Watcher writes nothing, and uses
+	// no other field of it.
+	Runtime
 }
 
 // Observation is a lease as a Watcher saw it.
@@ -59,6 +58,39 @@ type Observation struct {
 	Err error
 }
 
+// Validate checks every field, with the defaults filled in where a field
+// is zero, as Watch does, and changes nothing.
+func (c WatchConfig) Validate() error {
+	_, err := c.resolved()
+	return err
+}
+
+// resolved returns c with its defaults filled in, checked.
+func (c WatchConfig) resolved() (WatchConfig, error) {
+	if err := lease.ValidateName(c.Lease); err != nil {
+		return c, fieldError(&election.FieldError{Field: "Lease", Err: err})
+	}
+	if c.Store == nil {
+		return c, fieldError(&election.FieldError{Field: "Store", Reason: "is nil"})
+	}
+	c.Timing = c.Timing.WithDefaults()
+	if c.Clock == nil {
+		c.Clock = clock.New()
+	}
+	for _, f := range []struct {
+		name string
+		d    time.Duration
+	}{{"PollInterval", c.PollInterval}, {"OpTimeout", c.OpTimeout}} {
+		if err := election.CheckDuration(f.name, f.d, 1); err != nil {
+			return c, fieldError(err)
+		}
+	}
+	if !(c.MaxDrift >= 0 && c.MaxDrift <= election.MaxMaxDrift) {
+		return c, fieldError(&election.FieldError{Field: "MaxDrift", Reason: fmt.Sprintf("%v must lie within [0, %v]", c.MaxDrift, election.MaxMaxDrift)})
+	}
+	return c, nil
+}
+
 // Watch reads the lease every PollInterval, never writing, and calls fn
 // with what it saw first and again whenever that changes: another holder
 // or token, a release, the record vanishing, the holder going silent
@@ -67,26 +99,9 @@ type Observation struct {
 // if the first read fails with an error that retrying cannot cure
 // (lease.ErrPermanent).
 func Watch(ctx context.Context, cfg WatchConfig, fn func(Observation)) error {
-	if err := lease.ValidateName(cfg.Lease); err != nil {
-		return fieldError(&election.FieldError{Field: "Lease", Err: err})
-	}
-	if cfg.Store == nil {
-		return fieldError(&election.FieldError{Field: "Store", Reason: "is nil"})
-	}
-	setTiming(&cfg, timingOf(&cfg).WithDefaults())
-	if cfg.Clock == nil {
-		cfg.Clock = clock.New()
-	}
-	for _, f := range []struct {
-		name string
-		d    time.Duration
-	}{{"PollInterval", cfg.PollInterval}, {"OpTimeout", cfg.OpTimeout}} {
-		if err := election.CheckDuration(f.name, f.d, 1); err != nil {
-			return fieldError(err)
-		}
-	}
-	if !(cfg.MaxDrift >= 0 && cfg.MaxDrift <= election.MaxMaxDrift) {
-		return fieldError(&election.FieldError{Field: "MaxDrift", Reason: fmt.Sprintf("%v must lie within [0, %v]", cfg.MaxDrift, election.MaxMaxDrift)})
+	cfg, err := cfg.resolved()
+	if err != nil {
+		return err
 	}
 	var (
 		last    Observation

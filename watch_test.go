@@ -33,13 +33,13 @@ func TestWatch(t *testing.T) {
 			})
 		}()
 		synctest.Wait() // the watcher's first read: nothing there yet
-		a := newCandidate(t, tenure.Config{Store: mem, ID: "a"})
+		a := newCandidate(t, tenure.Config{Store: mem, Runtime: tenure.Runtime{ID: "a"}})
 		stopA := run(t, a, context.Background())
 		wait(5 * time.Second)
 		stopA()
 		wait(3 * time.Second) // the watcher sees the released record
 		bStore := leasetest.NewFaults(mem)
-		run(t, newCandidate(t, tenure.Config{Store: bStore, ID: "b"}), context.Background())
+		run(t, newCandidate(t, tenure.Config{Store: bStore, Runtime: tenure.Runtime{ID: "b"}}), context.Background())
 		wait(5 * time.Second)
 		bStore.FailAll() // b goes silent
 		wait(15 * time.Second)

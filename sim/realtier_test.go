@@ -83,13 +83,10 @@ func newRealRun(in *instance) instRuntime { return &realRun{in: in} }
 func (r *realRun) start() {
 	in := r.in
 	w := in.w
-	t := in.timing
 	cfg := tenure.Config{
-		Lease: leaseName, Store: realStore{in}, ID: in.ID, Callbacks: r.callbacks(),
-		LeaseDuration: t.LeaseDuration, RenewInterval: t.RenewInterval, PollInterval: t.PollInterval,
-		OpTimeout: t.OpTimeout, RetryMin: t.RetryMin, RetryMax: t.RetryMax,
-		MaxDrift: t.MaxDrift, Margin: t.Margin, ReleaseTimeout: t.ReleaseTimeout,
-		Clock: realClock{in, srcRunner}, Rand: w.machineRand(in), StrongPolls: !w.plan.StaleReads,
+		Lease: leaseName, Store: realStore{in}, Callbacks: r.callbacks(), Timing: in.timing,
+		Runtime:     tenure.Runtime{ID: in.ID, Clock: realClock{in, srcRunner}, Rand: w.machineRand(in)},
+		StrongPolls: !w.plan.StaleReads,
 	}
 	c, err := tenure.New(cfg)
 	if err != nil {

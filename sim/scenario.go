@@ -50,7 +50,7 @@ type plan struct {
 	StaleReads bool
 	// Wake: with a standby (the nodes' Timing.ColdPollInterval), a leader
 	// that releases wakes the standby, and a leader sends it a renewal
-	// notice after each confirmed renewal (Config.WakeAddr), over a
+	// notice after each confirmed renewal (Runtime.WakeAddr), over a
 	// network with these faults; nil: no wake-ups, no notices.
 	Wake *wakeFaults
 

@@ -88,7 +88,7 @@ func main() {
 	for i := range *most {
 		id := fmt.Sprintf("m%d", i)
 		change("join "+id, func() {
-			g, err := tenure.NewGroup(tenure.GroupConfig{Store: store, Name: "bench", Shards: *shards, ID: id, LeaseDuration: *leaseDur, WakeAddr: *wake, Logger: logger,
+			g, err := tenure.NewGroup(tenure.GroupConfig{Store: store, Name: "bench", Shards: *shards, Runtime: tenure.Runtime{ID: id, WakeAddr: *wake, Logger: logger}, Timing: tenure.Timing{LeaseDuration: *leaseDur},
 				OnAssigned: func(ctx context.Context, s tenure.Shard) { b.assigned(id, s.ID) },
 				OnRevoked:  func(s tenure.Shard, _ tenure.DemotionReason) { b.revoked(id, s.ID) },
 			})

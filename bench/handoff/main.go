@@ -98,9 +98,11 @@ func candidate(storeURL, name, id string, t election.Timing) error {
 		wakeAddr = "127.0.0.1:0"
 	}
 	c, err := tenure.New(tenure.Config{
-		Lease: name, Store: store, ID: id, LeaseDuration: t.LeaseDuration, RenewInterval: t.RenewInterval, PollInterval: t.PollInterval,
-		Standby: t.ColdPollInterval > 0, ColdPollInterval: t.ColdPollInterval, WakeAddr: wakeAddr,
-		Logger: slog.New(standbyLog{say}), // Status has no callback for the standby: its log says it
+		Lease: name, Store: store, Timing: t, Standby: t.ColdPollInterval > 0,
+		Runtime: tenure.Runtime{
+			ID: id, WakeAddr: wakeAddr,
+			Logger: slog.New(standbyLog{say}), // Status has no callback for the standby: its log says it
+		},
 		Callbacks: tenure.Callbacks{
 			OnElected: func(ctx context.Context, term tenure.Term) {
 				say("elected %d", term.Token)

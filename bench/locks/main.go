@@ -44,7 +44,7 @@ type timing struct {
 }
 
 func (t timing) config(store lease.Store, id string) tenure.LockerConfig {
-	c := tenure.LockerConfig{Store: store, ID: id, LeaseDuration: t.lease, RenewInterval: t.renew, PollInterval: t.poll}
+	c := tenure.LockerConfig{Store: store, Runtime: tenure.Runtime{ID: id}, Timing: tenure.Timing{LeaseDuration: t.lease, RenewInterval: t.renew, PollInterval: t.poll}}
 	if t.wake {
 		c.WakeAddr = "127.0.0.1:0"
 	}
@@ -65,7 +65,7 @@ func main() {
 		name     = flag.String("name", "", "locker: lock name")
 		id       = flag.String("id", "", "locker: ID")
 		fair     = flag.Bool("fair", false, "locker: wait with tenure.Fair()")
-		wake     = flag.Bool("wake", false, "Lockers listen for wake-ups on loopback (LockerConfig.WakeAddr): an Unlock wakes the next waiter")
+		wake     = flag.Bool("wake", false, "Lockers listen for wake-ups on loopback (Runtime.WakeAddr): an Unlock wakes the next waiter")
 	)
 	flag.Parse()
 	t := timing{*leaseDur, *renew, *poll, *wake}
@@ -135,7 +135,7 @@ func bench(storeURL string, t timing, trials, procs int, window time.Duration, c
 	}
 	defer done()
 	cfg := t.config(nil, "")
-	if _, err := tenure.NewLocker(tenure.LockerConfig{Store: &benchkit.Counting{}, LeaseDuration: cfg.LeaseDuration, RenewInterval: cfg.RenewInterval, PollInterval: cfg.PollInterval}); err != nil {
+	if _, err := tenure.NewLocker(tenure.LockerConfig{Store: &benchkit.Counting{}, Timing: tenure.Timing{LeaseDuration: cfg.LeaseDuration, RenewInterval: cfg.RenewInterval, PollInterval: cfg.PollInterval}}); err != nil {
 		return err // refused timings
 	}
 	fmt.Printf("store %s\nlease L = %v, renew %v, poll %v (0: L/5), wake-ups %v\n\n", storeURL, t.lease, t.renew, t.poll, t.wake)

@@ -43,9 +43,10 @@ func runGroup(c *holder, gf groupFlags, argv []string, stdout, stderr io.Writer)
 	r := &groupRunner{argv: argv, shards: gf.shards, grace: c.grace, jeopardySig: c.jeopardySig, log: log, stdout: stdout, stderr: stderr,
 		ending: ending{cancel: cancel}, child: tel.child, running: map[*signals]struct{}{}}
 	g, err := tenure.NewGroup(tenure.GroupConfig{
-		Store: store, Name: gf.name, Shards: gf.shards, ID: c.id, Weight: gf.weight, LeaseDuration: c.lease,
-		WakeAddr: gf.wake, WakeAdvertise: gf.wakeAdvertise, StrongPolls: gf.strongPolls, Watch: gf.watch,
-		Logger: log, MeterProvider: tel.mp, OnAssigned: r.assigned,
+		Store: store, Name: gf.name, Shards: gf.shards, Weight: gf.weight, Timing: tenure.Timing{LeaseDuration: c.lease},
+		Runtime:     tenure.Runtime{ID: c.id, WakeAddr: gf.wake, WakeAdvertise: gf.wakeAdvertise, Logger: log, MeterProvider: tel.mp},
+		StrongPolls: gf.strongPolls, Watch: gf.watch,
+		OnAssigned: r.assigned,
 	})
 	if err != nil {
 		fmt.Fprintf(stderr, "tenure run: %s\n", bare(err))

@@ -181,8 +181,10 @@ func lockCommand(args []string, stdout, stderr io.Writer) int {
 		return exitUsage
 	}
 	defer tel.close()
-	l, err := tenure.NewLocker(tenure.LockerConfig{Store: store, ID: c.id, LeaseDuration: c.lease, Logger: log, MeterProvider: tel.mp,
-		WakeAddr: *wake, WakeAdvertise: *wakeAdvertise})
+	l, err := tenure.NewLocker(tenure.LockerConfig{
+		Store: store, Timing: tenure.Timing{LeaseDuration: c.lease},
+		Runtime: tenure.Runtime{ID: c.id, Logger: log, MeterProvider: tel.mp, WakeAddr: *wake, WakeAdvertise: *wakeAdvertise},
+	})
 	if err != nil {
 		fmt.Fprintf(stderr, "tenure lock: %s\n", bare(err))
 		return exitUsage

@@ -49,7 +49,7 @@ func planCommand(args []string, stdout, stderr io.Writer) int {
 	fs.Float64Var(&t.MaxDrift, "drift", election.DefaultMaxDrift, "largest clock rate error between hosts (ρ)")
 	standby := fs.Bool("standby", false, "with a standby: one follower polls, the others poll every --cold-poll")
 	fs.DurationVar(&t.ColdPollInterval, "cold-poll", 0, "with --standby: the other followers' poll interval (default 10 × poll)")
-	wake := fs.Bool("wake", false, "with --standby: candidates listen for wake-ups and renewal notices (tenure.Config.WakeAddr)")
+	wake := fs.Bool("wake", false, "with --standby: candidates listen for wake-ups and renewal notices (tenure.Runtime.WakeAddr)")
 	strong := fs.Bool("strong-polls", false, "price polls as strongly consistent reads (tenure.Config.StrongPolls); by default DynamoDB's are eventually consistent, at half the read units")
 	candidates := fs.Int("candidates", 3, "number of candidates")
 	rtt := fs.Duration("rtt", 20*time.Millisecond, "longest store round trip to assume")

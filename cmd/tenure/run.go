@@ -375,10 +375,10 @@ func runCommand(args []string, stdout, stderr io.Writer) int {
 	r := &runner{store: storeurl.Redact(c.store), holdOff: 2 * (c.lease / 5), argv: argv, grace: c.grace, jeopardySig: c.jeopardySig, onExit: *onExit, onLost: *onLost, maxRestarts: *maxRestarts,
 		log: log, stdout: stdout, stderr: stderr, ending: ending{cancel: cancel}, child: tel.child}
 	cand, err := tenure.New(tenure.Config{
-		Lease: name, Store: store, ID: c.id, LeaseDuration: c.lease, Payload: []byte(c.payload), Logger: log,
-		MeterProvider: tel.mp, Callbacks: tenure.Callbacks{OnElected: r.elected},
-		Standby: *standby || *wake != "" && *wake != tenure.NoWake, ColdPollInterval: *coldPoll, WakeAddr: *wake, WakeAdvertise: *wakeAdvertise,
-		Priority: *prio, PriorityHoldOff: *prioHoldOff,
+		Lease: name, Store: store, Payload: []byte(c.payload), Callbacks: tenure.Callbacks{OnElected: r.elected},
+		Timing:  tenure.Timing{LeaseDuration: c.lease, ColdPollInterval: *coldPoll},
+		Runtime: tenure.Runtime{ID: c.id, Logger: log, MeterProvider: tel.mp, WakeAddr: *wake, WakeAdvertise: *wakeAdvertise},
+		Standby: *standby || *wake != "" && *wake != tenure.NoWake, Priority: *prio, PriorityHoldOff: *prioHoldOff,
 		StrongPolls: *strongPolls,
 	})
 	if err != nil {

@@ -177,7 +177,7 @@ func TestSemaphoreNameClash(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	l, err := tenure.NewLocker(tenure.LockerConfig{Store: store, ID: "holder"})
+	l, err := tenure.NewLocker(tenure.LockerConfig{Store: store, Runtime: tenure.Runtime{ID: "holder"}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -38,7 +38,7 @@ func TestMetricsEndpoint(t *testing.T) {
 	dir := t.TempDir()
 	store, _ := filelease.New(dir)
 	terms := make(chan tenure.Term, 4)
-	c, err := tenure.New(tenure.Config{Lease: "job", Store: store, ID: "a", LeaseDuration: time.Second, MeterProvider: tel.mp,
+	c, err := tenure.New(tenure.Config{Lease: "job", Store: store, Runtime: tenure.Runtime{ID: "a", MeterProvider: tel.mp}, Timing: tenure.Timing{LeaseDuration: time.Second},
 		Callbacks: tenure.Callbacks{OnElected: func(_ context.Context, t tenure.Term) { terms <- t }}})
 	if err != nil {
 		t.Fatal(err)

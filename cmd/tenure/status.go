@@ -81,7 +81,7 @@ func statusCommand(args []string, stdout, stderr io.Writer) int {
 	}
 	newSignals(func(os.Signal) { cancel() })
 	var last tenure.Observation
-	err := tenure.Watch(ctx, tenure.WatchConfig{Lease: name, Store: store, PollInterval: *poll}, func(o tenure.Observation) {
+	err := tenure.Watch(ctx, tenure.WatchConfig{Lease: name, Store: store, Timing: tenure.Timing{PollInterval: *poll}}, func(o tenure.Observation) {
 		last = o
 		if !*watch && !o.Found {
 			// No record (a semaphore's name, perhaps), or none readable:

@@ -66,11 +66,13 @@ func run(ctx context.Context, store lease.Store, name, id string, leaseFor time.
 		fmt.Printf("%7.2fs  %s\n", time.Since(start).Seconds(), fmt.Sprintf(format, args...))
 	}
 	c, err := tenure.New(tenure.Config{
-		Lease:         name,
-		Store:         store,
-		ID:            id,
-		LeaseDuration: leaseFor,
-		Logger:        slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
+		Lease: name,
+		Store: store,
+		Runtime: tenure.Runtime{
+			ID:     id,
+			Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
+		},
+		Timing: tenure.Timing{LeaseDuration: leaseFor},
 		Callbacks: tenure.Callbacks{
 			OnElected: func(ctx context.Context, term tenure.Term) {
 				say("elected token=%d; leading until the context ends", term.Token)

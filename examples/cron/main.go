@@ -48,7 +48,7 @@ func main() {
 	}
 	d := &demo{start: time.Now(), store: memlease.New()}
 	if err := d.run(*nodes, *duration, *every, *crashAfter, *handoffAfter, tenure.Config{
-		LeaseDuration: *leaseFor, RenewInterval: *renew, PollInterval: *poll,
+		Timing: tenure.Timing{LeaseDuration: *leaseFor, RenewInterval: *renew, PollInterval: *poll},
 	}); err != nil {
 		fmt.Fprintln(os.Stderr, "cron:", err)
 		os.Exit(1)

@@ -67,8 +67,8 @@ func run(addr, storeURL, name string, leaseFor time.Duration, log *slog.Logger) 
 	defer func() { _ = mp.Shutdown(context.Background()) }()
 
 	c, err := tenure.New(tenure.Config{
-		Lease: name, Store: store, LeaseDuration: leaseFor, Payload: []byte(addr),
-		Logger: log, MeterProvider: mp,
+		Lease: name, Store: store, Timing: tenure.Timing{LeaseDuration: leaseFor}, Payload: []byte(addr),
+		Runtime: tenure.Runtime{Logger: log, MeterProvider: mp},
 		Callbacks: tenure.Callbacks{
 			OnElected: work,
 			OnDemoted: func(t tenure.Term, r tenure.DemotionReason) {

@@ -72,7 +72,7 @@ func run(ctx context.Context, out io.Writer, replicas int, every, duration, skew
 	var wg sync.WaitGroup
 	for i := range replicas {
 		id := fmt.Sprintf("replica-%d", i+1)
-		l, err := tenure.NewLocker(tenure.LockerConfig{Store: store, ID: id, LeaseDuration: 2 * every})
+		l, err := tenure.NewLocker(tenure.LockerConfig{Store: store, Runtime: tenure.Runtime{ID: id}, Timing: tenure.Timing{LeaseDuration: 2 * every}})
 		if err != nil {
 			return nil, err
 		}

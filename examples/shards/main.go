@@ -122,7 +122,7 @@ func run(ctx context.Context, w io.Writer, o options) (outcome, error) {
 	join := func(id string) {
 		r := &replica{store: &cutStore{Store: store}, done: make(chan error, 1)}
 		g, err := tenure.NewGroup(tenure.GroupConfig{
-			Store: r.store, Name: "stream", Shards: o.shards, ID: id, LeaseDuration: o.lease, WakeAddr: o.wake,
+			Store: r.store, Name: "stream", Shards: o.shards, Runtime: tenure.Runtime{ID: id, WakeAddr: o.wake}, Timing: tenure.Timing{LeaseDuration: o.lease},
 			// The consumer of one partition: it reads on from the committed
 			// offset and commits every message. A replica cut off from the
 			// store goes on (it cannot know), and its commits are refused

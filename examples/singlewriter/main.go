@@ -240,11 +240,11 @@ func run(ctx context.Context, w io.Writer, o options, res resource) (outcome, er
 	startReplica := func(id string) (*replica, error) {
 		r := &replica{id: id, paused: make(chan string, 1), wake: make(chan struct{}), late: make(chan error, 1), done: make(chan error, 1)}
 		c, err := tenure.New(tenure.Config{
-			Lease:         "examples/singlewriter",
-			ID:            id,
-			Store:         cutStore{Store: store, r: r},
-			LeaseDuration: o.lease,
-			Callbacks:     d.callbacks(r),
+			Lease:     "examples/singlewriter",
+			Runtime:   tenure.Runtime{ID: id},
+			Store:     cutStore{Store: store, r: r},
+			Timing:    tenure.Timing{LeaseDuration: o.lease},
+			Callbacks: d.callbacks(r),
 		})
 		if err != nil {
 			return nil, err
