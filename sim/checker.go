@@ -16,9 +16,9 @@ import (
 // maxKept bounds the violations a Result keeps verbatim; all are counted.
 const maxKept = 20
 
-// Stats count what happened in a run, for tests that a scenario did what
+// runStats count what happened in a run, for tests that a scenario did what
 // it claims and for the summary.
-type Stats struct {
+type runStats struct {
 	Terms         int // terms begun
 	Pauses        int // process pauses and VM suspends
 	Crashes       int
@@ -94,7 +94,7 @@ type checker struct {
 	terms  []*term
 	maxTok uint64
 	holder map[uint64]string // token → instance label of its term
-	stats  Stats
+	stats  runStats
 
 	convAt      time.Duration // -1 until converged
 	convTo      *term

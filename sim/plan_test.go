@@ -30,7 +30,7 @@ func TestPlanBoundsMeasuredFailover(t *testing.T) {
 		var worst time.Duration
 		for seed := uint64(1); seed <= seeds; seed++ {
 			r := Run(Lookup(c.scenario), seed, Options{})
-			worst = max(worst, r.Stats.MaxFailover)
+			worst = max(worst, r.stats.MaxFailover)
 		}
 		slack := p.Timing.PollInterval + 4*p.RoundTrip
 		t.Logf("%s: slowest failover %v over %d seeds; plan's bound %v", c.scenario, worst, seeds, c.bound)

@@ -48,7 +48,7 @@ type Options struct {
 	Strategy Strategy
 	Resource Resource
 	Trace    io.Writer // the event trace as text; nil for none (its hash is always kept)
-	Timeline bool      // keep a Timeline of the run in Result.Timeline
+	Timeline bool      // keep what Result.WriteSVG draws
 }
 
 // Result is what a run found.
@@ -61,7 +61,7 @@ type Result struct {
 
 	Counts     [numInvariants + 1]int // violations per invariant (Counts[I1] ...)
 	Violations []Violation            // the first few, in order
-	Stats      Stats
+	stats      runStats
 
 	SimTime time.Duration // true time simulated
 	Wall    time.Duration // wall-clock time the run took
@@ -69,7 +69,7 @@ type Result struct {
 	Lines   int64         // trace lines
 	Hash    uint64        // hash of the trace: equal seeds give equal hashes
 
-	Timeline *Timeline // with Options.Timeline
+	timeline *drawing // with Options.Timeline
 }
 
 // Failed reports whether the run broke an invariant its scenario promises.
@@ -96,7 +96,7 @@ func (r *Result) Failures() []Violation {
 func (r *Result) String() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s seed %d (%s tier, %v, %v): %v simulated, %d events, %d terms, trace %016x",
-		r.Scenario, r.Seed, r.Tier, r.Options.Strategy, r.Options.Resource, r.SimTime.Round(time.Millisecond), r.Events, r.Stats.Terms, r.Hash)
+		r.Scenario, r.Seed, r.Tier, r.Options.Strategy, r.Options.Resource, r.SimTime.Round(time.Millisecond), r.Events, r.stats.Terms, r.Hash)
 	for _, v := range r.Violations {
 		fmt.Fprintf(&b, "\n  %v", v)
 		if !r.Requires.Has(v.Inv) {
@@ -134,12 +134,12 @@ func (w *world) result(tier string) *Result {
 		Requires:   w.plan.Requires,
 		Counts:     c.counts,
 		Violations: c.viol,
-		Stats:      c.stats,
+		stats:      c.stats,
 		SimTime:    w.now,
 		Events:     w.events,
 		Lines:      w.tr.lines,
 		Hash:       w.tr.h,
-		Timeline:   w.tl,
+		timeline:   w.tl,
 	}
 	r.Options.Trace = nil
 	if w.tl != nil {

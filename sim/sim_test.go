@@ -104,151 +104,151 @@ func TestTraceIsByteIdentical(t *testing.T) {
 // would pass for nothing.
 func TestScenariosDoWhatTheySay(t *testing.T) {
 	checks := map[string]func(r *Result) string{
-		"steady-state": func(r *Result) string { return want(r.Stats.Terms == 1, "one term") },
+		"steady-state": func(r *Result) string { return want(r.stats.Terms == 1, "one term") },
 		"leader-crash": func(r *Result) string {
-			return want(r.Stats.Crashes == 3 && r.Stats.Terms >= 4, "three crashes, four terms")
+			return want(r.stats.Crashes == 3 && r.stats.Terms >= 4, "three crashes, four terms")
 		},
 		"graceful-release": func(r *Result) string {
-			return want(r.Stats.Releases >= 3 && r.Stats.Terms >= 4, "three releases, four terms")
+			return want(r.stats.Releases >= 3 && r.stats.Terms >= 4, "three releases, four terms")
 		},
-		"constant-skew": func(r *Result) string { return want(r.Stats.Terms >= 3, "a term after each crash") },
-		"ntp-step":      func(r *Result) string { return want(r.Stats.Terms == 1, "one term: steps do not matter") },
+		"constant-skew": func(r *Result) string { return want(r.stats.Terms >= 3, "a term after each crash") },
+		"ntp-step":      func(r *Result) string { return want(r.stats.Terms == 1, "one term: steps do not matter") },
 		"drift-at-bound": func(r *Result) string {
-			return want(r.Stats.Terms >= 4 && r.Stats.Dropped > 0, "cut-offs and takeovers")
+			return want(r.stats.Terms >= 4 && r.stats.Dropped > 0, "cut-offs and takeovers")
 		},
 		"drift-beyond-bound": func(r *Result) string { return want(r.Counts[OneLeader] > 0, "two leaders at once (I1 broken)") },
 		"gc-pause": func(r *Result) string {
-			return want(r.Stats.Pauses == 2 && r.Stats.Refused >= 1 && r.Counts[OneLeader] > 0, "a zombie whose write the fence refused")
+			return want(r.stats.Pauses == 2 && r.stats.Refused >= 1 && r.Counts[OneLeader] > 0, "a zombie whose write the fence refused")
 		},
 		"vm-suspend": func(r *Result) string {
-			return want(r.Stats.Pauses == 1 && r.Stats.Refused >= 1, "a zombie whose writes the fence refused")
+			return want(r.stats.Pauses == 1 && r.stats.Refused >= 1, "a zombie whose writes the fence refused")
 		},
 		"leader-cut-off": func(r *Result) string {
-			return want(r.Stats.Dropped > 0 && r.Stats.Terms >= 3, "cut-offs and takeovers")
+			return want(r.stats.Dropped > 0 && r.stats.Terms >= 3, "cut-offs and takeovers")
 		},
-		"long-tail-latency":     func(r *Result) string { return want(r.Stats.Terms >= 2, "a takeover") },
-		"lost-renewal-response": func(r *Result) string { return want(r.Stats.Lost >= 10, "many lost renewal answers") },
+		"long-tail-latency":     func(r *Result) string { return want(r.stats.Terms >= 2, "a takeover") },
+		"lost-renewal-response": func(r *Result) string { return want(r.stats.Lost >= 10, "many lost renewal answers") },
 		"lost-takeover-response": func(r *Result) string {
-			return want(r.Stats.Lost >= 1 && r.Stats.Terms >= 3, "lost takeover answers")
+			return want(r.stats.Lost >= 1 && r.stats.Terms >= 3, "lost takeover answers")
 		},
-		"delayed-write":         func(r *Result) string { return want(r.Stats.Delayed >= 5, "delayed writes") },
-		"simultaneous-takeover": func(r *Result) string { return want(r.Stats.Conflicts >= 8, "conflicting simultaneous takeovers") },
-		"partition-flapping":    func(r *Result) string { return want(r.Stats.Dropped > 10 && r.Stats.Terms >= 2, "partitions") },
-		"store-brownout":        func(r *Result) string { return want(r.Stats.Errors > 10, "store errors") },
+		"delayed-write":         func(r *Result) string { return want(r.stats.Delayed >= 5, "delayed writes") },
+		"simultaneous-takeover": func(r *Result) string { return want(r.stats.Conflicts >= 8, "conflicting simultaneous takeovers") },
+		"partition-flapping":    func(r *Result) string { return want(r.stats.Dropped > 10 && r.stats.Terms >= 2, "partitions") },
+		"store-brownout":        func(r *Result) string { return want(r.stats.Errors > 10, "store errors") },
 		"restart-same-identity": func(r *Result) string {
-			return want(r.Stats.Crashes == 3 && r.Stats.Terms >= 4, "restarts and takeovers")
+			return want(r.stats.Crashes == 3 && r.stats.Terms >= 4, "restarts and takeovers")
 		},
-		"mixed-ttl":           func(r *Result) string { return want(r.Stats.Terms >= 4, "takeovers") },
-		"slow-callbacks":      func(r *Result) string { return want(r.Stats.Terms >= 4, "takeovers") },
-		"stop-during-renewal": func(r *Result) string { return want(r.Stats.Releases >= 3, "a release after each stop") },
-		"swarm":               func(r *Result) string { return want(r.Stats.Terms >= 1, "a term") },
+		"mixed-ttl":           func(r *Result) string { return want(r.stats.Terms >= 4, "takeovers") },
+		"slow-callbacks":      func(r *Result) string { return want(r.stats.Terms >= 4, "takeovers") },
+		"stop-during-renewal": func(r *Result) string { return want(r.stats.Releases >= 3, "a release after each stop") },
+		"swarm":               func(r *Result) string { return want(r.stats.Terms >= 1, "a term") },
 		"record-lost": func(r *Result) string {
-			return want(r.Stats.Losses >= 3 && r.Stats.LossDemotions >= 1 && r.Stats.Terms >= 3, "records lost under leaders that then stepped down")
+			return want(r.stats.Losses >= 3 && r.stats.LossDemotions >= 1 && r.stats.Terms >= 3, "records lost under leaders that then stepped down")
 		},
 		"foreign-restore": func(r *Result) string {
-			return want(r.Stats.Losses >= 2 && r.Stats.LossDemotions >= 1 && r.Stats.Terms >= 3, "records written back under leaders that then stepped down")
+			return want(r.stats.Losses >= 2 && r.stats.LossDemotions >= 1 && r.stats.Terms >= 3, "records written back under leaders that then stepped down")
 		},
 		"standby-leader-crash": func(r *Result) string {
-			return want(r.Stats.Crashes == 3 && r.Stats.Terms >= 4 && r.Stats.StandbyRequests > 0 && r.Stats.ColdBounds == 0,
+			return want(r.stats.Crashes == 3 && r.stats.Terms >= 4 && r.stats.StandbyRequests > 0 && r.stats.ColdBounds == 0,
 				"three crashes, each with a standby reading")
 		},
 		"standby-crash": func(r *Result) string {
-			return want(r.Stats.Crashes == 4 && r.Stats.Terms >= 3 && r.Stats.ColdBounds >= 1, "standbys and leaders crashed, a takeover by a cold follower")
+			return want(r.stats.Crashes == 4 && r.stats.Terms >= 3 && r.stats.ColdBounds >= 1, "standbys and leaders crashed, a takeover by a cold follower")
 		},
 		"standby-pause": func(r *Result) string {
-			return want(r.Stats.Pauses == 2 && r.Stats.Crashes == 2 && r.Stats.ColdBounds >= 1, "a standby paused, a takeover by a cold follower")
+			return want(r.stats.Pauses == 2 && r.stats.Crashes == 2 && r.stats.ColdBounds >= 1, "a standby paused, a takeover by a cold follower")
 		},
 		"wake-handoff": func(r *Result) string {
-			return want(r.Stats.Releases >= 5 && r.Stats.WakesUsed >= 3 && r.Stats.WakeBounds >= 3, "handoffs to a woken standby")
+			return want(r.stats.Releases >= 5 && r.stats.WakesUsed >= 3 && r.stats.WakeBounds >= 3, "handoffs to a woken standby")
 		},
 		"wake-faults": func(r *Result) string {
-			return want(r.Stats.Releases >= 5 && r.Stats.WakesSent >= 3, "wake-ups sent over a faulty network")
+			return want(r.stats.Releases >= 5 && r.stats.WakesSent >= 3, "wake-ups sent over a faulty network")
 		},
 		"notice-crash": func(r *Result) string {
-			return want(r.Stats.Crashes == 4 && r.Stats.NoticeBounds >= 1 && r.Stats.NoticesSent > 50, "crashes after notices, held to the notice bound")
+			return want(r.stats.Crashes == 4 && r.stats.NoticeBounds >= 1 && r.stats.NoticesSent > 50, "crashes after notices, held to the notice bound")
 		},
 		"notice-faults": func(r *Result) string {
 			// Forged notices read no more often than the fastest poll
 			// (0.9×PollInterval), give or take the rate limit's burst
 			// and a woken standby's reads.
 			poll := election.Timing{}.WithDefaults().PollInterval
-			limit := int(r.Stats.HotTime/(poll-poll/10)) + 2*r.Stats.HotStints + 4*r.Stats.WakesSent
-			return want(r.Stats.NoticesForged > 100 && r.Stats.NoticesLost > 0 && r.Stats.HotReads <= limit,
-				fmt.Sprintf("forged and lost notices, the standby's reads (%d) within %d", r.Stats.HotReads, limit))
+			limit := int(r.stats.HotTime/(poll-poll/10)) + 2*r.stats.HotStints + 4*r.stats.WakesSent
+			return want(r.stats.NoticesForged > 100 && r.stats.NoticesLost > 0 && r.stats.HotReads <= limit,
+				fmt.Sprintf("forged and lost notices, the standby's reads (%d) within %d", r.stats.HotReads, limit))
 		},
 		"notice-zombie": func(r *Result) string {
-			return want(r.Stats.Pauses >= 1 && r.Stats.NoticeBounds >= 2, "zombies, held to the notice bound")
+			return want(r.stats.Pauses >= 1 && r.stats.NoticeBounds >= 2, "zombies, held to the notice bound")
 		},
 		"prefer-rolling": func(r *Result) string {
-			return want(r.Stats.Handovers >= 1 && r.Stats.PreferredChecks == 1 && r.Stats.Releases >= 7,
+			return want(r.stats.Handovers >= 1 && r.stats.PreferredChecks == 1 && r.stats.Releases >= 7,
 				"hand-overs to the new version, 7 graceful restarts, the preference check")
 		},
 		"prefer-flap": func(r *Result) string {
-			return want(r.Stats.Handovers >= 1 && r.Stats.Crashes >= 3 && r.Stats.PreferredChecks == 1,
+			return want(r.stats.Handovers >= 1 && r.stats.Crashes >= 3 && r.stats.PreferredChecks == 1,
 				"hand-overs to a candidate that crashes 3 times or more, the preference check")
 		},
 		"prefer-faults": func(r *Result) string {
-			return want(r.Stats.Handovers >= 1 && r.Stats.Crashes >= 2 && r.Stats.Pauses >= 1 && r.Stats.Dropped >= 1 && r.Stats.PreferredChecks == 1,
+			return want(r.stats.Handovers >= 1 && r.stats.Crashes >= 2 && r.stats.Pauses >= 1 && r.stats.Dropped >= 1 && r.stats.PreferredChecks == 1,
 				"hand-overs, crashes, pauses, a cut-off, the preference check")
 		},
 		"prefer-defaults": func(r *Result) string {
-			return want(r.Stats.Handovers >= 1 && r.Stats.Crashes == 1 && r.Stats.PreferredChecks == 1,
+			return want(r.stats.Handovers >= 1 && r.stats.Crashes == 1 && r.stats.PreferredChecks == 1,
 				"hand-overs by leaders with the defaults, a crash of the preferred, the preference check")
 		},
 		"stale-reads": func(r *Result) string {
-			return want(r.Stats.StaleReads >= 50 && r.Stats.Anomalies == 0 && r.Stats.Terms >= 4 && r.Stats.Releases >= 2,
+			return want(r.stats.StaleReads >= 50 && r.stats.Anomalies == 0 && r.stats.Terms >= 4 && r.stats.Releases >= 2,
 				"stale polls, no false alarm of a lost record, takeovers after crashes and releases")
 		},
-		"lock-contention": func(r *Result) string { return want(r.Stats.Terms >= 50, "50 grants") },
-		"lock-fair":       func(r *Result) string { return want(r.Stats.Terms >= 50, "50 grants") },
+		"lock-contention": func(r *Result) string { return want(r.stats.Terms >= 50, "50 grants") },
+		"lock-fair":       func(r *Result) string { return want(r.stats.Terms >= 50, "50 grants") },
 		"lock-holder-crash": func(r *Result) string {
-			return want(r.Stats.Crashes >= 3 && r.Stats.Terms >= 20, "3 crashes and 20 grants")
+			return want(r.stats.Crashes >= 3 && r.stats.Terms >= 20, "3 crashes and 20 grants")
 		},
 		"lock-holder-pause": func(r *Result) string {
-			return want(r.Stats.Pauses >= 2 && r.Stats.Terms >= 20, "2 pauses and 20 grants")
+			return want(r.stats.Pauses >= 2 && r.stats.Terms >= 20, "2 pauses and 20 grants")
 		},
-		"lock-give-up": func(r *Result) string { return want(r.Stats.Terms >= 20, "20 grants") },
+		"lock-give-up": func(r *Result) string { return want(r.stats.Terms >= 20, "20 grants") },
 		"lock-skew-drift": func(r *Result) string {
-			return want(r.Stats.Crashes >= 2 && r.Stats.Terms >= 50, "2 crashes and 50 grants")
+			return want(r.stats.Crashes >= 2 && r.stats.Terms >= 50, "2 crashes and 50 grants")
 		},
 		"lock-wake": func(r *Result) string {
-			return want(r.Stats.Terms >= 50 && r.Stats.LockWakeBounds >= 10 && r.Stats.StaleReads >= 10, "50 grants, 10 woken at a free lock, stale polls")
+			return want(r.stats.Terms >= 50 && r.stats.LockWakeBounds >= 10 && r.stats.StaleReads >= 10, "50 grants, 10 woken at a free lock, stale polls")
 		},
 		"lock-wake-fair": func(r *Result) string {
-			return want(r.Stats.Terms >= 50 && r.Stats.LockWakeBounds >= 20, "50 grants, 20 heads woken at a free lock")
+			return want(r.stats.Terms >= 50 && r.stats.LockWakeBounds >= 20, "50 grants, 20 heads woken at a free lock")
 		},
 		"lock-wake-faults": func(r *Result) string {
-			return want(r.Stats.Terms >= 20 && r.Stats.Crashes >= 2 && r.Stats.WakesLost >= 1 && r.Stats.NoticesForged >= 1,
+			return want(r.stats.Terms >= 20 && r.stats.Crashes >= 2 && r.stats.WakesLost >= 1 && r.stats.NoticesForged >= 1,
 				"20 grants, crashes, wake-ups lost and forged")
 		},
 		"lock-sem": func(r *Result) string {
-			return want(r.Stats.Terms >= 50 && r.Stats.SemFull >= 5 && r.Stats.Crashes >= 2 && r.Stats.Pauses >= 1,
+			return want(r.stats.Terms >= 50 && r.stats.SemFull >= 5 && r.stats.Crashes >= 2 && r.stats.Pauses >= 1,
 				"50 grants, 5 of a last free slot, crashes and pauses")
 		},
 		"lock-sem-resize": func(r *Result) string {
-			return want(r.Stats.Terms >= 50 && r.Stats.SemFull >= 5 && r.Stats.Losses >= 2 && r.Stats.Crashes >= 1,
+			return want(r.stats.Terms >= 50 && r.stats.SemFull >= 5 && r.stats.Losses >= 2 && r.stats.Crashes >= 1,
 				"50 grants, 5 of a last free slot, count records lost, crashes")
 		},
 		"lock-sem-fair": func(r *Result) string {
-			return want(r.Stats.Terms >= 50 && r.Stats.SemFull >= 10 && r.Stats.Crashes >= 2, "50 grants, 10 of a last free slot, crashes")
+			return want(r.stats.Terms >= 50 && r.stats.SemFull >= 10 && r.stats.Crashes >= 2, "50 grants, 10 of a last free slot, crashes")
 		},
 		"lock-partition": func(r *Result) string {
-			return want(r.Stats.Dropped >= 1 && r.Stats.Errors >= 1 && r.Stats.Terms >= 20, "requests dropped and refused, 20 grants")
+			return want(r.stats.Dropped >= 1 && r.stats.Errors >= 1 && r.stats.Terms >= 20, "requests dropped and refused, 20 grants")
 		},
 		"group-churn": func(r *Result) string {
-			return want(r.Stats.Terms >= 40 && r.Stats.Crashes >= 1 && r.Stats.WakesSent >= 10 && r.Stats.GroupChecks == 1 && r.Stats.GroupBounds >= 5,
+			return want(r.stats.Terms >= 40 && r.stats.Crashes >= 1 && r.stats.WakesSent >= 10 && r.stats.GroupChecks == 1 && r.stats.GroupBounds >= 5,
 				"40 shard terms, crashes, hand-overs woken, 5 held to a bound, the balance check")
 		},
 		"group-watch": func(r *Result) string {
-			return want(r.Stats.Terms >= 40 && r.Stats.Crashes >= 2 && r.Stats.GroupChecks == 1 && r.Stats.GroupBounds >= 5,
+			return want(r.stats.Terms >= 40 && r.stats.Crashes >= 2 && r.stats.GroupChecks == 1 && r.stats.GroupBounds >= 5,
 				"40 shard terms, crashes, 5 held to a bound, the balance check")
 		},
 		"group-rolling": func(r *Result) string {
-			return want(r.Stats.Terms >= 40 && r.Stats.WakesSent >= 20 && r.Stats.GroupChecks == 1 && r.Stats.GroupBounds >= 20,
+			return want(r.stats.Terms >= 40 && r.stats.WakesSent >= 20 && r.stats.GroupChecks == 1 && r.stats.GroupBounds >= 20,
 				"40 shard terms, hand-overs woken, 20 held to a bound, the balance check")
 		},
 		"group-faults": func(r *Result) string {
-			return want(r.Stats.Crashes >= 1 && r.Stats.Pauses >= 1 && r.Stats.Errors >= 1 && r.Stats.GroupChecks == 1,
+			return want(r.stats.Crashes >= 1 && r.stats.Pauses >= 1 && r.stats.Errors >= 1 && r.stats.GroupChecks == 1,
 				"crashes, pauses, store errors, the balance check")
 		},
 	}
@@ -265,7 +265,7 @@ func TestScenariosDoWhatTheySay(t *testing.T) {
 		for seed := uint64(1); seed <= seeds; seed++ {
 			r := Run(sc, seed, Options{})
 			if msg := check(r); msg != "" {
-				t.Errorf("%s seed %d: want %s; stats %+v", sc.Name, seed, msg, r.Stats)
+				t.Errorf("%s seed %d: want %s; stats %+v", sc.Name, seed, msg, r.stats)
 			}
 		}
 	}
@@ -425,8 +425,8 @@ func TestStaleReadsRaiseNoFalseAlarm(t *testing.T) {
 	anomalies, stale := 0, 0
 	for seed := uint64(1); seed <= seeds; seed++ {
 		r := Run(Lookup("stale-reads"), seed, Options{})
-		anomalies += r.Stats.Anomalies
-		stale += r.Stats.StaleReads
+		anomalies += r.stats.Anomalies
+		stale += r.stats.StaleReads
 	}
 	if anomalies != 0 || stale == 0 {
 		t.Fatalf("%d anomalies over %d stale reads, want none", anomalies, stale)

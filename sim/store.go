@@ -14,12 +14,12 @@ import (
 )
 
 var (
-	// ErrUnavailable is wrapped by the error of a request the store refused
+	// errUnavailable is wrapped by the error of a request the store refused
 	// before applying it (throttled, overloaded, a 5xx).
-	ErrUnavailable = errors.New("sim: store unavailable")
-	// ErrReset is wrapped by the error of a write whose connection broke
+	errUnavailable = errors.New("sim: store unavailable")
+	// errReset is wrapped by the error of a write whose connection broke
 	// after it was sent: it may or may not have been applied.
-	ErrReset = errors.New("sim: connection reset after the request was sent")
+	errReset = errors.New("sim: connection reset after the request was sent")
 )
 
 // faults are the store's standing faults; probabilities are in parts per
@@ -28,7 +28,7 @@ type faults struct {
 	ErrorPPM         int           // requests refused before they are applied
 	LostRenewPPM     int           // renewals applied whose answer is lost
 	LostTakeoverPPM  int           // takeovers applied whose answer is lost
-	LostAsErrorPPM   int           // of the lost answers, those that come back as ErrReset instead of never
+	LostAsErrorPPM   int           // of the lost answers, those that come back as errReset instead of never
 	DelayPutPPM      int           // writes that land only after the writer's OpTimeout
 	DelayMax         time.Duration // how much later than that, at most
 	PlainConflictPPM int           // conflicts reported without the current record (as S3's 412 does)
@@ -260,7 +260,7 @@ func (s *store) send(r *request) {
 	}
 	if chance(w.rng, s.f.ErrorPPM) {
 		w.chk.stats.Errors++
-		r.res = reply{err: fmt.Errorf("%v %q: %w", r.kind, name, ErrUnavailable)}
+		r.res = reply{err: fmt.Errorf("%v %q: %w", r.kind, name, errUnavailable)}
 		r.next = w.now + up + down
 		w.push(event{at: r.next, kind: evRespond, req: r})
 		return
@@ -337,7 +337,7 @@ func (s *store) arrive(r *request) {
 				w.trace(in, line{what: mLost, req: r.id, text: "the answer is lost"})
 				return
 			}
-			r.res = reply{err: fmt.Errorf("put lease %q: %w", leaseName, ErrReset)}
+			r.res = reply{err: fmt.Errorf("put lease %q: %w", leaseName, errReset)}
 		}
 	}
 	r.next = w.now + r.down

@@ -51,7 +51,7 @@ type world struct {
 	res   *resource
 	chk   *checker
 	tr    *tracer
-	tl    *Timeline // nil unless Options.Timeline
+	tl    *drawing // nil unless Options.Timeline
 
 	triggers []trigger
 	healed   bool // heal ran: brownouts that end later leave the store healthy
@@ -218,7 +218,7 @@ func newWorld(sc *Scenario, seed uint64, opt Options, runtime func(*instance) in
 	}
 	w.tr = newTracer(opt.Trace)
 	if opt.Timeline {
-		w.tl = &Timeline{}
+		w.tl = &drawing{}
 	}
 	w.store = newStore(w, plan.Latency, plan.Faults)
 	w.res = &resource{w: w, fenced: opt.Resource != Unfenced}

@@ -326,7 +326,7 @@ func writeSVG(path string, r *sim.Result) error {
 	if err != nil {
 		return err
 	}
-	if err := writeTimeline(f, r); err != nil {
+	if err := r.WriteSVG(f); err != nil {
 		f.Close()
 		return err
 	}

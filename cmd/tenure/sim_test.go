@@ -7,7 +7,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/tenure-go/tenure/sim"
 )
 
 func runTenure(t *testing.T, args ...string) (code int, stdout, stderr string) {
@@ -129,19 +128,3 @@ func TestSimUsageErrors(t *testing.T) {
 	}
 }
 
-func TestTimelineSVG(t *testing.T) {
-	r := sim.Run(sim.Lookup("gc-pause"), 1, sim.Options{Timeline: true})
-	var b bytes.Buffer
-	if err := writeTimeline(&b, r); err != nil {
-		t.Fatal(err)
-	}
-	svg := b.String()
-	for _, s := range []string{"<svg", "gc-pause, seed 1", "paused", "write refused", "wall ", "I1", "</svg>"} {
-		if !strings.Contains(svg, s) {
-			t.Errorf("SVG lacks %q", s)
-		}
-	}
-	if err := writeTimeline(&b, sim.Run(sim.Lookup("gc-pause"), 1, sim.Options{})); err != errNoTimeline {
-		t.Fatalf("without a timeline: %v", err)
-	}
-}

@@ -1,4 +1,4 @@
-package main
+package sim
 
 import (
 	"bufio"
@@ -8,12 +8,11 @@ import (
 	"io"
 	"time"
 
-	"github.com/tenure-go/tenure/sim"
 )
 
-// errNoTimeline is returned by writeTimeline for a run made without
-// sim.Options.Timeline.
-var errNoTimeline = errors.New("the run kept no timeline (set sim.Options.Timeline)")
+// ErrNoTimeline is returned by WriteSVG for a run made without
+// Options.Timeline.
+var ErrNoTimeline = errors.New("sim: the run kept no timeline (set Options.Timeline)")
 
 // Layout of the SVG, in pixels.
 const (
@@ -26,15 +25,15 @@ const (
 	svgBottom = 56
 )
 
-// writeTimeline draws a run as SVG over true time: one row per node with
+// WriteSVG draws the run as SVG over true time: one row per node with
 // its terms (labelled with their tokens), the spans it was down, paused or
 // cut off from the store, its wall-clock offset and drift, the steps of its
 // wall clock, the writes the resource refused or wrongly accepted, and the
 // violations.
-func writeTimeline(out io.Writer, r *sim.Result) error {
-	t := r.Timeline
+func (r *Result) WriteSVG(out io.Writer) error {
+	t := r.timeline
 	if t == nil {
-		return errNoTimeline
+		return ErrNoTimeline
 	}
 	bw := bufio.NewWriter(out)
 	p := func(format string, args ...any) { fmt.Fprintf(bw, format, args...) }
@@ -56,7 +55,7 @@ func writeTimeline(out io.Writer, r *sim.Result) error {
 		verdict = plural(n, "violation")
 	}
 	p(`<text x="10" y="40" fill="#444">%s simulated, %s, %s refused by the fence, %s</text>`+"\n",
-		r.SimTime.Round(time.Second), plural(r.Stats.Terms, "term"), plural(r.Stats.Refused, "write"), verdict)
+		r.SimTime.Round(time.Second), plural(r.stats.Terms, "term"), plural(r.stats.Refused, "write"), verdict)
 	legend(bw, svgWidth-560, 16)
 
 	// Time axis and grid.
@@ -110,7 +109,7 @@ func writeTimeline(out io.Writer, r *sim.Result) error {
 			p(`<path d="M%.1f %d l-5 10 h10 z" fill="#d00"><title>stale write ACCEPTED</title></path>`+"\n", x(m.At), y+svgBar+2)
 		}
 	}
-	seen := map[sim.Invariant]bool{}
+	seen := map[Invariant]bool{}
 	for _, v := range t.Violations {
 		p(`<line x1="%.1f" y1="%d" x2="%.1f" y2="%d" stroke="#d00" stroke-dasharray="3,3"><title>%v at %s</title></line>`+"\n",
 			x(v.At), svgTop-8, x(v.At), axisY, v.Inv, fmtTime(v.At))
@@ -137,7 +136,7 @@ func legend(w io.Writer, x, y int) {
 		`<line x1="160" y1="0" x2="160" y2="12" stroke="#d00" stroke-dasharray="3,3"/><text x="166" y="11">violation</text></g>`+"\n", x+100, y+20)
 }
 
-func totalViolations(r *sim.Result) int {
+func totalViolations(r *Result) int {
 	n := 0
 	for _, c := range r.Counts {
 		n += c
@@ -177,9 +176,4 @@ func fmtOffset(d time.Duration) string {
 		return "+" + d.String()
 	}
 	return d.String()
-}
-
-// fmtTime formats a true time as seconds with nanoseconds, as traces show it.
-func fmtTime(d time.Duration) string {
-	return fmt.Sprintf("%4d.%09d", int64(d/time.Second), int64(d%time.Second))
 }
