@@ -1,6 +1,7 @@
 package sim
 
 import (
+	budget "github.com/tenure-go/tenure/internal/plan"
 	"testing"
 	"time"
 
@@ -8,7 +9,7 @@ import (
 )
 
 // TestPlanBoundsMeasuredFailover: the failover bounds `tenure plan` prints
-// (election.NewPlan) hold over the failovers the simulator measures at the
+// (internal/plan) hold over the failovers the simulator measures at the
 // same settings (the default timings, the healthy store's longest round
 // trip), and are not loose by more than a poll and the round trips.
 func TestPlanBoundsMeasuredFailover(t *testing.T) {
@@ -16,7 +17,7 @@ func TestPlanBoundsMeasuredFailover(t *testing.T) {
 	if testing.Short() || raceEnabled {
 		seeds = 20
 	}
-	p, err := election.NewPlan(election.Timing{}, 5, 2*healthyLatency.Bound())
+	p, err := budget.New(election.Timing{}, 5, 2*healthyLatency.Bound())
 	if err != nil {
 		t.Fatal(err)
 	}

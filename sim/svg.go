@@ -7,7 +7,6 @@ import (
 	"html"
 	"io"
 	"time"
-
 )
 
 // ErrNoTimeline is returned by WriteSVG for a run made without

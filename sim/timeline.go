@@ -21,7 +21,7 @@ type drawRow struct {
 	Name   string
 	Wall   time.Duration // wall clock minus true time, at the start
 	PPB    int64         // clock rate error at the start
-	Down   []drawSpan        // not running
+	Down   []drawSpan    // not running
 	Pauses []drawSpan
 	Cuts   []drawSpan // cut off from the store
 	Steps  []drawStep // wall-clock steps

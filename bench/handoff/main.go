@@ -23,6 +23,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/tenure-go/tenure/internal/plan"
 	"log/slog"
 	"math/rand/v2"
 	"os"
@@ -319,7 +320,7 @@ func bench(storeURL string, t election.Timing, trials int, window time.Duration,
 		return err
 	}
 	defer done()
-	if _, err := election.NewPlan(t, 3, 0); err != nil {
+	if _, err := plan.New(t, 3, 0); err != nil {
 		return err
 	}
 	fmt.Printf("store %s\nlease L = %v, renew %v, poll %v; %d trials each\n", storeURL, t.LeaseDuration, t.RenewInterval, t.PollInterval, trials)
@@ -427,7 +428,7 @@ func zombieTrial(self, storeURL string, t election.Timing, i int, long time.Dura
 // their store requests per hour against the plan's, with idle CPU and
 // goroutines.
 func requests(self, storeURL string, t election.Timing, window time.Duration, counts string) error {
-	fmt.Printf("requests per hour over %v (plan: election.NewPlan), idle CPU and goroutines per candidate:\n", window)
+	fmt.Printf("requests per hour over %v (plan: tenure plan), idle CPU and goroutines per candidate:\n", window)
 	for _, f := range strings.Split(counts, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(f))
 		if err != nil || n < 1 {
@@ -467,7 +468,7 @@ func report(n int, t election.Timing, window time.Duration, before, after []stat
 		gor = append(gor, after[i].goroutines)
 	}
 	perHour := reqs * float64(time.Hour) / float64(window)
-	p, _ := election.NewPlan(t, n, 0)
+	p, _ := plan.New(t, n, 0)
 	if wakeFlag {
 		p = p.WithNotices() // the leader reads the standby's record
 	}

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"github.com/tenure-go/tenure/internal/plan"
 	"io"
 	"os"
 	"sync"
@@ -207,7 +208,7 @@ func supervise(term context.Context, deadline func() time.Time, c *child, early,
 // much at most.
 func stopTiming(ttl, grace time.Duration) (early, overrun time.Duration) {
 	t := election.Timing{LeaseDuration: ttl}.WithDefaults()
-	p, err := election.NewPlan(t, 1, 0)
+	p, err := plan.New(t, 1, 0)
 	if err != nil {
 		return 0, grace
 	}
@@ -228,7 +229,7 @@ func childEnv(name, holder string, token uint64) []string {
 // command is gone before another process may take over.
 func defaultGrace(ttl time.Duration) time.Duration {
 	t := election.Timing{LeaseDuration: ttl}.WithDefaults()
-	p, err := election.NewPlan(t, 1, 0)
+	p, err := plan.New(t, 1, 0)
 	if err != nil {
 		return time.Second
 	}

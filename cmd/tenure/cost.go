@@ -1,9 +1,9 @@
 package main
 
 import (
+	"github.com/tenure-go/tenure/internal/plan"
 	"time"
 
-	"github.com/tenure-go/tenure/election"
 )
 
 // priceList is a store's list prices in US dollars, for monthlyCost.
@@ -65,7 +65,7 @@ var planStores = []struct {
 // renewals and its reads of the standby's record, and
 // the followers' polls (with a standby: the standby's polls and renewals
 // of its record, and the cold followers' reads), in US dollars.
-func monthlyCost(p election.Plan, pr priceList) (leader, followers float64) {
+func monthlyCost(p plan.Plan, pr priceList) (leader, followers float64) {
 	hours := pr.MonthDuration.Hours()
 	writes := func(perHour float64) float64 { return perHour * hours * pr.WritesPerPut * pr.WritePerMil / 1e6 }
 	reads := func(perHour float64) float64 { return perHour * hours * pr.ReadsPerPoll * pr.ReadPerMil / 1e6 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"github.com/tenure-go/tenure/internal/plan"
 	"io"
 	"math"
 	"slices"
@@ -101,7 +102,7 @@ func planCommand(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "tenure plan: --wake needs --standby")
 		return exitUsage
 	}
-	p, err := election.NewPlan(t, *candidates, *rtt)
+	p, err := plan.New(t, *candidates, *rtt)
 	if err != nil {
 		fmt.Fprintf(stderr, "tenure plan: %s\n", bare(err))
 		return exitUsage
@@ -187,7 +188,7 @@ func printGroup(w io.Writer, b groupcore.Bounds, k, n int, watch bool, prices []
 	}
 }
 
-func printPlan(w io.Writer, p election.Plan, prices []priceList) {
+func printPlan(w io.Writer, p plan.Plan, prices []priceList) {
 	t := p.Timing
 	fmt.Fprintf(w, "%d candidates; lease %v, renew every %v, poll every %v, op timeout %v, margin %v, drift %g; store round trips up to %v\n\n",
 		p.Candidates, t.LeaseDuration, t.RenewInterval, t.PollInterval, t.OpTimeout, t.Margin, t.MaxDrift, p.RoundTrip)

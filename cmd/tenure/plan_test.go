@@ -1,6 +1,7 @@
 package main
 
 import (
+	"github.com/tenure-go/tenure/internal/plan"
 	"math"
 	"strings"
 	"testing"
@@ -97,7 +98,7 @@ func TestPlanWake(t *testing.T) {
 		}
 	}
 	tm := election.Timing{LeaseDuration: 3 * time.Second, RenewInterval: time.Second, PollInterval: time.Second, ColdPollInterval: 10 * time.Second}
-	p, _ := election.NewPlan(tm, 3, 20*time.Millisecond)
+	p, _ := plan.New(tm, 3, 20*time.Millisecond)
 	leader, followers := monthlyCost(p.WithNotices(), dynamoDBOnDemandStalePolls)
 	// 720 h: leader 3,600 writes/h + 360 strong reads/h; followers 360 writes/h, 3,600 strong reads/h, 720 half-unit reads/h.
 	if math.Abs(leader-720*(3600*0.625+360*0.125)/1e6) > 1e-9 || math.Abs(followers-720*(360*0.625+3600*0.125+720*0.0625)/1e6) > 1e-9 {
@@ -117,7 +118,7 @@ func TestPlanStrongPolls(t *testing.T) {
 // TestMonthlyCost: the arithmetic tenure plan prints, with and without a
 // standby.
 func TestMonthlyCost(t *testing.T) {
-	p, err := election.NewPlan(election.Timing{}, 3, 20*time.Millisecond)
+	p, err := plan.New(election.Timing{}, 3, 20*time.Millisecond)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -129,7 +130,7 @@ func TestMonthlyCost(t *testing.T) {
 		t.Fatalf("DynamoDB cost: leader %v, followers %v", leader, followers)
 	}
 	tm := election.Timing{LeaseDuration: 3 * time.Second, RenewInterval: time.Second, PollInterval: time.Second, ColdPollInterval: 10 * time.Second}
-	p, err = election.NewPlan(tm, 3, 10*time.Millisecond)
+	p, err = plan.New(tm, 3, 10*time.Millisecond)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/tenure-go/tenure/internal/plan"
 	"io"
 	"net"
 	"net/http"
@@ -214,7 +215,7 @@ func alive(pid int) bool {
 }
 
 func (e *procEnv) crashBound() time.Duration {
-	p, err := election.NewPlan(election.Timing{LeaseDuration: e.lease}, 2, 50*time.Millisecond)
+	p, err := plan.New(election.Timing{LeaseDuration: e.lease}, 2, 50*time.Millisecond)
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -381,7 +382,7 @@ func TestProcessSIGTERM(t *testing.T) {
 		if err := a.Wait(); err != nil {
 			t.Errorf("tenure after SIGTERM: %v, want exit 0 (the child's status)", err)
 		}
-		p, _ := election.NewPlan(election.Timing{LeaseDuration: e.lease}, 2, 50*time.Millisecond)
+		p, _ := plan.New(election.Timing{LeaseDuration: e.lease}, 2, 50*time.Millisecond)
 		e.await(p.ReleaseFailover+2*time.Second, "b's child", func(ev event) bool { return ev.what == "start" && ev.holder == "b" })
 		if took := time.Since(sent); took > p.ReleaseFailover+time.Second {
 			t.Errorf("b's child started %v after the SIGTERM; want within a poll (%v) and a second", took, p.ReleaseFailover)

@@ -6,7 +6,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-
 )
 
 func runTenure(t *testing.T, args ...string) (code int, stdout, stderr string) {
@@ -127,4 +126,3 @@ func TestSimUsageErrors(t *testing.T) {
 		t.Errorf("-h: exit %d, want 0 and the usage listing the scenarios:\n%s", code, errs)
 	}
 }
-

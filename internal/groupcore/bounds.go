@@ -1,6 +1,7 @@
 package groupcore
 
 import (
+	"github.com/tenure-go/tenure/internal/plan"
 	"math"
 	"time"
 
@@ -25,7 +26,7 @@ type Bounds struct {
 	// slow, read once more at the next poll, and taken.
 	CrashTakeover time.Duration
 	// WatchedCrashTakeover: the same with Watch: the lock's failover bound
-	// after a crash (election.Plan.CrashFailover), the shard's next owner
+	// after a crash (plan.Plan.CrashFailover), the shard's next owner
 	// having been waiting on it all along.
 	WatchedCrashTakeover time.Duration
 	// WokenHandover: a shard given up on a join or a leave is held by its
@@ -65,7 +66,7 @@ func NewBounds(t election.Timing, k, n int, rtt time.Duration) Bounds {
 	b := Bounds{Timing: t, RoundTrip: rtt}
 	b.Suspect = 3*beat + rtt
 	b.CrashTakeover = b.Suspect + rtt + slow(wait) + poll + 2*rtt
-	if p, err := election.NewPlan(t, 2, rtt); err == nil {
+	if p, err := plan.New(t, 2, rtt); err == nil {
 		b.WatchedCrashTakeover = p.CrashFailover
 	}
 	b.WokenHandover = 5 * rtt

@@ -1,17 +1,22 @@
-package election
+// Package plan says what a timing means for a group of candidates: its
+// bounds and its cost. `tenure plan` prints it; the simulator checks its
+// failover bounds against runs.
+package plan
 
 import (
 	"fmt"
 	"math"
 	"time"
+
+	"github.com/tenure-go/tenure/election"
 )
 
-// Plan is what a Timing means for a group of candidates: how long a leader
+// Plan is what a election.Timing means for a group of candidates: how long a leader
 // leads, how long a failover can take, and how many store requests the
 // group makes. `tenure plan` prints it; the simulator checks its failover
 // bounds.
 type Plan struct {
-	Timing     Timing // with defaults
+	Timing     election.Timing // with defaults
 	Candidates int
 	// RoundTrip is the longest store round trip assumed.
 	RoundTrip time.Duration
@@ -44,7 +49,7 @@ type Plan struct {
 	// hand over to a preferred standby and, with one, to learn its address
 	// for notices. Counted in RequestsPerHour.
 	LeaderReadsPerHour float64
-	// With a standby (Timing.ColdPollInterval): the standby's renewals of
+	// With a standby (election.Timing.ColdPollInterval): the standby's renewals of
 	// its record (writes) per hour, and a cold follower's reads per hour
 	// (the lease and the standby record, once a cold poll each).
 	StandbyRenewalsPerHour, ColdReadsPerHour float64
@@ -76,7 +81,7 @@ type Plan struct {
 }
 
 // WithNotices returns p for candidates that send the standby renewal
-// notices (Config.WakeAddr). It needs a standby (Timing.ColdPollInterval).
+// notices (Config.WakeAddr). It needs a standby (election.Timing.ColdPollInterval).
 func (p Plan) WithNotices() Plan {
 	t := p.Timing
 	if t.ColdPollInterval == 0 || p.Notices {
@@ -89,9 +94,9 @@ func (p Plan) WithNotices() Plan {
 	return p
 }
 
-// NewPlan returns the Plan of t (defaults filled in) for the given number of
-// candidates and store round trip. It refuses what Timing.Validate refuses.
-func NewPlan(t Timing, candidates int, roundTrip time.Duration) (Plan, error) {
+// New returns the Plan of t (defaults filled in) for the given number of
+// candidates and store round trip. It refuses what election.Timing.Validate refuses.
+func New(t election.Timing, candidates int, roundTrip time.Duration) (Plan, error) {
 	t = t.WithDefaults()
 	if err := t.Validate(); err != nil {
 		return Plan{}, err
@@ -99,17 +104,17 @@ func NewPlan(t Timing, candidates int, roundTrip time.Duration) (Plan, error) {
 	if candidates < 1 {
 		return Plan{}, fmt.Errorf("%d candidates: want at least 1", candidates)
 	}
-	if roundTrip < 0 || roundTrip > MaxSetting {
-		return Plan{}, fmt.Errorf("round trip %v: want within [0, %v]", roundTrip, MaxSetting)
+	if roundTrip < 0 || roundTrip > election.MaxSetting {
+		return Plan{}, fmt.Errorf("round trip %v: want within [0, %v]", roundTrip, election.MaxSetting)
 	}
 	p := Plan{Timing: t, Candidates: candidates, RoundTrip: roundTrip}
-	p.LeadWindow = LeadWindow(t.LeaseDuration, t.MaxDrift, t.Margin)
-	p.TakeoverWait = WaitBeforeTakeover(t.LeaseDuration, t.MaxDrift)
+	p.LeadWindow = election.LeadWindow(t.LeaseDuration, t.MaxDrift, t.Margin)
+	p.TakeoverWait = election.WaitBeforeTakeover(t.LeaseDuration, t.MaxDrift)
 	slow := func(d time.Duration) time.Duration { // d on a clock running ρ slow, in true time
 		return time.Duration(math.Ceil(float64(d) / (1 - t.MaxDrift)))
 	}
-	p.CrashFailover = slow(p.TakeoverWait) + slow(MaxPoll(t.PollInterval)) + 4*roundTrip
-	p.ReleaseFailover = slow(MaxPoll(t.PollInterval)) + 4*roundTrip
+	p.CrashFailover = slow(p.TakeoverWait) + slow(election.MaxPoll(t.PollInterval)) + 4*roundTrip
+	p.ReleaseFailover = slow(election.MaxPoll(t.PollInterval)) + 4*roundTrip
 	p.MeanPoll = t.PollInterval
 	perHour := func(d time.Duration) float64 { return float64(time.Hour) / float64(d) }
 	p.RenewalsPerHour = perHour(t.RenewInterval)
@@ -120,10 +125,10 @@ func NewPlan(t Timing, candidates int, roundTrip time.Duration) (Plan, error) {
 	p.LeaderReadsPerHour = perHour(t.WithStandby().ColdPollInterval)
 	p.RequestsPerHour = p.RenewalsPerHour + p.LeaderReadsPerHour + float64(candidates-1)*p.PollsPerHour
 	if c := t.ColdPollInterval; c > 0 {
-		st := StandbyTiming(t)
+		st := election.StandbyTiming(t)
 		p.StandbyRenewalsPerHour = perHour(st.RenewInterval)
 		p.ColdReadsPerHour = 2 * perHour(c)
-		p.ColdFailover = slow(MaxPoll(c)) + slow(p.TakeoverWait) + slow(MaxPoll(c)) + 4*roundTrip
+		p.ColdFailover = slow(election.MaxPoll(c)) + slow(p.TakeoverWait) + slow(election.MaxPoll(c)) + 4*roundTrip
 		p.WakeHandoff = 5 * roundTrip
 		p.RequestsPerHour = p.RenewalsPerHour + p.LeaderReadsPerHour
 		if candidates >= 2 {

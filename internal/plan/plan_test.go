@@ -1,22 +1,23 @@
-package election
+package plan
 
 import (
+	"github.com/tenure-go/tenure/election"
 	"math"
 	"testing"
 	"time"
 )
 
 func TestPlanDefaults(t *testing.T) {
-	p, err := NewPlan(Timing{}, 3, 20*time.Millisecond)
+	p, err := New(election.Timing{}, 3, 20*time.Millisecond)
 	if err != nil {
 		t.Fatal(err)
 	}
 	want := Plan{
-		LeadWindow:      8990 * time.Millisecond, // 10s×(1-1e-3) - 1s
-		TakeoverWait:    10010 * time.Millisecond,
-		CrashFailover:   10020020021 + 2202202203 + 80*time.Millisecond, // the longest poll: 2.2s
-		ReleaseFailover: 2202202203 + 80*time.Millisecond,
-		MeanPoll:        2 * time.Second,
+		LeadWindow: 8990 * time.Millisecond, // 10s×(1-1e-3) - 1s
+		TakeoverWait:        10010 * time.Millisecond,
+		CrashFailover:       10020020021 + 2202202203 + 80*time.Millisecond, // the longest poll: 2.2s
+		ReleaseFailover:     2202202203 + 80*time.Millisecond,
+		MeanPoll:            2 * time.Second,
 	}
 	if p.LeadWindow != want.LeadWindow || p.TakeoverWait != want.TakeoverWait || p.CrashFailover != want.CrashFailover ||
 		p.ReleaseFailover != want.ReleaseFailover || p.MeanPoll != want.MeanPoll {
@@ -30,19 +31,19 @@ func TestPlanDefaults(t *testing.T) {
 
 // TestPlanRefusesWhatValidateRefuses: one check, not two.
 func TestPlanRefusesWhatValidateRefuses(t *testing.T) {
-	for _, tm := range []Timing{
+	for _, tm := range []election.Timing{
 		{LeaseDuration: time.Second, Margin: 2 * time.Second},
 		{LeaseDuration: 10 * time.Second, RenewInterval: 9 * time.Second},
 		{LeaseDuration: -time.Second},
 		{MaxDrift: 0.5},
 	} {
 		verr := tm.WithDefaults().Validate()
-		_, perr := NewPlan(tm, 3, 0)
+		_, perr := New(tm, 3, 0)
 		if verr == nil || perr == nil || verr.Error() != perr.Error() {
-			t.Errorf("%+v: Validate %v, NewPlan %v", tm, verr, perr)
+			t.Errorf("%+v: Validate %v, plan.New %v", tm, verr, perr)
 		}
 	}
-	if _, err := NewPlan(Timing{}, 0, 0); err == nil {
+	if _, err := New(election.Timing{}, 0, 0); err == nil {
 		t.Error("0 candidates accepted")
 	}
 }
@@ -50,7 +51,7 @@ func TestPlanRefusesWhatValidateRefuses(t *testing.T) {
 // With a standby, requests per hour grow by a cold follower's two reads a
 // cold poll per candidate, not by a poll every PollInterval.
 func TestPlanStandby(t *testing.T) {
-	tm := Timing{LeaseDuration: 3 * time.Second, RenewInterval: time.Second, PollInterval: time.Second, ColdPollInterval: 10 * time.Second}
+	tm := election.Timing{LeaseDuration: 3 * time.Second, RenewInterval: time.Second, PollInterval: time.Second, ColdPollInterval: 10 * time.Second}
 	for _, c := range []struct {
 		n    int
 		want float64
@@ -60,7 +61,7 @@ func TestPlanStandby(t *testing.T) {
 		// reads. Alone, the leader still reads the standby record.
 		{1, 3960}, {2, 7920}, {3, 8640}, {5, 10080}, {10, 13680}, {20, 20880},
 	} {
-		p, err := NewPlan(tm, c.n, 10*time.Millisecond)
+		p, err := New(tm, c.n, 10*time.Millisecond)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -68,7 +69,7 @@ func TestPlanStandby(t *testing.T) {
 			t.Errorf("%d candidates: %v requests per hour, want %v", c.n, p.RequestsPerHour, c.want)
 		}
 	}
-	p, _ := NewPlan(tm, 3, 10*time.Millisecond)
+	p, _ := New(tm, 3, 10*time.Millisecond)
 	// 11s first sight + 3.003s wait + 11s, on a clock 0.1% slow, + 4 × 10ms.
 	if want := time.Duration(math.Ceil(11e9/0.999))*2 + time.Duration(math.Ceil(3.003e9/0.999)) + 40*time.Millisecond; p.ColdFailover != want {
 		t.Errorf("cold failover %v, want %v", p.ColdFailover, want)
@@ -80,9 +81,9 @@ func TestPlanStandby(t *testing.T) {
 // failover after a noticed renewal is bounded by the wait and 5 round
 // trips; its median is the wait less half a renewal interval.
 func TestPlanNotices(t *testing.T) {
-	tm := Timing{LeaseDuration: 3 * time.Second, RenewInterval: time.Second, PollInterval: time.Second, ColdPollInterval: 10 * time.Second}
+	tm := election.Timing{LeaseDuration: 3 * time.Second, RenewInterval: time.Second, PollInterval: time.Second, ColdPollInterval: 10 * time.Second}
 	for n, want := range map[int]float64{1: 3960, 2: 7920, 3: 8640, 10: 13680, 20: 20880} {
-		p, err := NewPlan(tm, n, 10*time.Millisecond)
+		p, err := New(tm, n, 10*time.Millisecond)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -90,7 +91,7 @@ func TestPlanNotices(t *testing.T) {
 			t.Errorf("%d candidates: %v requests per hour, want %v", n, got, want)
 		}
 	}
-	p, _ := NewPlan(tm, 3, 10*time.Millisecond)
+	p, _ := New(tm, 3, 10*time.Millisecond)
 	p = p.WithNotices()
 	if want := time.Duration(math.Ceil(3.003e9/0.999)) + 50*time.Millisecond; p.NoticeFailover != want {
 		t.Errorf("notice failover %v, want %v", p.NoticeFailover, want)
@@ -98,7 +99,7 @@ func TestPlanNotices(t *testing.T) {
 	if want := 3003*time.Millisecond - 500*time.Millisecond + 30*time.Millisecond; p.NoticeFailoverMedian != want {
 		t.Errorf("median %v, want %v", p.NoticeFailoverMedian, want)
 	}
-	if p, _ := NewPlan(Timing{}, 3, 0); p.WithNotices().Notices {
+	if p, _ := New(election.Timing{}, 3, 0); p.WithNotices().Notices {
 		t.Error("notices without a standby")
 	}
 }
