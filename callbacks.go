@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/tenure-go/tenure/election"
-	"github.com/tenure-go/tenure/fencing"
 )
 
 // Callbacks tell a program about its leadership. Every field is optional.
@@ -58,58 +57,26 @@ type Callbacks struct {
 	OnLeaderChange func(leader Leader)
 }
 
-// Term describes one leadership term.
-type Term struct {
-	Lease  string
-	Holder string // this candidate's ID
-	// Token is the term's fencing token: higher than every earlier term's.
-	Token fencing.Token
-	// Deadline is the local deadline when the term began; each renewal moves
-	// it later (Candidate.Status has the current one). The term's context is
-	// cancelled by then at the latest.
-	Deadline time.Time
-	Payload  []byte
-}
+// Term describes one leadership term: the election's (see election.Term).
+type Term = election.Term
 
-// Fence returns what the term's writes present to a fenced resource.
-func (t Term) Fence() fencing.Fence { return fencing.Fence{Lease: t.Lease, Token: t.Token} }
+// Leader is a leader as observed in the store (see election.Leader).
+type Leader = election.Leader
 
-// Leader is a leader as observed in the store.
-type Leader struct {
-	Holder  string // the leader's ID (Runtime.ID); empty when there is no leader
-	Token   fencing.Token
-	Payload []byte
-}
+// DemotionReason says why a term ended (see election.Reason).
+type DemotionReason = election.Reason
 
-// DemotionReason says why a term ended.
-type DemotionReason int
-
+// The reasons a term ends, as election defines them.
 const (
-	// ReasonLost: a renewal found the lease taken by another holder.
-	ReasonLost = DemotionReason(election.ReasonLost)
-	// ReasonExpired: the local deadline passed before a renewal was
-	// confirmed, though none failed: the store or this process was too slow.
-	ReasonExpired = DemotionReason(election.ReasonExpired)
-	// ReasonStoreUnavailable: renewals failed until the local deadline.
-	ReasonStoreUnavailable = DemotionReason(election.ReasonStoreUnavailable)
-	// ReasonShutDown: Run's context is done, or a callback panicked.
-	ReasonShutDown = DemotionReason(election.ReasonShutDown)
-	// ReasonRecordLost: a renewal found the lease record absent, or written
-	// back with an older token (deleted by hand, a TTL or lifecycle rule, a
-	// restored backup). Logged at error level: see "Lost records" in the
-	// package documentation.
-	ReasonRecordLost = DemotionReason(election.ReasonRecordLost)
-	// ReasonInvalidRecord: the store holds a record tenure cannot read,
-	// written by something else or corrupted. Logged at error level.
-	ReasonInvalidRecord = DemotionReason(election.ReasonInvalidRecord)
-	// ReasonResigned: Candidate.Resign ended the term.
-	ReasonResigned = DemotionReason(election.ReasonResigned)
-	// ReasonHandedOver: a live candidate of higher priority was waiting
-	// (Config.Priority), and the lease was given back for it to take.
-	ReasonHandedOver = DemotionReason(election.ReasonHandedOver)
+	ReasonLost             = election.ReasonLost
+	ReasonExpired          = election.ReasonExpired
+	ReasonStoreUnavailable = election.ReasonStoreUnavailable
+	ReasonShutDown         = election.ReasonShutDown
+	ReasonRecordLost       = election.ReasonRecordLost
+	ReasonInvalidRecord    = election.ReasonInvalidRecord
+	ReasonResigned         = election.ReasonResigned
+	ReasonHandedOver       = election.ReasonHandedOver
 )
-
-func (r DemotionReason) String() string { return election.Reason(r).String() }
 
 // CallbackPanic is what Run panics with after a callback panicked: the
 // term ended, the lease was given back (within ReleaseTimeout), and then the

@@ -471,7 +471,7 @@ func (r *runner) Send(op election.Op) {
 
 func (r *runner) Elected(t election.Term) {
 	cfg := &r.c.cfg
-	term := Term{Lease: cfg.Lease, Holder: cfg.ID, Token: fencing.Token(t.Token), Deadline: t.Deadline, Payload: cfg.Payload}
+	term := Term{Lease: cfg.Lease, Holder: cfg.ID, Token: t.Token, Deadline: t.Deadline, Payload: cfg.Payload}
 	tc := newTermContext(r.runCtx, term, cfg.Clock)
 	r.term, r.tctx = term, tc
 	r.log(slog.LevelInfo, "elected", "token", term.Token)
@@ -481,7 +481,7 @@ func (r *runner) Elected(t election.Term) {
 	}
 	r.c.ms.elected()
 	if o := r.c.obs; o != nil {
-		o.Elected(t.Token)
+		o.Elected(uint64(t.Token))
 	}
 	if f := cfg.Callbacks.OnElected; f != nil {
 		r.disp.push("OnElected", func() { f(tc, term) })
@@ -512,11 +512,11 @@ func (r *runner) Demoted(_ election.Term, why election.Reason) {
 	}
 }
 
-func (r *runner) LeaderChanged(el election.Leader) {
-	if r.sb != nil && el.Holder != "" && el.Holder != r.c.cfg.ID && !r.d.Stopping() {
+func (r *runner) LeaderChanged(l election.Leader) {
+	if r.sb != nil && l.Holder != "" && l.Holder != r.c.cfg.ID && !r.d.Stopping() {
 		r.sb.s.Follow(true)
 	}
-	l := Leader{Holder: el.Holder, Token: fencing.Token(el.Token), Payload: el.Payload}
+
 	r.log(slog.LevelDebug, "leader changed", "leader", l.Holder, "token", l.Token)
 	if r.notify != nil {
 		r.notify.push(l)
@@ -540,12 +540,12 @@ func (r *runner) Anomaly(err error) {
 func (r *runner) Publish(snap driver.Snapshot) {
 	l := snap.Leader
 	s := Status{
-		Leader:  Leader{Holder: l.Holder, Token: fencing.Token(l.Token), Payload: l.Payload},
+		Leader:  l,
 		Err:     snap.Err,
 		Standby: r.sb != nil && !r.sb.cold,
 	}
 	if snap.Leading {
-		s.Leading, s.Token, s.Deadline = true, fencing.Token(snap.Term.Token), snap.Term.Deadline
+		s.Leading, s.Token, s.Deadline = true, snap.Term.Token, snap.Term.Deadline
 	}
 	if r.tctx != nil {
 		s.Jeopardy = followJeopardy(r.tctx, r.c.cfg.Clock.Now(), snap, r.c.ms, r.log)

@@ -443,7 +443,7 @@ func (e *groupEntry) Log(level slog.Level, msg string, args ...any) {
 
 func (e *groupEntry) Assigned(shard int, t election.Term) {
 	g := e.g
-	st := &shardTerm{s: Shard{Group: g.cfg.Name, ID: shard, Lease: groupcore.ShardName(g.cfg.Name, shard), Token: fencing.Token(t.Token), Deadline: t.Deadline}, revoked: make(chan struct{})}
+	st := &shardTerm{s: Shard{Group: g.cfg.Name, ID: shard, Lease: groupcore.ShardName(g.cfg.Name, shard), Token: t.Token, Deadline: t.Deadline}, revoked: make(chan struct{})}
 	st.ctx.init(context.Background(), Term{Lease: st.s.Lease, Holder: g.cfg.ID, Token: st.s.Token, Deadline: t.Deadline}, g.cfg.Clock)
 	e.terms[shard] = st
 	g.held.Add(1)

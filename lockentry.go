@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/tenure-go/tenure/election"
-	"github.com/tenure-go/tenure/fencing"
 	"github.com/tenure-go/tenure/internal/driver"
 	"github.com/tenure-go/tenure/internal/host"
 	"github.com/tenure-go/tenure/internal/lockcore"
@@ -61,7 +60,7 @@ func (e *lockEntry) waitedFor(err error) error {
 	switch {
 	case !e.started: // waiting behind a call of this Locker
 		if a := e.l.names[e.Name()]; a != nil && a.held != nil {
-			ld = election.Leader{Holder: e.l.cfg.ID, Token: uint64(a.held.Token())}
+			ld = election.Leader{Holder: e.l.cfg.ID, Token: a.held.Token()}
 		}
 	case e.sem != nil:
 		ls := e.sem.Holders()
@@ -74,7 +73,7 @@ func (e *lockEntry) waitedFor(err error) error {
 		ld = e.Leader()
 	}
 	if ld.Holder != "" {
-		return &LockedError{Name: e.Name(), Holder: ld.Holder, Token: fencing.Token(ld.Token), Payload: ld.Payload, Err: err}
+		return &LockedError{Name: e.Name(), Holder: ld.Holder, Token: ld.Token, Payload: ld.Payload, Err: err}
 	}
 	if e.started {
 		if serr := e.Err(); serr != nil {
@@ -169,7 +168,7 @@ func (e *lockEntry) Granted(t election.Term) { e.grant(e.Name(), t) }
 // grant answers the caller with the lock held for term t of the lease
 // name (a semaphore's slot record, or the lock's).
 func (e *lockEntry) grant(name string, t election.Term) {
-	term := Term{Lease: name, Holder: e.l.cfg.ID, Token: fencing.Token(t.Token), Deadline: t.Deadline, Payload: e.Config().Payload}
+	term := Term{Lease: name, Holder: e.l.cfg.ID, Token: t.Token, Deadline: t.Deadline, Payload: e.Config().Payload}
 	e.held = &Lock{e: e}
 	e.held.ctx.init(context.Background(), term, e.l.cfg.Clock)
 	e.counted = true
@@ -180,7 +179,7 @@ func (e *lockEntry) grant(name string, t election.Term) {
 }
 
 func (e *lockEntry) Busy(ld election.Leader) {
-	var err error = &LockedError{Name: e.Name(), Holder: ld.Holder, Token: fencing.Token(ld.Token), Payload: ld.Payload}
+	var err error = &LockedError{Name: e.Name(), Holder: ld.Holder, Token: ld.Token, Payload: ld.Payload}
 	if e.keep {
 		err = slotTakenError{err.(*LockedError)}
 	}

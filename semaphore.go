@@ -61,7 +61,7 @@ func checkSlots(name string, o lockOptions, try bool) error {
 func slotHolders(ls []election.Leader) []SlotHolder {
 	hs := make([]SlotHolder, len(ls))
 	for i, ld := range ls {
-		hs[i] = SlotHolder{Slot: i, Holder: ld.Holder, Token: fencing.Token(ld.Token), Payload: ld.Payload}
+		hs[i] = SlotHolder{Slot: i, Holder: ld.Holder, Token: ld.Token, Payload: ld.Payload}
 	}
 	return hs
 }

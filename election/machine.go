@@ -50,6 +50,7 @@ package election
 import (
 	"errors"
 	"fmt"
+	"github.com/tenure-go/tenure/fencing"
 	"math"
 	"math/rand/v2"
 	"strconv"
@@ -228,7 +229,7 @@ func leaderOf(found bool, rec lease.Record) Leader {
 	if !found || rec.Released {
 		return Leader{}
 	}
-	return Leader{Holder: rec.Holder, Token: rec.Token, Payload: rec.Payload}
+	return Leader{Holder: rec.Holder, Token: fencing.Token(rec.Token), Payload: rec.Payload}
 }
 
 // Start begins campaigning: the first Output asks for a read.
@@ -461,7 +462,7 @@ func (m *Machine) Err() error {
 }
 
 func (m *Machine) term() Term {
-	return Term{Holder: m.cfg.ID, Token: m.token, Deadline: m.time(m.deadline), Payload: m.cfg.Payload}
+	return Term{Holder: m.cfg.ID, Token: fencing.Token(m.token), Deadline: m.time(m.deadline), Payload: m.cfg.Payload}
 }
 
 // flush runs whatever is due at now and returns the accumulated Output.

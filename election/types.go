@@ -3,6 +3,7 @@ package election
 import (
 	"errors"
 	"fmt"
+	"github.com/tenure-go/tenure/fencing"
 	"time"
 
 	"github.com/tenure-go/tenure/lease"
@@ -104,20 +105,31 @@ type Result struct {
 	Err     error
 }
 
-// Term describes one leadership term of this Machine.
+// Term describes one leadership term.
 type Term struct {
-	Holder   string
-	Token    uint64
-	Deadline time.Time // local deadline when the event was emitted
+	// Lease names the lease. A Machine never sees names: its host fills
+	// this in (the Machine's own events leave it empty).
+	Lease  string
+	Holder string // the holder's ID: this candidate's
+	// Token is the term's fencing token: higher than every earlier term's.
+	Token fencing.Token
+	// Deadline is the local deadline when the term began (or when the
+	// event was emitted); each renewal moves it later. The term's context
+	// is cancelled by then at the latest.
+	Deadline time.Time
 	Payload  []byte
 }
 
+// Fence returns what the term's writes present to a fenced resource.
+func (t Term) Fence() fencing.Fence { return fencing.Fence{Lease: t.Lease, Token: t.Token} }
+
 // Leader is the leader as observed in the store: the holder of the latest
 // record seen, or the zero Leader when the lease is absent or released. It
-// says nothing about whether that holder is still alive.
+// says nothing about whether that holder is still alive: followers only
+// learn that by waiting out its lease.
 type Leader struct {
-	Holder  string
-	Token   uint64
+	Holder  string // the leader's ID; empty when there is no leader
+	Token   fencing.Token
 	Payload []byte
 }
 
@@ -128,24 +140,27 @@ const (
 	// ReasonLost: a renewal found the lease taken by another holder.
 	ReasonLost Reason = iota + 1
 	// ReasonExpired: the local deadline passed before a renewal was
-	// confirmed, without any renewal failing (the process or the store was
-	// too slow).
+	// confirmed, though none failed: the store or this process was too
+	// slow.
 	ReasonExpired
-	// ReasonStoreUnavailable: renewals failed with errors until the local
-	// deadline passed.
+	// ReasonStoreUnavailable: renewals failed until the local deadline.
 	ReasonStoreUnavailable
-	// ReasonShutDown: the candidate was stopped.
+	// ReasonShutDown: the candidate was stopped (a Candidate's Run's
+	// context is done, or a callback panicked).
 	ReasonShutDown
-	// ReasonRecordLost: a renewal found the record absent, or holding a
-	// lower token than the term's: it was deleted or written back.
+	// ReasonRecordLost: a renewal found the record absent, or written back
+	// with an older token (deleted by hand, a TTL or lifecycle rule, a
+	// restored backup). Logged at error level: see "Lost records" in
+	// tenure's package documentation.
 	ReasonRecordLost
-	// ReasonInvalidRecord: the store holds a record that is not valid
-	// (written by something other than tenure, or corrupted).
+	// ReasonInvalidRecord: the store holds a record tenure cannot read,
+	// written by something else or corrupted. Logged at error level.
 	ReasonInvalidRecord
 	// ReasonResigned: the candidate resigned (Candidate.Resign).
 	ReasonResigned
-	// ReasonHandedOver: the candidate gave the lease back for a live
-	// candidate of higher priority to take (Machine.HandOver).
+	// ReasonHandedOver: a live candidate of higher priority was waiting
+	// (tenure's Config.Priority), and the lease was given back for it to
+	// take (Machine.HandOver).
 	ReasonHandedOver
 )
 

@@ -328,7 +328,7 @@ func (c *checker) beforeShutdown() {
 	}
 	want := c.convTo
 	for _, in := range c.w.liveInstances() {
-		if l := in.rt.observed(); l.Holder != want.in.ID || l.Token != want.tok {
+		if l := in.rt.observed(); l.Holder != want.in.ID || uint64(l.Token) != want.tok {
 			c.violate(Liveness, in, fmt.Sprintf("%s sees leader %q (token %d), not %s (token %d)", in.label, l.Holder, l.Token, want.in.ID, want.tok))
 		}
 	}
@@ -406,16 +406,16 @@ func (c *checker) granted(l *lockClient, t election.Term) {
 	if sem != "" && holders >= semN {
 		c.violate(OneLeader, in, fmt.Sprintf("%s is granted %s (token %d, asking for %d slots) while %d others believe they hold a slot of %s: over %d", in.label, lock, t.Token, l.sem.N(), holders, sem, semN))
 	}
-	if t.Token <= c.lockTok[lock] {
+	if uint64(t.Token) <= c.lockTok[lock] {
 		c.violate(Tokens, in, fmt.Sprintf("%s is granted %s with token %d, not above %d granted before", in.label, lock, t.Token, c.lockTok[lock]))
 	}
-	c.lockTok[lock] = max(c.lockTok[lock], t.Token)
+	c.lockTok[lock] = max(c.lockTok[lock], uint64(t.Token))
 	for _, q := range c.waiting {
 		if l.fair && l.ticket != 0 && q != l && q.fair && q.name == l.name && q.ticket != 0 && q.ticket < l.ticket && !q.upset() {
 			c.violate(FairOrder, in, fmt.Sprintf("%s is granted %s with ticket %d while %s waits, live, with ticket %d", in.label, l.name, l.ticket, q.in.label, q.ticket))
 		}
 	}
-	h := &term{in: in, tok: t.Token, start: c.w.now, end: -1, lock: lock, sem: sem, deadline: t.Deadline}
+	h := &term{in: in, tok: uint64(t.Token), start: c.w.now, end: -1, lock: lock, sem: sem, deadline: t.Deadline}
 	if sem != "" {
 		h.semN = l.sem.N()
 	}

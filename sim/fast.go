@@ -438,7 +438,7 @@ func (f *fastRun) Elected(et election.Term) {
 		f.sb.Follow(false) // a leader is no standby
 		f.sb.Lead(true)
 	}
-	t := &fastTerm{tok: et.Token, start: f.w.now}
+	t := &fastTerm{tok: uint64(et.Token), start: f.w.now}
 	if _, ok := f.m.Term(); ok { // the naive baseline has no deadline to check
 		t.deadline = et.Deadline
 	}
@@ -719,7 +719,7 @@ func (n *notifier) push(l election.Leader) {
 func (n *notifier) begin(l election.Leader) {
 	f := n.f
 	n.running = true
-	f.w.stage(item{in: f.in, src: srcLeader, kind: itCbLeader, tok: l.Token, s: l.Holder})
+	f.w.stage(item{in: f.in, src: srcLeader, kind: itCbLeader, tok: uint64(l.Token), s: l.Holder})
 	if dur := f.in.slow(slowLeader); dur > 0 {
 		f.after(srcLeader, dur, n.returned)
 		return

@@ -242,7 +242,7 @@ func (g *groupMember) Log(level slog.Level, msg string, args ...any) {}
 
 func (g *groupMember) Assigned(shard int, t election.Term) {
 	name := groupcore.ShardName(groupName, shard)
-	g.trace("assigned " + name + ", token " + strconv.FormatUint(t.Token, 10))
+	g.trace("assigned " + name + ", token " + strconv.FormatUint(uint64(t.Token), 10))
 	if g.w.opt.Strategy == Naive {
 		t.Deadline = time.Time{} // nothing to check it by
 	}
@@ -301,15 +301,15 @@ func (c *checker) shardGranted(in *instance, name string, t election.Term) {
 			c.violate(OneLeader, in, fmt.Sprintf("%s is granted %s (token %d) while %s believes it holds it (token %d)", in.label, name, t.Token, o.label, h.tok))
 		}
 	}
-	if t.Token <= c.lockTok[name] {
+	if uint64(t.Token) <= c.lockTok[name] {
 		c.violate(Tokens, in, fmt.Sprintf("%s is granted %s with token %d, not above %d granted before", in.label, name, t.Token, c.lockTok[name]))
 	}
-	c.lockTok[name] = max(c.lockTok[name], t.Token)
+	c.lockTok[name] = max(c.lockTok[name], uint64(t.Token))
 	c.ggrants++
 	if c.gopen[in] == nil {
 		c.gopen[in] = map[string]*term{}
 	}
-	h := &term{in: in, tok: t.Token, start: c.w.now, end: -1, lock: name, deadline: t.Deadline}
+	h := &term{in: in, tok: uint64(t.Token), start: c.w.now, end: -1, lock: name, deadline: t.Deadline}
 	c.gopen[in][name] = h
 	c.terms = append(c.terms, h)
 	c.stats.Terms++

@@ -368,7 +368,7 @@ func (l *lockClient) Granted(t election.Term) {
 		l.held = l.name
 	}
 	l.jeopardy = false
-	l.answered("granted, token " + strconv.FormatUint(t.Token, 10))
+	l.answered("granted, token " + strconv.FormatUint(uint64(t.Token), 10))
 	if l.w.opt.Strategy == Naive {
 		t.Deadline = time.Time{} // nothing to check it by
 	}
@@ -389,7 +389,7 @@ func (l *lockClient) Granted(t election.Term) {
 }
 
 func (l *lockClient) Busy(h election.Leader) {
-	l.answered("locked by " + h.Holder + " (token " + strconv.FormatUint(h.Token, 10) + ")")
+	l.answered("locked by " + h.Holder + " (token " + strconv.FormatUint(uint64(h.Token), 10) + ")")
 }
 
 func (l *lockClient) Refused(err error) { l.answered("refused: " + err.Error()) }

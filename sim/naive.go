@@ -3,6 +3,7 @@ package sim
 import (
 	"errors"
 	"fmt"
+	"github.com/tenure-go/tenure/fencing"
 	"time"
 
 	"github.com/tenure-go/tenure/election"
@@ -165,7 +166,7 @@ func (n *naive) checkExpiry(now time.Time) {
 func (n *naive) schedule(at time.Time, do naiveDo) { n.next, n.nextDo = at, do }
 
 func (n *naive) term() election.Term {
-	return election.Term{Holder: n.cfg.ID, Token: n.own.Token, Deadline: n.deadline}
+	return election.Term{Holder: n.cfg.ID, Token: fencing.Token(n.own.Token), Deadline: n.deadline}
 }
 
 func (n *naive) demote(r election.Reason) {
@@ -284,7 +285,7 @@ func (n *naive) observe(found bool, rec lease.Record, ver lease.Version) {
 	n.exists, n.rec, n.ver = found, rec, ver
 	var l election.Leader
 	if found && !rec.Released {
-		l = election.Leader{Holder: rec.Holder, Token: rec.Token}
+		l = election.Leader{Holder: rec.Holder, Token: fencing.Token(rec.Token)}
 	}
 	if l.Holder != n.leader.Holder || l.Token != n.leader.Token {
 		n.leader = l

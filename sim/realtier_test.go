@@ -128,7 +128,7 @@ func (r *realRun) deliver(req *request) {
 
 func (r *realRun) observed() election.Leader {
 	st := r.c.Status()
-	return election.Leader{Holder: st.Leader.Holder, Token: uint64(st.Leader.Token)}
+	return election.Leader{Holder: st.Leader.Holder, Token: st.Leader.Token}
 }
 
 // poll reads the deadline the checker holds the term to (I4), and checks

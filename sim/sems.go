@@ -134,7 +134,7 @@ func (s *semClient) Busy(ls []election.Leader) {
 	l := s.l()
 	msg := "all slots held:"
 	for _, h := range ls {
-		msg += " " + h.Holder + "/" + strconv.FormatUint(h.Token, 10)
+		msg += " " + h.Holder + "/" + strconv.FormatUint(uint64(h.Token), 10)
 	}
 	l.answered(msg)
 }

@@ -3,6 +3,7 @@ package lockcore
 import (
 	"errors"
 	"fmt"
+	"github.com/tenure-go/tenure/fencing"
 	"log/slog"
 	"strconv"
 	"time"
@@ -309,7 +310,7 @@ func (s *Sem) ownResult(slot, rec int, r election.Result) {
 		s.seen[slot], s.unread[slot] = election.Leader{}, false
 		switch {
 		case r.Err == nil && !r.Record.Released:
-			s.seen[slot] = election.Leader{Holder: r.Record.Holder, Token: r.Record.Token, Payload: r.Record.Payload}
+			s.seen[slot] = election.Leader{Holder: r.Record.Holder, Token: fencing.Token(r.Record.Token), Payload: r.Record.Payload}
 		case r.Err != nil && !notFound:
 			s.unread[slot], s.probeErr = true, r.Err // not known free: not tried
 		}
@@ -339,7 +340,7 @@ func (s *Sem) ownResult(slot, rec int, r election.Result) {
 		if slot < s.n { // what the try after the drain starts from
 			s.seen[slot], s.unread[slot] = election.Leader{}, d.err
 			if d.ver != lease.NoVersion {
-				s.seen[slot] = election.Leader{Holder: r.Record.Holder, Token: r.Record.Token, Payload: r.Record.Payload}
+				s.seen[slot] = election.Leader{Holder: r.Record.Holder, Token: fencing.Token(r.Record.Token), Payload: r.Record.Payload}
 			}
 		}
 	case RecIndex:

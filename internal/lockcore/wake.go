@@ -147,7 +147,7 @@ func (l *Lock) wakeStep() {
 	case wk.unlock && !wk.read:
 		wk.op = wakeRead
 		l.h.Call(election.Op{Kind: election.OpGet}, RecWake)
-	case l.wantRegister() && (l.fair == nil || l.fair.gone) && wk.probed != l.Leader().Token:
+	case l.wantRegister() && (l.fair == nil || l.fair.gone) && wk.probed != uint64(l.Leader().Token):
 		// A plain waiter reads first: another has most likely registered
 		// behind this holder already, and a read costs less than a write
 		// the store refuses.
@@ -156,7 +156,7 @@ func (l *Lock) wakeStep() {
 	case l.wantRegister():
 		cfg := l.Config()
 		ld := l.Leader()
-		rec := lease.Record{Holder: cfg.ID, Token: ld.Token, Duration: cfg.LeaseDuration, Nonce: l.nonce(), Payload: []byte(wk.addr)}
+		rec := lease.Record{Holder: cfg.ID, Token: uint64(ld.Token), Duration: cfg.LeaseDuration, Nonce: l.nonce(), Payload: []byte(wk.addr)}
 		expect := wk.ver
 		if expect == "" || !wk.found {
 			expect = lease.NoVersion
@@ -178,7 +178,7 @@ func (l *Lock) wantRegister() bool {
 		return false
 	}
 	ld := l.Leader()
-	return ld.Holder != "" && ld.Holder != l.Config().ID && ld.Token != 0 && ld.Token != wk.behind
+	return ld.Holder != "" && ld.Holder != l.Config().ID && ld.Token != 0 && uint64(ld.Token) != wk.behind
 }
 
 // wakeResult takes the answer of a call on the wake record.
@@ -198,7 +198,7 @@ func (l *Lock) wakeResult(r election.Result) {
 			wk.target, wk.targetID = string(r.Record.Payload), r.Record.Holder
 		}
 	case op == wakeProbe && (r.Err == nil || errors.Is(r.Err, lease.ErrNotFound)):
-		t := l.Leader().Token
+		t := uint64(l.Leader().Token)
 		wk.probed, wk.ver, wk.found = t, r.Version, r.Err == nil
 		if cur := r.Record; r.Err == nil && !cur.Released && cur.Token >= t {
 			wk.behind = t // registered behind this holder already (by us, or another): leave it
@@ -211,11 +211,11 @@ func (l *Lock) wakeResult(r election.Result) {
 		cur := ce.Current
 		// Another waiter registered behind the same holder (or a later
 		// one): leave it, unless we are the head of a fair queue.
-		if ce.Found && !cur.Released && cur.Holder != l.Config().ID && cur.Token >= l.Leader().Token &&
+		if ce.Found && !cur.Released && cur.Holder != l.Config().ID && cur.Token >= uint64(l.Leader().Token) &&
 			(l.fair == nil || l.fair.gone) {
-			wk.behind = l.Leader().Token
+			wk.behind = uint64(l.Leader().Token)
 		}
-		if ce.Found && cur.Holder == l.Config().ID && cur.Token >= l.Leader().Token {
+		if ce.Found && cur.Holder == l.Config().ID && cur.Token >= uint64(l.Leader().Token) {
 			wk.behind = cur.Token // ours landed unconfirmed
 		}
 	case errors.Is(r.Err, lease.ErrPermanent) || errors.Is(r.Err, lease.ErrInvalidRecord):
