@@ -33,8 +33,8 @@ func (a *lastAnswer) get() time.Time {
 	return a.at
 }
 
-// CandidateHealth is the JSON body of a Candidate's Handler.
-type CandidateHealth struct {
+// candidateHealth is the JSON body of a Candidate's Handler.
+type candidateHealth struct {
 	Healthy bool   `json:"healthy"`
 	Reason  string `json:"reason,omitempty"` // why not
 	Lease   string `json:"lease"`
@@ -55,7 +55,8 @@ type CandidateHealth struct {
 }
 
 // Handler returns the candidate's probes, for Kubernetes and load
-// balancers. Each answers 200 or 503 with a CandidateHealth as JSON:
+// balancers. Each answers 200 or 503 with the candidate's state as JSON
+// (its fields: docs/cli.md, "Probes and metrics"):
 //
 //	/livez    the process and its loop are alive: Run runs, and its loop
 //	          has stepped within its longest wait; a store outage is not a
@@ -78,7 +79,7 @@ func (c *Candidate) Handler() http.Handler {
 		st := c.Status()
 		answered := st.LastAnswer
 		now := c.cfg.Clock.Now()
-		h := CandidateHealth{Lease: c.cfg.Lease, ID: c.cfg.ID, Running: c.running.Load(), Leading: st.Leading,
+		h := candidateHealth{Lease: c.cfg.Lease, ID: c.cfg.ID, Running: c.running.Load(), Leading: st.Leading,
 			Standby: st.Standby, Leader: st.Leader.Holder, LeaderToken: uint64(st.Leader.Token)}
 		if st.Leading {
 			h.Token = uint64(st.Token)
@@ -161,8 +162,8 @@ func writeHealth(w http.ResponseWriter, ok bool, body any) {
 	_ = json.NewEncoder(w).Encode(body)
 }
 
-// LockerHealth is the JSON body of a Locker's Handler.
-type LockerHealth struct {
+// lockerHealth is the JSON body of a Locker's Handler.
+type lockerHealth struct {
 	Healthy           bool     `json:"healthy"`
 	Reason            string   `json:"reason,omitempty"`
 	ID                string   `json:"id"`
@@ -174,7 +175,7 @@ type LockerHealth struct {
 // Handler returns the Locker's probes, as a Candidate's Handler: /livez
 // (the Locker is open), /readyz and /healthz (if it has made store calls,
 // the store answered within the last LeaseDuration), /leader (it holds at
-// least one lock). Each answers 200 or 503 with a LockerHealth as JSON; it
+// least one lock). Each answers 200 or 503 with its state as JSON (docs/cli.md); it
 // names no lock. Other paths answer 404.
 func (l *Locker) Handler() http.Handler {
 	return probes(func(probe string) (bool, any) {
@@ -186,7 +187,7 @@ func (l *Locker) Handler() http.Handler {
 			running = false
 		default:
 		}
-		h := LockerHealth{ID: l.cfg.ID, Running: running, Held: l.held.Load()}
+		h := lockerHealth{ID: l.cfg.ID, Running: running, Held: l.held.Load()}
 		switch {
 		case probe == "livez":
 			h.Healthy = running
@@ -211,8 +212,8 @@ func (l *Locker) Handler() http.Handler {
 	})
 }
 
-// GroupHealth is the JSON body of a Group's Handler.
-type GroupHealth struct {
+// groupHealth is the JSON body of a Group's Handler.
+type groupHealth struct {
 	Healthy           bool     `json:"healthy"`
 	Reason            string   `json:"reason,omitempty"`
 	ID                string   `json:"id"`
@@ -225,13 +226,13 @@ type GroupHealth struct {
 // Handler returns the member's probes, as a Locker's Handler: /livez (Run
 // runs), /readyz and /healthz (the store answered within the last
 // LeaseDuration), /leader (it holds at least one shard). Each answers 200
-// or 503 with a GroupHealth as JSON. Other paths answer 404.
+// or 503 with its state as JSON (docs/cli.md). Other paths answer 404.
 func (g *Group) Handler() http.Handler {
 	return probes(func(probe string) (bool, any) {
 		now := g.cfg.Clock.Now()
 		answered := g.LastAnswer()
 		running := g.running.Load()
-		h := GroupHealth{ID: g.cfg.ID, Group: g.cfg.Name, Running: running, Held: g.held.Load()}
+		h := groupHealth{ID: g.cfg.ID, Group: g.cfg.Name, Running: running, Held: g.held.Load()}
 		switch probe {
 		case "livez":
 			h.Healthy = running

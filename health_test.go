@@ -13,6 +13,32 @@ import (
 	"github.com/tenure-go/tenure/lease/memlease"
 )
 
+// The probes' JSON bodies, as docs/cli.md lists their fields.
+type candidateBody struct {
+	Healthy           bool       `json:"healthy"`
+	Reason            string     `json:"reason"`
+	Lease             string     `json:"lease"`
+	ID                string     `json:"id"`
+	Running           bool       `json:"running"`
+	Leading           bool       `json:"leading"`
+	Standby           bool       `json:"standby"`
+	Token             uint64     `json:"token"`
+	Deadline          *time.Time `json:"deadline"`
+	Leader            string     `json:"leader"`
+	LeaderToken       uint64     `json:"leader_token"`
+	LastAnswerSeconds *float64   `json:"last_answer_seconds"`
+	Error             string     `json:"error"`
+}
+
+type lockerBody struct {
+	Healthy           bool     `json:"healthy"`
+	Reason            string   `json:"reason"`
+	ID                string   `json:"id"`
+	Running           bool     `json:"running"`
+	Held              int64    `json:"held"`
+	LastAnswerSeconds *float64 `json:"last_answer_seconds"`
+}
+
 func probe(t *testing.T, h http.Handler, body any) int {
 	t.Helper()
 	return probePath(t, h, "/healthz", body)
@@ -37,7 +63,7 @@ func probePath(t *testing.T, h http.Handler, path string, body any) int {
 func TestCandidateHandler(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		w := newWorld(t)
-		var h tenure.CandidateHealth
+		var h candidateBody
 		a := w.start("a", nil)
 		synctest.Wait()
 		if code := probe(t, a.c.Handler(), &h); code != 200 || !h.Healthy || !h.Leading || h.Token == 0 || h.LastAnswerSeconds == nil {
@@ -71,7 +97,7 @@ func TestCandidateHandlerBeforeRun(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var h tenure.CandidateHealth
+	var h candidateBody
 	if code := probe(t, c.Handler(), &h); code != 503 || h.Reason != "not running" || h.Lease != "a" {
 		t.Fatalf("%d %+v", code, h)
 	}
@@ -80,7 +106,7 @@ func TestCandidateHandlerBeforeRun(t *testing.T) {
 func TestLockerHandler(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		l := newLocker(t, memlease.New(), "l")
-		var h tenure.LockerHealth
+		var h lockerBody
 		if code := probe(t, l.Handler(), &h); code != 200 || !h.Healthy || h.Held != 0 {
 			t.Fatalf("idle: %d %+v", code, h)
 		}
@@ -118,7 +144,7 @@ func TestCandidateHandlerColdFollower(t *testing.T) {
 		if b.c.Status().Standby {
 			cold = c
 		}
-		var h tenure.CandidateHealth
+		var h candidateBody
 		for range 60 { // every second for a minute: three cold polls
 			if code := probe(t, cold.c.Handler(), &h); code != 200 || h.Standby {
 				t.Fatalf("cold follower: %d %+v", code, h)
@@ -145,7 +171,7 @@ func TestCandidateProbes(t *testing.T) {
 		synctest.Wait()
 		b := w.start("b", nil)
 		wait(3 * time.Second)
-		var h tenure.CandidateHealth
+		var h candidateBody
 		for _, c := range []struct {
 			who  *node
 			path string
