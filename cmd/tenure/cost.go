@@ -3,7 +3,6 @@ package main
 import (
 	"github.com/tenure-go/tenure/internal/plan"
 	"time"
-
 )
 
 // priceList is a store's list prices in US dollars, for monthlyCost.

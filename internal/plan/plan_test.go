@@ -13,11 +13,11 @@ func TestPlanDefaults(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := Plan{
-		LeadWindow: 8990 * time.Millisecond, // 10s×(1-1e-3) - 1s
-		TakeoverWait:        10010 * time.Millisecond,
-		CrashFailover:       10020020021 + 2202202203 + 80*time.Millisecond, // the longest poll: 2.2s
-		ReleaseFailover:     2202202203 + 80*time.Millisecond,
-		MeanPoll:            2 * time.Second,
+		LeadWindow:      8990 * time.Millisecond, // 10s×(1-1e-3) - 1s
+		TakeoverWait:    10010 * time.Millisecond,
+		CrashFailover:   10020020021 + 2202202203 + 80*time.Millisecond, // the longest poll: 2.2s
+		ReleaseFailover: 2202202203 + 80*time.Millisecond,
+		MeanPoll:        2 * time.Second,
 	}
 	if p.LeadWindow != want.LeadWindow || p.TakeoverWait != want.TakeoverWait || p.CrashFailover != want.CrashFailover ||
 		p.ReleaseFailover != want.ReleaseFailover || p.MeanPoll != want.MeanPoll {
