@@ -3,11 +3,11 @@ package tenure
 import (
 	"encoding/json"
 	"errors"
-	"github.com/tenure-go/tenure/election"
 	"net/http"
 	"sync"
 	"time"
 
+	"github.com/tenure-go/tenure/election"
 	"github.com/tenure-go/tenure/lease"
 )
 

@@ -1,11 +1,11 @@
 package sim
 
 import (
-	budget "github.com/tenure-go/tenure/internal/plan"
 	"testing"
 	"time"
 
 	"github.com/tenure-go/tenure/election"
+	budget "github.com/tenure-go/tenure/internal/plan"
 )
 
 // TestPlanBoundsMeasuredFailover: the failover bounds `tenure plan` prints

@@ -1,8 +1,9 @@
 package main
 
 import (
-	"github.com/tenure-go/tenure/internal/plan"
 	"time"
+
+	"github.com/tenure-go/tenure/internal/plan"
 )
 
 // priceList is a store's list prices in US dollars, for monthlyCost.

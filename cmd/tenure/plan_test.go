@@ -1,13 +1,13 @@
 package main
 
 import (
-	"github.com/tenure-go/tenure/internal/plan"
 	"math"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/tenure-go/tenure/election"
+	"github.com/tenure-go/tenure/internal/plan"
 )
 
 func TestPlan(t *testing.T) {

@@ -1,11 +1,11 @@
 package groupcore
 
 import (
-	"github.com/tenure-go/tenure/internal/plan"
 	"math"
 	"time"
 
 	"github.com/tenure-go/tenure/election"
+	"github.com/tenure-go/tenure/internal/plan"
 )
 
 // Bounds are what a group of k shards and n members promises at a timing,

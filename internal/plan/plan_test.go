@@ -1,10 +1,11 @@
 package plan
 
 import (
-	"github.com/tenure-go/tenure/election"
 	"math"
 	"testing"
 	"time"
+
+	"github.com/tenure-go/tenure/election"
 )
 
 func TestPlanDefaults(t *testing.T) {
