@@ -369,7 +369,7 @@ func TestIntegrationRecordLost(t *testing.T) {
 		recordLost(t, store, func(ctx context.Context, name string) error {
 			_, err := api.DeleteItem(ctx, &dynamodb.DeleteItemInput{
 				TableName: &table,
-				Key:       map[string]dbtypes.AttributeValue{dynamolease.DefaultKeyAttribute: &dbtypes.AttributeValueMemberS{Value: name}},
+				Key:       map[string]dbtypes.AttributeValue{"lease": &dbtypes.AttributeValueMemberS{Value: name}},
 			})
 			return err
 		})

@@ -28,25 +28,22 @@ var _ API = (*dynamodb.Client)(nil)
 
 // Defaults for the Config fields left empty.
 const (
-	// DefaultTokenAttribute holds the fence's token, type N.
-	DefaultTokenAttribute = "fence_token"
-	// DefaultLeaseAttribute holds the fence's lease name, type S.
-	DefaultLeaseAttribute = "fence_lease"
-	// DefaultTombstoneAttribute marks a tombstone, type BOOL (true).
-	DefaultTombstoneAttribute = "fence_tombstone"
+	// defaultTokenAttribute holds the fence's token, type N.
+	defaultTokenAttribute = "fence_token"
+	// defaultLeaseAttribute holds the fence's lease name, type S.
+	defaultLeaseAttribute = "fence_lease"
+	// defaultTombstoneAttribute marks a tombstone, type BOOL (true).
+	defaultTombstoneAttribute = "fence_tombstone"
 )
 
 // Config names the attributes a Client adds to the caller's items. They must
 // differ from each other and from every attribute the caller's items use.
 type Config struct {
-	// TokenAttribute holds the token of the last write (N). Default
-	// DefaultTokenAttribute ("fence_token").
+	// TokenAttribute holds the token of the last write (N). Default "fence_token".
 	TokenAttribute string
-	// LeaseAttribute holds the lease of the last write (S). Default
-	// DefaultLeaseAttribute ("fence_lease").
+	// LeaseAttribute holds the lease of the last write (S). Default "fence_lease".
 	LeaseAttribute string
-	// TombstoneAttribute marks an item Tombstone wrote (BOOL true). Default
-	// DefaultTombstoneAttribute ("fence_tombstone").
+	// TombstoneAttribute marks an item Tombstone wrote (BOOL true). Default "fence_tombstone".
 	TombstoneAttribute string
 }
 
@@ -56,9 +53,9 @@ func (c *Config) validate() error {
 		p     *string
 		def   string
 	}{
-		{"TokenAttribute", &c.TokenAttribute, DefaultTokenAttribute},
-		{"LeaseAttribute", &c.LeaseAttribute, DefaultLeaseAttribute},
-		{"TombstoneAttribute", &c.TombstoneAttribute, DefaultTombstoneAttribute},
+		{"TokenAttribute", &c.TokenAttribute, defaultTokenAttribute},
+		{"LeaseAttribute", &c.LeaseAttribute, defaultLeaseAttribute},
+		{"TombstoneAttribute", &c.TombstoneAttribute, defaultTombstoneAttribute},
 	} {
 		if *f.p == "" {
 			*f.p = f.def

@@ -68,21 +68,21 @@ import (
 
 // Metadata keys of the fence.
 const (
-	TokenMetadata     = "fencing-token"
-	LeaseMetadata     = "fencing-lease"
-	TombstoneMetadata = "fencing-tombstone"
+	tokenMetadata     = "fencing-token"
+	leaseMetadata     = "fencing-lease"
+	tombstoneMetadata = "fencing-tombstone"
 )
 
-// DefaultAttempts is the default Config.Attempts: a write reads and
+// defaultAttempts is the default Config.Attempts: a write reads and
 // uploads at most 10 times before it gives up.
-const DefaultAttempts = 10
+const defaultAttempts = 10
 
 // Config configures a Client.
 type Config struct {
 	// Attempts is how many times a write reads the object and sends the
 	// conditional upload before giving up, when other writers keep
-	// changing the object between the two (412). Default DefaultAttempts
-	// (10); 1 turns retries off.
+	// changing the object between the two (412). Default 10;
+	// 1 turns retries off.
 	Attempts int
 }
 
@@ -100,9 +100,9 @@ func New(c *storage.Client, cfg Config) (*Client, error) {
 	}
 	switch {
 	case cfg.Attempts < 0:
-		return nil, fmt.Errorf("gcsfence: Config.Attempts is %d: want 0 (default %d) or more", cfg.Attempts, DefaultAttempts)
+		return nil, fmt.Errorf("gcsfence: Config.Attempts is %d: want 0 (default %d) or more", cfg.Attempts, defaultAttempts)
 	case cfg.Attempts == 0:
-		cfg.Attempts = DefaultAttempts
+		cfg.Attempts = defaultAttempts
 	}
 	return &Client{c: c, attempts: cfg.Attempts}, nil
 }
@@ -140,9 +140,9 @@ func (c *Client) write(ctx context.Context, op, bucket, object string, body []by
 		}
 		meta[k] = v
 	}
-	meta[TokenMetadata], meta[LeaseMetadata] = f.Token.String(), f.Lease
+	meta[tokenMetadata], meta[leaseMetadata] = f.Token.String(), f.Lease
 	if tombstone {
-		meta[TombstoneMetadata] = "true"
+		meta[tombstoneMetadata] = "true"
 	}
 	o := c.c.Bucket(bucket).Object(object).Retryer(storage.WithPolicy(storage.RetryNever))
 	for attempt := 1; ; attempt++ {
@@ -252,31 +252,31 @@ func fenceOf(ctx context.Context) (fencing.Fence, error) {
 // FenceOf returns the fence in an object's metadata: the zero Fence if it
 // has none, and an error if it is malformed.
 func FenceOf(metadata map[string]string) (fencing.Fence, error) {
-	tok, hasTok := metadata[TokenMetadata]
-	lease, hasLease := metadata[LeaseMetadata]
+	tok, hasTok := metadata[tokenMetadata]
+	lease, hasLease := metadata[leaseMetadata]
 	switch {
 	case !hasTok && !hasLease:
 		return fencing.Fence{}, nil
 	case !hasTok || !hasLease:
-		return fencing.Fence{}, fmt.Errorf("gcsfence: metadata has one of %s and %s without the other", TokenMetadata, LeaseMetadata)
+		return fencing.Fence{}, fmt.Errorf("gcsfence: metadata has one of %s and %s without the other", tokenMetadata, leaseMetadata)
 	}
 	t, err := fencing.ParseToken(tok)
 	if err != nil {
-		return fencing.Fence{}, fmt.Errorf("gcsfence: metadata %s: %w", TokenMetadata, err)
+		return fencing.Fence{}, fmt.Errorf("gcsfence: metadata %s: %w", tokenMetadata, err)
 	}
 	f := fencing.Fence{Lease: lease, Token: t}
 	if err := f.Validate(); err != nil {
-		return fencing.Fence{}, fmt.Errorf("gcsfence: metadata %s: %w", LeaseMetadata, err)
+		return fencing.Fence{}, fmt.Errorf("gcsfence: metadata %s: %w", leaseMetadata, err)
 	}
 	return f, nil
 }
 
 // IsTombstone reports whether an object's metadata marks it as a tombstone
 // that Tombstone wrote.
-func IsTombstone(metadata map[string]string) bool { return metadata[TombstoneMetadata] == "true" }
+func IsTombstone(metadata map[string]string) bool { return metadata[tombstoneMetadata] == "true" }
 
 func isFenceKey(k string) bool {
-	return strings.EqualFold(k, TokenMetadata) || strings.EqualFold(k, LeaseMetadata) || strings.EqualFold(k, TombstoneMetadata)
+	return strings.EqualFold(k, tokenMetadata) || strings.EqualFold(k, leaseMetadata) || strings.EqualFold(k, tombstoneMetadata)
 }
 
 func status(err error) int {

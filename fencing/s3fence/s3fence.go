@@ -26,19 +26,19 @@ var _ API = (*s3.Client)(nil)
 // Metadata keys of the fence, sent as x-amz-meta-fencing-token and so on.
 // The SDK hands metadata back with lower-case keys.
 const (
-	TokenMetadata     = "fencing-token"
-	LeaseMetadata     = "fencing-lease"
-	TombstoneMetadata = "fencing-tombstone"
+	tokenMetadata     = "fencing-token"
+	leaseMetadata     = "fencing-lease"
+	tombstoneMetadata = "fencing-tombstone"
 )
 
 // Defaults for the Config fields left zero.
 const (
-	// DefaultAttempts is the default Config.Attempts: a put reads and
+	// defaultAttempts is the default Config.Attempts: a put reads and
 	// writes at most 10 times before it gives up.
-	DefaultAttempts = 10
-	// DefaultConflictBackoff is the default Config.ConflictBackoff: the
+	defaultAttempts = 10
+	// defaultConflictBackoff is the default Config.ConflictBackoff: the
 	// first wait after a 409 is random, up to 20ms.
-	DefaultConflictBackoff = 20 * time.Millisecond
+	defaultConflictBackoff = 20 * time.Millisecond
 )
 
 // maxBackoff caps any one wait after a 409.
@@ -49,26 +49,26 @@ type Config struct {
 	// Attempts is how many times PutObject reads the object and sends the
 	// conditional write before giving up, when other writers keep changing
 	// the object between the two (412) or keep a conditional write in flight
-	// (409). Default DefaultAttempts (10); 1 turns retries off.
+	// (409). Default 10; 1 turns retries off.
 	Attempts int
 	// ConflictBackoff bounds the random wait before the first retry after a
 	// 409 ConditionalRequestConflict; the bound doubles with each retry, up
-	// to 1s. Default DefaultConflictBackoff (20ms).
+	// to 1s. Default 20ms.
 	ConflictBackoff time.Duration
 }
 
 func (c *Config) validate() error {
 	switch {
 	case c.Attempts < 0:
-		return fmt.Errorf("s3fence: Config.Attempts is %d: want 0 (default %d) or more", c.Attempts, DefaultAttempts)
+		return fmt.Errorf("s3fence: Config.Attempts is %d: want 0 (default %d) or more", c.Attempts, defaultAttempts)
 	case c.Attempts == 0:
-		c.Attempts = DefaultAttempts
+		c.Attempts = defaultAttempts
 	}
 	switch {
 	case c.ConflictBackoff < 0 || c.ConflictBackoff > maxBackoff:
-		return fmt.Errorf("s3fence: Config.ConflictBackoff is %v: want 0 (default %v) to %v", c.ConflictBackoff, DefaultConflictBackoff, maxBackoff)
+		return fmt.Errorf("s3fence: Config.ConflictBackoff is %v: want 0 (default %v) to %v", c.ConflictBackoff, defaultConflictBackoff, maxBackoff)
 	case c.ConflictBackoff == 0:
-		c.ConflictBackoff = DefaultConflictBackoff
+		c.ConflictBackoff = defaultConflictBackoff
 	}
 	return nil
 }
@@ -181,9 +181,9 @@ func (c *Client) put(ctx context.Context, in *s3.PutObjectInput, f fencing.Fence
 	for k, v := range in.Metadata {
 		meta[k] = v
 	}
-	meta[TokenMetadata], meta[LeaseMetadata] = f.Token.String(), f.Lease
+	meta[tokenMetadata], meta[leaseMetadata] = f.Token.String(), f.Lease
 	if tombstone {
-		meta[TombstoneMetadata] = "true"
+		meta[tombstoneMetadata] = "true"
 	}
 	userMatch, userCreate := aws.ToString(in.IfMatch), aws.ToString(in.IfNoneMatch) == "*"
 
@@ -286,21 +286,21 @@ func (c *Client) head(ctx context.Context, in *s3.PutObjectInput, optFns []func(
 // malformed (a bad token, a lease that fencing.Fence.Validate refuses, one
 // without the other). Keys match in any case.
 func FenceOf(metadata map[string]string) (fencing.Fence, error) {
-	tok, hasTok := lookup(metadata, TokenMetadata)
-	lease, hasLease := lookup(metadata, LeaseMetadata)
+	tok, hasTok := lookup(metadata, tokenMetadata)
+	lease, hasLease := lookup(metadata, leaseMetadata)
 	switch {
 	case !hasTok && !hasLease:
 		return fencing.Fence{}, nil
 	case !hasTok || !hasLease:
-		return fencing.Fence{}, fmt.Errorf("s3fence: metadata has one of %s and %s without the other", TokenMetadata, LeaseMetadata)
+		return fencing.Fence{}, fmt.Errorf("s3fence: metadata has one of %s and %s without the other", tokenMetadata, leaseMetadata)
 	}
 	t, err := fencing.ParseToken(tok)
 	if err != nil {
-		return fencing.Fence{}, fmt.Errorf("s3fence: metadata %s: %w", TokenMetadata, err)
+		return fencing.Fence{}, fmt.Errorf("s3fence: metadata %s: %w", tokenMetadata, err)
 	}
 	f := fencing.Fence{Lease: lease, Token: t}
 	if err := f.Validate(); err != nil {
-		return fencing.Fence{}, fmt.Errorf("s3fence: metadata %s: %w", LeaseMetadata, err)
+		return fencing.Fence{}, fmt.Errorf("s3fence: metadata %s: %w", leaseMetadata, err)
 	}
 	return f, nil
 }
@@ -308,7 +308,7 @@ func FenceOf(metadata map[string]string) (fencing.Fence, error) {
 // IsTombstone reports whether an object's metadata marks it as a tombstone
 // that Tombstone wrote.
 func IsTombstone(metadata map[string]string) bool {
-	v, ok := lookup(metadata, TombstoneMetadata)
+	v, ok := lookup(metadata, tombstoneMetadata)
 	return ok && v == "true"
 }
 
@@ -325,5 +325,5 @@ func lookup(metadata map[string]string, key string) (string, bool) {
 }
 
 func isFenceKey(k string) bool {
-	return strings.EqualFold(k, TokenMetadata) || strings.EqualFold(k, LeaseMetadata) || strings.EqualFold(k, TombstoneMetadata)
+	return strings.EqualFold(k, tokenMetadata) || strings.EqualFold(k, leaseMetadata) || strings.EqualFold(k, tombstoneMetadata)
 }

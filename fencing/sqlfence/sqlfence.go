@@ -82,8 +82,8 @@ const (
 
 // Defaults for the Table fields left empty.
 const (
-	DefaultTokenColumn = "fence_token"
-	DefaultLeaseColumn = "fence_lease"
+	defaultTokenColumn = "fence_token"
+	defaultLeaseColumn = "fence_lease"
 )
 
 // ErrNotApplied reports a fenced statement that affected no row: no row
@@ -96,11 +96,9 @@ type Table struct {
 	// Name is the table as it appears in SQL, inserted verbatim (quote it
 	// yourself if it needs quoting). Required.
 	Name string
-	// TokenColumn holds the token (BIGINT, NULL). Default
-	// DefaultTokenColumn ("fence_token").
+	// TokenColumn holds the token (BIGINT, NULL). Default "fence_token".
 	TokenColumn string
-	// LeaseColumn holds the lease (TEXT or VARCHAR(200), NULL). Default
-	// DefaultLeaseColumn ("fence_lease").
+	// LeaseColumn holds the lease (TEXT or VARCHAR(200), NULL). Default "fence_lease".
 	LeaseColumn string
 	// Placeholders is the driver's parameter style. Default Dollar.
 	Placeholders Placeholders
@@ -138,10 +136,10 @@ func (s Statement) Exec(ctx context.Context, db Execer) (int64, error) {
 func (t Table) columns() (tok, lease string, err error) {
 	tok, lease = t.TokenColumn, t.LeaseColumn
 	if tok == "" {
-		tok = DefaultTokenColumn
+		tok = defaultTokenColumn
 	}
 	if lease == "" {
-		lease = DefaultLeaseColumn
+		lease = defaultLeaseColumn
 	}
 	switch {
 	case strings.TrimSpace(t.Name) == "":

@@ -26,18 +26,18 @@ type API interface {
 
 // Defaults for the Config fields left zero.
 const (
-	// DefaultKeyAttribute is the partition key attribute (type S) that holds
+	// defaultKeyAttribute is the partition key attribute (type S) that holds
 	// the lease name.
-	DefaultKeyAttribute = "lease"
+	defaultKeyAttribute = "lease"
 
-	// DefaultTTLSlack is how far past the end of the lease a record's TTL
+	// defaultTTLSlack is how far past the end of the lease a record's TTL
 	// lies, when TTL is enabled.
-	DefaultTTLSlack = 7 * 24 * time.Hour
+	defaultTTLSlack = 7 * 24 * time.Hour
 
-	// MinTTLSlack is the shortest TTLSlack New accepts. It only catches
+	// minTTLSlack is the shortest TTLSlack New accepts. It only catches
 	// slips such as 7*time.Second; keep the slack at days (see the package
 	// documentation).
-	MinTTLSlack = time.Hour
+	minTTLSlack = time.Hour
 )
 
 // ErrTableNotFound reports that the table does not exist (DynamoDB's
@@ -53,8 +53,7 @@ type Config struct {
 
 	// KeyAttribute names the table's partition key, of type S, which holds
 	// the lease name. It must not be one of the attribute names a record
-	// uses (see the package documentation). Default DefaultKeyAttribute
-	// ("lease").
+	// uses (see the package documentation). Default "lease".
 	KeyAttribute string
 
 	// TTLAttribute, when set, names an attribute that every write sets to
@@ -66,7 +65,7 @@ type Config struct {
 
 	// TTLSlack is how long after the end of the lease (write time plus the
 	// record's Duration) the TTL lies. Only meaningful with TTLAttribute; at
-	// least MinTTLSlack (1h). Default DefaultTTLSlack (7 days).
+	// least 1h. Default 7 days.
 	TTLSlack time.Duration
 }
 
@@ -76,7 +75,7 @@ func (c *Config) validate() error {
 		return err
 	}
 	if c.KeyAttribute == "" {
-		c.KeyAttribute = DefaultKeyAttribute
+		c.KeyAttribute = defaultKeyAttribute
 	}
 	if err := validateAttributeName("KeyAttribute", c.KeyAttribute); err != nil {
 		return err
@@ -94,10 +93,10 @@ func (c *Config) validate() error {
 		return fmt.Errorf("dynamolease: TTLAttribute and KeyAttribute are both %q", c.KeyAttribute)
 	}
 	if c.TTLSlack == 0 {
-		c.TTLSlack = DefaultTTLSlack
+		c.TTLSlack = defaultTTLSlack
 	}
-	if c.TTLSlack < MinTTLSlack {
-		return fmt.Errorf("dynamolease: TTLSlack %v is below the minimum %v (a TTL must lie far past the lease)", c.TTLSlack, MinTTLSlack)
+	if c.TTLSlack < minTTLSlack {
+		return fmt.Errorf("dynamolease: TTLSlack %v is below the minimum %v (a TTL must lie far past the lease)", c.TTLSlack, minTTLSlack)
 	}
 	return nil
 }

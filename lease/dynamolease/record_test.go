@@ -111,7 +111,7 @@ func TestEncodeTTL(t *testing.T) {
 	if !ok {
 		t.Fatalf("expires_at = %#v, want type N", item["expires_at"])
 	}
-	want := now.Add(10*time.Second + DefaultTTLSlack).Unix()
+	want := now.Add(10*time.Second + defaultTTLSlack).Unix()
 	if got, err := strconv.ParseInt(n.Value, 10, 64); err != nil || got < want || got > want+1 {
 		t.Errorf("expires_at = %s, want %d (now + duration + 7 days, rounded up)", n.Value, want)
 	}
@@ -334,7 +334,7 @@ func FuzzDecode(f *testing.F) {
 // BenchmarkEncode and BenchmarkDecode measure the store's own work on a
 // record, apart from the round trip.
 func BenchmarkEncode(b *testing.B) {
-	s := &Store{table: "leases", key: DefaultKeyAttribute}
+	s := &Store{table: "leases", key: defaultKeyAttribute}
 	rec := lease.Record{Holder: "host-a", Token: 1, Duration: 10 * time.Second, Nonce: "n-1", WrittenAt: time.Now(), Payload: []byte("addr=10.0.0.1:8080")}
 	now := time.Now()
 	b.ReportAllocs()
@@ -346,7 +346,7 @@ func BenchmarkEncode(b *testing.B) {
 }
 
 func BenchmarkDecode(b *testing.B) {
-	s := &Store{table: "leases", key: DefaultKeyAttribute}
+	s := &Store{table: "leases", key: defaultKeyAttribute}
 	rec := lease.Record{Holder: "host-a", Token: 1, Duration: 10 * time.Second, Nonce: "n-1", WrittenAt: time.Now(), Payload: []byte("addr=10.0.0.1:8080")}
 	item, err := s.encode("bench/lease", rec, newVersion(), time.Now())
 	if err != nil {

@@ -20,15 +20,14 @@ type TableAPI interface {
 	UpdateTimeToLive(ctx context.Context, in *dynamodb.UpdateTimeToLiveInput, optFns ...func(*dynamodb.Options)) (*dynamodb.UpdateTimeToLiveOutput, error)
 }
 
-// DefaultTableWait is how long CreateTable waits, by default, for the table
+// defaultTableWait is how long CreateTable waits, by default, for the table
 // to become ACTIVE.
-const DefaultTableWait = 5 * time.Minute
+const defaultTableWait = 5 * time.Minute
 
 // TableOptions describe the table CreateTable makes. KeyAttribute and
 // TTLAttribute must match the Config of the Stores that use the table.
 type TableOptions struct {
-	// KeyAttribute names the partition key, of type S. Default
-	// DefaultKeyAttribute ("lease").
+	// KeyAttribute names the partition key, of type S. Default "lease".
 	KeyAttribute string
 
 	// TTLAttribute, when set, turns on DynamoDB Time to Live for that
@@ -36,8 +35,7 @@ type TableOptions struct {
 	// Read the package documentation on TTL first.
 	TTLAttribute string
 
-	// MaxWait bounds the wait for the table to become ACTIVE. Default
-	// DefaultTableWait (5 minutes).
+	// MaxWait bounds the wait for the table to become ACTIVE. Default 5 minutes.
 	MaxWait time.Duration
 }
 
@@ -59,7 +57,7 @@ func CreateTable(ctx context.Context, api TableAPI, table string, opts TableOpti
 	key := cfg.KeyAttribute
 	wait := opts.MaxWait
 	if wait <= 0 {
-		wait = DefaultTableWait
+		wait = defaultTableWait
 	}
 
 	_, err := api.CreateTable(ctx, &dynamodb.CreateTableInput{

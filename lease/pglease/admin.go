@@ -21,7 +21,7 @@ type AdminDB interface {
 // It needs CREATE on the schema; candidates do not call it.
 func CreateTable(ctx context.Context, db DB, table string) error {
 	if table == "" {
-		table = DefaultTable
+		table = defaultTable
 	}
 	if err := validateTable(table); err != nil {
 		return err

@@ -24,21 +24,21 @@ type DB interface {
 
 var _ DB = (*sql.DB)(nil)
 
-// DefaultTable is the table a Config with no Table names.
-const DefaultTable = "tenure_leases"
+// defaultTable is the table a Config with no Table names.
+const defaultTable = "tenure_leases"
 
 // Config configures a Store.
 type Config struct {
 	// Table holds the leases: a table name, or SCHEMA.TABLE, each part 1 to
 	// 63 bytes of ASCII letters, digits and '_', not starting with a digit.
 	// It is quoted in every statement, so its case is kept. Default
-	// DefaultTable.
+	// "tenure_leases".
 	Table string
 }
 
 func (c *Config) validate() error {
 	if c.Table == "" {
-		c.Table = DefaultTable
+		c.Table = defaultTable
 	}
 	return validateTable(c.Table)
 }

@@ -113,8 +113,8 @@
 // NAME does), and is never taken
 // over silently. The rules, with the RecordError Field each break gives:
 //
-//   - "body": the object is over MaxObjectSize (8 KiB). A Content-Length over
-//     the cap is refused without reading; otherwise at most MaxObjectSize+1
+//   - "body": the object is over 8 KiB. A Content-Length over
+//     the cap is refused without reading; otherwise at most 8 KiB + 1
 //     bytes are read.
 //   - "json": the body is not JSON, is not one JSON object, or has a key the
 //     schema does not know. Keys match exactly, case included.

@@ -20,6 +20,7 @@ import (
 	"github.com/aws/smithy-go"
 	smithyhttp "github.com/aws/smithy-go/transport/http"
 
+	"github.com/tenure-go/tenure/internal/recordjson"
 	"github.com/tenure-go/tenure/internal/testservers"
 	"github.com/tenure-go/tenure/lease"
 	"github.com/tenure-go/tenure/lease/leasetest"
@@ -266,8 +267,8 @@ func TestIntegrationBadRecordUnknownVersion(t *testing.T) {
 func TestIntegrationBadRecordOversizedObject(t *testing.T) {
 	// A valid record padded with whitespace past the cap: only the size is
 	// wrong, and Get must say so without reading it all.
-	body := goodBody(t, `"v":1`, `"v":1`+strings.Repeat(" ", s3lease.MaxObjectSize))
-	badRecordCase(t, body, "body", fmt.Sprintf("limit %d", s3lease.MaxObjectSize))
+	body := goodBody(t, `"v":1`, `"v":1`+strings.Repeat(" ", recordjson.MaxSize))
+	badRecordCase(t, body, "body", fmt.Sprintf("limit %d", recordjson.MaxSize))
 }
 
 func TestIntegrationBadRecordOversizedPayload(t *testing.T) {

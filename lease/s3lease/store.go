@@ -34,22 +34,18 @@ var _ API = (*s3.Client)(nil)
 
 // Defaults for Config fields left zero.
 const (
-	// DefaultConflictAttempts is the default Config.ConflictAttempts: a Put
+	// defaultConflictAttempts is the default Config.ConflictAttempts: a Put
 	// answered 409 ConditionalRequestConflict is sent up to 5 times in all.
-	DefaultConflictAttempts = 5
-	// DefaultConflictBackoff is the default Config.ConflictBackoff: the
+	defaultConflictAttempts = 5
+	// defaultConflictBackoff is the default Config.ConflictBackoff: the
 	// first retry after a 409 waits a random time of up to 20ms.
-	DefaultConflictBackoff = 20 * time.Millisecond
+	defaultConflictBackoff = 20 * time.Millisecond
 )
 
-// SchemaVersion is the value of "v" in every lease object this package
-// writes, and the only one it reads (see the package doc).
-const SchemaVersion = recordjson.SchemaVersion
-
-// MaxObjectSize is the most bytes Get reads from a lease object. A larger
+// maxObjectSize is the most bytes Get reads from a lease object. A larger
 // object is reported as a *lease.RecordError with Field "body" without being
 // read: the largest valid record encodes to about 2.3 KiB.
-const MaxObjectSize = recordjson.MaxSize
+const maxObjectSize = recordjson.MaxSize
 
 // maxConflictBackoff caps the wait before any one retry after a 409.
 const maxConflictBackoff = time.Second
@@ -62,11 +58,11 @@ const maxKeyLen = 1024
 // directory name (MinIO answers KeyTooLong or XMinioInvalidObjectName).
 const maxSegmentLen = 255
 
-// MaxPrefixLen is the longest Config.Prefix, in bytes: 424. A lease name is at
+// maxPrefixLen is the longest Config.Prefix, in bytes: 424. A lease name is at
 // most lease.MaxNameLen bytes and grows to at most three times that when its
 // slashes are escaped (see Store.Key); the prefix gets the rest of the 1024
 // bytes an S3 key may have.
-const MaxPrefixLen = maxKeyLen - 3*lease.MaxNameLen
+const maxPrefixLen = maxKeyLen - 3*lease.MaxNameLen
 
 // Config configures a Store. Bucket is required.
 type Config struct {
@@ -77,7 +73,7 @@ type Config struct {
 
 	// Prefix is put in front of every object key, for example "tenure/" or
 	// "prod/leases/". Default "": keys are the escaped lease names alone.
-	// It may be at most MaxPrefixLen bytes of printable UTF-8, must not
+	// It may be at most 424 bytes of printable UTF-8, must not
 	// start with '/', and must have no empty, "." or ".." path segment
 	// (file-backed S3 servers refuse or collapse them).
 	Prefix string
@@ -85,15 +81,14 @@ type Config struct {
 	// ConflictAttempts is how many times Put sends a write that the server
 	// keeps answering with 409 ConditionalRequestConflict (another
 	// conditional write to the same key was in flight) before it gives up
-	// with an error that is not a conflict. Default DefaultConflictAttempts
-	// (5); 1 turns the retries off.
+	// with an error that is not a conflict. Default 5;
+	// 1 turns the retries off.
 	ConflictAttempts int
 
 	// ConflictBackoff is the longest wait before the first retry after a
 	// 409. Each wait is random ("full jitter") up to a bound that starts at
 	// ConflictBackoff and doubles with each retry, capped at 1s; a
-	// cancelled ctx ends the wait at once. Default DefaultConflictBackoff
-	// (20ms).
+	// cancelled ctx ends the wait at once. Default 20ms.
 	ConflictBackoff time.Duration
 }
 
@@ -107,17 +102,17 @@ func (c *Config) validate() error {
 	}
 	switch {
 	case c.ConflictAttempts < 0:
-		return fmt.Errorf("s3lease: Config.ConflictAttempts is %d: want 0 (default %d) or more", c.ConflictAttempts, DefaultConflictAttempts)
+		return fmt.Errorf("s3lease: Config.ConflictAttempts is %d: want 0 (default %d) or more", c.ConflictAttempts, defaultConflictAttempts)
 	case c.ConflictAttempts == 0:
-		c.ConflictAttempts = DefaultConflictAttempts
+		c.ConflictAttempts = defaultConflictAttempts
 	}
 	switch {
 	case c.ConflictBackoff < 0:
-		return fmt.Errorf("s3lease: Config.ConflictBackoff is %v: want 0 (default %v) or more", c.ConflictBackoff, DefaultConflictBackoff)
+		return fmt.Errorf("s3lease: Config.ConflictBackoff is %v: want 0 (default %v) or more", c.ConflictBackoff, defaultConflictBackoff)
 	case c.ConflictBackoff > maxConflictBackoff:
 		return fmt.Errorf("s3lease: Config.ConflictBackoff is %v: at most %v (a 409 means a competing write is in flight for milliseconds)", c.ConflictBackoff, maxConflictBackoff)
 	case c.ConflictBackoff == 0:
-		c.ConflictBackoff = DefaultConflictBackoff
+		c.ConflictBackoff = defaultConflictBackoff
 	}
 	return nil
 }
@@ -155,8 +150,8 @@ func validatePrefix(p string) error {
 		return fmt.Errorf("s3lease: Config.Prefix %q: "+format, append([]any{p}, args...)...)
 	}
 	switch {
-	case len(p) > MaxPrefixLen:
-		return bad("%d bytes, limit %d (S3 keys are at most %d bytes)", len(p), MaxPrefixLen, maxKeyLen)
+	case len(p) > maxPrefixLen:
+		return bad("%d bytes, limit %d (S3 keys are at most %d bytes)", len(p), maxPrefixLen, maxKeyLen)
 	case !utf8.ValidString(p):
 		return bad("not valid UTF-8")
 	case strings.HasPrefix(p, "/"):
@@ -310,17 +305,17 @@ func (s *Store) Get(ctx context.Context, name string) (lease.Record, lease.Versi
 	}
 	defer out.Body.Close()
 
-	if n := aws.ToInt64(out.ContentLength); n > MaxObjectSize {
+	if n := aws.ToInt64(out.ContentLength); n > maxObjectSize {
 		return lease.Record{}, lease.NoVersion, &lease.RecordError{Name: name, Field: "body",
-			Reason: fmt.Sprintf("object is %d bytes, limit %d: not a lease record (not read)", n, MaxObjectSize)}
+			Reason: fmt.Sprintf("object is %d bytes, limit %d: not a lease record (not read)", n, maxObjectSize)}
 	}
 	data, err := readCapped(out.Body, aws.ToInt64(out.ContentLength))
 	if err != nil {
 		return lease.Record{}, lease.NoVersion, fmt.Errorf("get lease %q from s3://%s/%s: read body: %w", name, s.bucket, s.Key(name), err)
 	}
-	if len(data) > MaxObjectSize {
+	if len(data) > maxObjectSize {
 		return lease.Record{}, lease.NoVersion, &lease.RecordError{Name: name, Field: "body",
-			Reason: fmt.Sprintf("object is over %d bytes: not a lease record (read no further)", MaxObjectSize)}
+			Reason: fmt.Sprintf("object is over %d bytes: not a lease record (read no further)", maxObjectSize)}
 	}
 	etag := aws.ToString(out.ETag)
 	if etag == "" {
@@ -333,11 +328,11 @@ func (s *Store) Get(ctx context.Context, name string) (lease.Record, lease.Versi
 	return rec, lease.Version(etag), nil
 }
 
-// readCapped reads r to its end, but no more than MaxObjectSize+1 bytes. size
+// readCapped reads r to its end, but no more than maxObjectSize+1 bytes. size
 // is the length the server announced (0 if none): with it, a body is read
 // into one allocation.
 func readCapped(r io.Reader, size int64) ([]byte, error) {
-	const limit = MaxObjectSize + 1
+	const limit = maxObjectSize + 1
 	if size <= 0 || size >= limit {
 		size = 512
 	}

@@ -91,8 +91,8 @@ func newTestStore(t *testing.T, api API, cfg Config) *Store {
 
 func TestConfigDefaults(t *testing.T) {
 	s := newTestStore(t, &stubAPI{}, Config{})
-	if s.attempts != DefaultConflictAttempts || s.backoff != DefaultConflictBackoff {
-		t.Errorf("defaults: attempts %d backoff %v, want %d %v", s.attempts, s.backoff, DefaultConflictAttempts, DefaultConflictBackoff)
+	if s.attempts != defaultConflictAttempts || s.backoff != defaultConflictBackoff {
+		t.Errorf("defaults: attempts %d backoff %v, want %d %v", s.attempts, s.backoff, defaultConflictAttempts, defaultConflictBackoff)
 	}
 	s = newTestStore(t, &stubAPI{}, Config{ConflictAttempts: 1, ConflictBackoff: time.Second})
 	if s.attempts != 1 || s.backoff != time.Second {
@@ -112,7 +112,7 @@ func TestConfigValidate(t *testing.T) {
 		{"valid prefix with slash", func(c *Config) { c.Prefix = "tenure/" }, ""},
 		{"valid unicode prefix", func(c *Config) { c.Prefix = "prüfung/" }, ""},
 		{"valid longest prefix", func(c *Config) {
-			c.Prefix = strings.Repeat(strings.Repeat("p", 200)+"/", 2) + strings.Repeat("p", MaxPrefixLen-402)
+			c.Prefix = strings.Repeat(strings.Repeat("p", 200)+"/", 2) + strings.Repeat("p", maxPrefixLen-402)
 		}, ""},
 		{"prefix segment too long", func(c *Config) { c.Prefix = strings.Repeat("p", maxSegmentLen) + "/" }, "path segment of 255 bytes"},
 		{"valid 3-byte bucket", func(c *Config) { c.Bucket = "abc" }, ""},
@@ -135,7 +135,7 @@ func TestConfigValidate(t *testing.T) {
 		{"prefix double slash", func(c *Config) { c.Prefix = "tenure//x" }, "empty path segment"},
 		{"prefix dot segment", func(c *Config) { c.Prefix = "tenure/./" }, `"." path segment`},
 		{"prefix dotdot segment", func(c *Config) { c.Prefix = "../tenure/" }, `".." path segment`},
-		{"prefix too long", func(c *Config) { c.Prefix = strings.Repeat("p", MaxPrefixLen+1) }, "limit 424"},
+		{"prefix too long", func(c *Config) { c.Prefix = strings.Repeat("p", maxPrefixLen+1) }, "limit 424"},
 		{"prefix not UTF-8", func(c *Config) { c.Prefix = "a\xffb/" }, "not valid UTF-8"},
 		{"prefix newline", func(c *Config) { c.Prefix = "a\nb/" }, "unprintable"},
 
@@ -172,7 +172,7 @@ func TestKey(t *testing.T) {
 			t.Errorf("Key(%q) = %q, want %q", name, got, want)
 		}
 	}
-	if k := s.Key(strings.Repeat("a/", lease.MaxNameLen/2)); len(k) > maxKeyLen-MaxPrefixLen+len("tenure/") {
+	if k := s.Key(strings.Repeat("a/", lease.MaxNameLen/2)); len(k) > maxKeyLen-maxPrefixLen+len("tenure/") {
 		t.Errorf("longest key is %d bytes", len(k))
 	}
 }
@@ -491,8 +491,8 @@ func TestGetOversizedUnannounced(t *testing.T) {
 	if !errors.As(err, &re) || re.Field != "body" {
 		t.Fatalf("Get: %v, want a RecordError for the body", err)
 	}
-	if b.read > MaxObjectSize+1 {
-		t.Errorf("read %d bytes, want at most %d", b.read, MaxObjectSize+1)
+	if b.read > maxObjectSize+1 {
+		t.Errorf("read %d bytes, want at most %d", b.read, maxObjectSize+1)
 	}
 }
 
@@ -515,7 +515,7 @@ func TestGetBadRecordNamesLease(t *testing.T) {
 }
 
 func TestReadCapped(t *testing.T) {
-	for _, n := range []int{0, 1, 511, 512, 513, MaxObjectSize - 1, MaxObjectSize, MaxObjectSize + 1, MaxObjectSize + 2, 1 << 20} {
+	for _, n := range []int{0, 1, 511, 512, 513, maxObjectSize - 1, maxObjectSize, maxObjectSize + 1, maxObjectSize + 2, 1 << 20} {
 		data := strings.Repeat("x", n)
 		for _, announced := range []int64{0, int64(n)} {
 			for _, slow := range []bool{false, true} {
@@ -524,7 +524,7 @@ func TestReadCapped(t *testing.T) {
 					r = iotest.OneByteReader(r)
 				}
 				got, err := readCapped(r, announced)
-				want := min(n, MaxObjectSize+1)
+				want := min(n, maxObjectSize+1)
 				if err != nil || len(got) != want {
 					t.Errorf("n=%d announced=%d slow=%t: read %d bytes, %v; want %d", n, announced, slow, len(got), err, want)
 				}
