@@ -16,7 +16,6 @@ import (
 	"go.opentelemetry.io/otel/metric"
 
 	"github.com/tenure-go/tenure/election"
-	"github.com/tenure-go/tenure/fencing"
 	"github.com/tenure-go/tenure/internal/driver"
 	"github.com/tenure-go/tenure/internal/groupcore"
 	"github.com/tenure-go/tenure/internal/host"
@@ -75,17 +74,13 @@ type GroupConfig struct {
 type Shard struct {
 	Group string // the group's name
 	ID    int    // 0 to Shards-1
-	Lease string // its lease's name: Group/ID
-	// Token is the term's fencing token: above every earlier holder's of
-	// this shard.
-	Token fencing.Token
-	// Deadline is the local deadline when the term began; renewals move
-	// it (the context's Deadline has the current one).
-	Deadline time.Time
+	// Term is this member's term on the shard's lease (Lease is
+	// Group/ID): its token is above every earlier holder's of this shard,
+	// and its Fence is what the shard's writes present to a fenced
+	// resource. Renewals move the deadline (the context's Deadline has the
+	// current one).
+	Term
 }
-
-// Fence returns what the shard's writes present to a fenced resource.
-func (s Shard) Fence() fencing.Fence { return fencing.Fence{Lease: s.Lease, Token: s.Token} }
 
 // GroupStatus is a snapshot of what a member knows.
 type GroupStatus struct {
@@ -443,7 +438,7 @@ func (e *groupEntry) Log(level slog.Level, msg string, args ...any) {
 
 func (e *groupEntry) Assigned(shard int, t election.Term) {
 	g := e.g
-	st := &shardTerm{s: Shard{Group: g.cfg.Name, ID: shard, Lease: groupcore.ShardName(g.cfg.Name, shard), Token: t.Token, Deadline: t.Deadline}, revoked: make(chan struct{})}
+	st := &shardTerm{s: Shard{Group: g.cfg.Name, ID: shard, Term: Term{Lease: groupcore.ShardName(g.cfg.Name, shard), Holder: g.cfg.ID, Token: t.Token, Deadline: t.Deadline}}, revoked: make(chan struct{})}
 	st.ctx.init(context.Background(), Term{Lease: st.s.Lease, Holder: g.cfg.ID, Token: st.s.Token, Deadline: t.Deadline}, g.cfg.Clock)
 	e.terms[shard] = st
 	g.held.Add(1)

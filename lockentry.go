@@ -73,7 +73,7 @@ func (e *lockEntry) waitedFor(err error) error {
 		ld = e.Leader()
 	}
 	if ld.Holder != "" {
-		return &LockedError{Name: e.Name(), Holder: ld.Holder, Token: ld.Token, Payload: ld.Payload, Err: err}
+		return &LockedError{Name: e.Name(), Leader: ld, Err: err}
 	}
 	if e.started {
 		if serr := e.Err(); serr != nil {
@@ -179,7 +179,7 @@ func (e *lockEntry) grant(name string, t election.Term) {
 }
 
 func (e *lockEntry) Busy(ld election.Leader) {
-	var err error = &LockedError{Name: e.Name(), Holder: ld.Holder, Token: ld.Token, Payload: ld.Payload}
+	var err error = &LockedError{Name: e.Name(), Leader: ld}
 	if e.keep {
 		err = slotTakenError{err.(*LockedError)}
 	}

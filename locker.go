@@ -33,13 +33,12 @@ var (
 // Lock waited for until its context ended, as the store last showed it.
 // The holder may already be dead: only waiting out its lease (Lock) tells.
 type LockedError struct {
-	Name    string
-	Holder  string
-	Token   fencing.Token
-	Payload []byte
+	Name string
+	// Leader is the holder as last seen: its Holder, Token and Payload.
+	Leader
 	// Holders lists the holder of every slot of a semaphore (Slots), in
-	// slot order, as last seen (Holder "": free, or not known); Holder,
-	// Token and Payload are then the first listed holder's. Nil for a lock.
+	// slot order, as last seen (Holder "": free, or not known); Leader is
+	// then the first listed holder. Nil for a lock.
 	Holders []SlotHolder
 	// Err is the context's error when Lock gave up waiting (errors.Is
 	// finds context.DeadlineExceeded through it), nil for TryLock.
@@ -479,7 +478,7 @@ func (l *Locker) add(e *lockEntry) {
 	}
 	a := l.names[e.Name()]
 	if a != nil && e.try {
-		le := &LockedError{Name: e.Name(), Holder: l.cfg.ID}
+		le := &LockedError{Name: e.Name(), Leader: Leader{Holder: l.cfg.ID}}
 		if a.held != nil {
 			le.Token, le.Payload = a.held.Token(), a.Config().Payload
 		}

@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/tenure-go/tenure/election"
-	"github.com/tenure-go/tenure/fencing"
 	"github.com/tenure-go/tenure/internal/driver"
 	"github.com/tenure-go/tenure/internal/host"
 	"github.com/tenure-go/tenure/internal/lockcore"
@@ -35,10 +34,10 @@ var ErrSlotsMismatch = lockcore.ErrSlotsMismatch
 
 // SlotHolder is the holder of one slot of a semaphore, as last seen.
 type SlotHolder struct {
-	Slot    int
-	Holder  string // "": free, or not known
-	Token   fencing.Token
-	Payload []byte
+	Slot int
+	// Leader is the slot's holder as last seen: Holder "" when free, or
+	// not known.
+	Leader
 }
 
 // checkSlots refuses options that do not go with Slots, and a name too
@@ -61,7 +60,7 @@ func checkSlots(name string, o lockOptions, try bool) error {
 func slotHolders(ls []election.Leader) []SlotHolder {
 	hs := make([]SlotHolder, len(ls))
 	for i, ld := range ls {
-		hs[i] = SlotHolder{Slot: i, Holder: ld.Holder, Token: ld.Token, Payload: ld.Payload}
+		hs[i] = SlotHolder{Slot: i, Leader: ld}
 	}
 	return hs
 }

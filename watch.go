@@ -35,11 +35,10 @@ type Observation struct {
 	Lease string
 	// Found reports that a record exists.
 	Found bool
-	// Holder, Token and Payload describe the holder; Holder is empty when
-	// the record is absent or released.
-	Holder   string
-	Token    fencing.Token
-	Payload  []byte
+	// Leader describes the holder: its Holder, Token and Payload; Holder
+	// is empty when the record is absent or released (Token is then the
+	// record's last).
+	Leader
 	Released bool
 	// Duration is the lease the holder asked for; WrittenAt the writer's
 	// wall-clock time of the last write, for humans.
