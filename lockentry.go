@@ -9,35 +9,16 @@ import (
 
 	"github.com/tenure-go/tenure/election"
 	"github.com/tenure-go/tenure/internal/driver"
-	"github.com/tenure-go/tenure/internal/host"
-	"github.com/tenure-go/tenure/internal/lockcore"
+	"github.com/tenure-go/tenure/internal/engine"
 )
 
-// lockEntry is one lock of a Locker: the lock's logic (lockcore.Lock) and
-// the lockcore.Host that the Locker's loop carries out. Every field is the
-// loop's.
-type lockEntry struct {
-	lockcore.Lock
-	host.Slot
-	l      *Locker
-	cfg    *election.Config // until the lock starts
-	result chan takeResult  // size 1: what TryLock or Lock returns; nil once sent
-	held   *Lock
-	next   *lockEntry   // the next call of this Locker waiting for the name
-	flight *host.Flight // the call in flight on the lock's record
-
-	// A semaphore (Slots): its calls, and the call on each slot's record.
-	sem         *lockcore.Sem
-	slots       int
-	semCalls    map[*host.Flight]semCall
-	slotFlights []*host.Flight
-
-	try     bool
-	fair    bool
-	keep    bool // OncePer: the lock is never given back
-	started bool
+// lockCall is what a Locker keeps of one TryLock or Lock call beside its
+// engine.Entry (Entry.Owner): the caller's answer, and the lock held.
+// Every field is the loop's.
+type lockCall struct {
+	result  chan takeResult // size 1: what TryLock or Lock returns; nil once sent
+	held    *Lock
 	counted bool // in Locker.held
-	live    bool // started and not yet retired
 }
 
 type takeResult struct {
@@ -45,25 +26,22 @@ type takeResult struct {
 	err  error
 }
 
-// fail answers a waiting call with err, if it has no answer yet.
-func (e *lockEntry) fail(err error) {
-	if e.Answer() {
-		e.answer(takeResult{err: err})
-	}
-}
+func callOf(e *engine.Entry) *lockCall { return e.Owner.(*lockCall) }
 
 // waitedFor is the error of a Lock whose ctx ended with err: a
 // *LockedError naming the holder last seen, or, if none was, err with the
 // last store error.
-func (e *lockEntry) waitedFor(err error) error {
+func (l *Locker) waitedFor(e *engine.Entry, err error) error {
 	var ld election.Leader
 	switch {
-	case !e.started: // waiting behind a call of this Locker
-		if a := e.l.names[e.Name()]; a != nil && a.held != nil {
-			ld = election.Leader{Holder: e.l.cfg.ID, Token: a.held.Token()}
+	case !e.Started(): // waiting behind a call of this Locker
+		if a := l.lk.Active(e.Name()); a != nil {
+			if t, ok := a.Held(); ok {
+				ld = election.Leader{Holder: l.cfg.ID, Token: t.Token}
+			}
 		}
-	case e.sem != nil:
-		ls := e.sem.Holders()
+	case e.Sem() != nil:
+		ls := e.Sem().Holders()
 		for _, h := range ls {
 			if h.Holder != "" {
 				return lockedBySlots(e.Name(), ls, err)
@@ -75,7 +53,7 @@ func (e *lockEntry) waitedFor(err error) error {
 	if ld.Holder != "" {
 		return &LockedError{Name: e.Name(), Leader: ld, Err: err}
 	}
-	if e.started {
+	if e.Started() {
 		if serr := e.Err(); serr != nil {
 			return fmt.Errorf("tenure: lock %q: %w (the store's last error: %v)", e.Name(), err, serr)
 		}
@@ -83,152 +61,111 @@ func (e *lockEntry) waitedFor(err error) error {
 	return fmt.Errorf("tenure: lock %q: %w", e.Name(), err)
 }
 
-// stopEntry ends the lock: the term ends, then the release. A lock still
-// waiting in this process just leaves the queue.
-func (e *lockEntry) stopEntry() {
-	if !e.started {
-		e.l.dequeue(e)
-		e.l.checkDrained()
-		return
-	}
-	e.Stop()
+// stop ends e: the term, then the release (engine.Locker.Stop).
+func (l *Locker) stop(e *engine.Entry) {
+	l.lk.Stop(e)
+	l.checkDrained()
 }
 
-// unlock stops the lock and answers done once it is released.
-func (e *lockEntry) unlock(done chan error) {
-	if !e.live {
+// unlock stops e and answers done once it is released.
+func (l *Locker) unlock(e *engine.Entry, done chan error) {
+	if !e.Live() {
 		done <- nil // already gone: lost, or released
 		return
 	}
-	e.l.unlocks[e] = append(e.l.unlocks[e], done)
-	e.stopEntry()
+	l.unlocks[e] = append(l.unlocks[e], done)
+	l.stop(e)
 }
 
 var errUnlocked = errors.New("tenure: unlocked")
 
-// The lockcore.Host of a lock.
+// lockerFx is a Locker's engine.LockerEffects: its entries' answers go to
+// their callers, their terms to the Locks' contexts, their events to the
+// metrics and the log.
+type lockerFx Locker
 
-func (e *lockEntry) Now() time.Time { return e.l.cfg.Clock.Now() }
+func (f *lockerFx) l() *Locker { return (*Locker)(f) }
 
-func (e *lockEntry) Call(op election.Op, rec int) {
-	if rec != lockcore.RecLock {
-		e.l.h.Call(e, tagQueue, lockcore.RecordName(e.Name(), rec), op, e.Config().OpTimeout)
-		return
-	}
-	e.flight = e.l.h.Call(e, tagLock, e.Name(), op, 0) // the Machine times it out
-}
+func (f *lockerFx) Now() time.Time { return f.cfg.Clock.Now() }
 
-// Which record of the lock a call is on.
-const (
-	tagLock uint8 = iota
-	tagQueue
-)
-
-// Cancel abandons the lock call in flight, or drops it unstarted.
-func (e *lockEntry) Cancel() {
-	e.l.h.Cancel(e.flight)
-	e.flight = nil
-}
-
-// CallDone takes the outcome of one of the lock's calls.
-func (e *lockEntry) CallDone(f *host.Flight, res election.Result) {
-	if e.sem != nil {
-		e.semDone(f, res)
-		return
-	}
-	if f == e.flight {
-		e.flight = nil // its context is done: let it go
-	}
-	switch {
-	case !e.live:
-	case f.Tag() == tagQueue:
-		e.QueueResult(res, f.Op().Kind == election.OpPut)
-	default:
-		e.Result(res)
-	}
-}
-
-// Due is the lock's next wake-up, none once it is retired.
-func (e *lockEntry) Due() time.Time {
-	if !e.live {
-		return time.Time{}
-	}
-	return e.call().Due()
-}
-
-func (e *lockEntry) Log(level slog.Level, msg string, args ...any) {
+func (f *lockerFx) Log(level slog.Level, msg string, args ...any) {
 	if level >= slog.LevelError {
-		e.l.ms.anomaly()
+		f.ms.anomaly()
 	}
-	e.l.log(level, msg, args...)
+	f.l().log(level, msg, args...)
 }
 
-func (e *lockEntry) Granted(t election.Term) { e.grant(e.Name(), t) }
-
-// grant answers the caller with the lock held for term t of the lease
+// Granted answers the caller with the lock held for term t of the record
 // name (a semaphore's slot record, or the lock's).
-func (e *lockEntry) grant(name string, t election.Term) {
-	term := Term{Lease: name, Holder: e.l.cfg.ID, Token: t.Token, Deadline: t.Deadline, Payload: e.Config().Payload}
-	e.held = &Lock{e: e}
-	e.held.ctx.init(context.Background(), term, e.l.cfg.Clock)
-	e.counted = true
-	e.l.held.Add(1)
-	e.l.ms.elected()
-	e.answer(takeResult{lock: e.held})
-	e.l.log(slog.LevelDebug, "locked", "lock", e.Name(), "token", term.Token)
+func (f *lockerFx) Granted(e *engine.Entry, name string, t election.Term) {
+	c := callOf(e)
+	t.Lease, t.Holder, t.Payload = name, f.cfg.ID, e.Config().Payload
+	c.held = &Lock{e: e, l: f.l()}
+	c.held.ctx.init(context.Background(), t, f.cfg.Clock)
+	c.counted = true
+	f.held.Add(1)
+	f.ms.elected()
+	c.answer(takeResult{lock: c.held})
+	f.l().log(slog.LevelDebug, "locked", "lock", e.Name(), "token", t.Token)
 }
 
-func (e *lockEntry) Busy(ld election.Leader) {
-	var err error = &LockedError{Name: e.Name(), Leader: ld}
-	if e.keep {
-		err = slotTakenError{err.(*LockedError)}
+func (f *lockerFx) Busy(e *engine.Entry, ld election.Leader, slots []election.Leader) {
+	var err error
+	if slots != nil {
+		err = lockedBySlots(e.Name(), slots, nil)
+	} else {
+		le := &LockedError{Name: e.Name(), Leader: ld}
+		err = le
+		if e.Keeps() {
+			err = slotTakenError{le}
+		}
 	}
-	e.answer(takeResult{err: err})
+	callOf(e).answer(takeResult{err: err})
 }
 
-func (e *lockEntry) Refused(err error) { e.answer(takeResult{err: err}) }
+func (f *lockerFx) Refused(e *engine.Entry, err error) { callOf(e).answer(takeResult{err: err}) }
 
 // answer sends the one answer, and lets go of the channel that the
 // caller alone holds now.
-func (e *lockEntry) answer(r takeResult) {
-	e.result <- r
-	e.result = nil
+func (c *lockCall) answer(r takeResult) {
+	c.result <- r
+	c.result = nil
 }
 
-func (e *lockEntry) Publish(s driver.Snapshot) {
-	if e.held != nil {
-		followJeopardy(&e.held.ctx, e.l.cfg.Clock.Now(), s, e.l.ms, e.l.log, "lock", e.Name())
-		e.held.ctx.announce()
+func (f *lockerFx) Published(e *engine.Entry, s driver.Snapshot) {
+	if h := callOf(e).held; h != nil {
+		followJeopardy(&h.ctx, f.cfg.Clock.Now(), s, f.ms, f.l().log, "lock", e.Name())
+		h.ctx.announce()
 	}
 }
 
-func (e *lockEntry) Ended(t election.Term, r election.Reason) {
-	e.uncount()
-	e.l.ms.demoted(DemotionReason(r))
-	if e.held != nil {
-		followJeopardy(&e.held.ctx, e.l.cfg.Clock.Now(), driver.Snapshot{}, e.l.ms, e.l.log, "lock", e.Name()) // over with the term
-		e.held.ctx.announce()
-		e.held.ctx.cancel(fmt.Errorf("tenure: lock %q (token %d) ended: %s", e.Name(), t.Token, DemotionReason(r)))
+func (f *lockerFx) Ended(e *engine.Entry, t election.Term, r election.Reason) {
+	c := callOf(e)
+	f.uncount(c)
+	f.ms.demoted(r)
+	if h := c.held; h != nil {
+		followJeopardy(&h.ctx, f.cfg.Clock.Now(), driver.Snapshot{}, f.ms, f.l().log, "lock", e.Name()) // over with the term
+		h.ctx.announce()
+		h.ctx.cancel(fmt.Errorf("tenure: lock %q (token %d) ended: %s", e.Name(), t.Token, r))
 	}
 	if r != election.ReasonShutDown {
-		e.l.log(slog.LevelWarn, "lock lost", "lock", e.Name(), "token", t.Token, "reason", DemotionReason(r).String())
+		f.l().log(slog.LevelWarn, "lock lost", "lock", e.Name(), "token", t.Token, "reason", r.String())
 	}
 }
 
-func (e *lockEntry) Reschedule() { e.l.h.Fix(e) }
-
-func (e *lockEntry) WakeNext(addr string) { e.l.wakes.send(addr, wakeMsg(e.Name())) }
+func (f *lockerFx) WakeNext(name, addr string) { f.wakes.send(addr, wakeMsg(name)) }
 
 // uncount takes the lock out of tenure.locks.held.
-func (e *lockEntry) uncount() {
-	if e.counted {
-		e.counted = false
-		e.l.held.Add(-1)
+func (f *lockerFx) uncount(c *lockCall) {
+	if c.counted {
+		c.counted = false
+		f.held.Add(-1)
 	}
 }
 
-func (e *lockEntry) Retired() {
-	e.uncount()
+func (f *lockerFx) Retired(e *engine.Entry) {
+	c := callOf(e)
+	f.uncount(c)
 	var err error
 	if e.GaveUp() {
 		cause := e.Err()
@@ -237,13 +174,13 @@ func (e *lockEntry) Retired() {
 		}
 		err = fmt.Errorf("%w: lock %q within %v: %w", ErrReleaseUnconfirmed, e.Name(), e.Config().ReleaseTimeout, cause)
 	}
-	for _, u := range e.l.unlocks[e] {
+	for _, u := range f.unlocks[e] {
 		u <- err
 	}
-	delete(e.l.unlocks, e)
-	if e.held != nil {
-		e.held.ctx.cancel(errUnlocked)
+	delete(f.unlocks, e)
+	if c.held != nil {
+		c.held.ctx.cancel(errUnlocked)
 	}
-	e.fail(ErrClosed) // a call still waiting: the Locker is closing
-	e.l.remove(e)
+	f.lk.Fail(e, ErrClosed) // a call still waiting: the Locker is closing
+	f.l().checkDrained()
 }

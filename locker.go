@@ -16,6 +16,7 @@ import (
 
 	"github.com/tenure-go/tenure/election"
 	"github.com/tenure-go/tenure/fencing"
+	"github.com/tenure-go/tenure/internal/engine"
 	"github.com/tenure-go/tenure/internal/host"
 	"github.com/tenure-go/tenure/internal/lockcore"
 	"github.com/tenure-go/tenure/lease"
@@ -26,7 +27,7 @@ var (
 	// lock; errors.As finds the *LockedError that names it.
 	ErrLocked = errors.New("tenure: locked")
 	// ErrClosed is returned by a Locker's methods after Close.
-	ErrClosed = errors.New("tenure: Locker closed")
+	ErrClosed = engine.ErrClosed
 )
 
 // LockedError says who holds a lock that TryLock could not take, or that
@@ -165,11 +166,9 @@ type Locker struct {
 	answered lastAnswer
 
 	// Owned by the loop goroutine.
-	live    int                   // entries started and not yet retired
-	names   map[string]*lockEntry // per name: the active entry, then (next) those waiting in this process
-	closing bool
-	drained chan struct{}               // closed when closing and no entry is left
-	unlocks map[*lockEntry][]chan error // Unlock calls waiting for a release
+	lk      *engine.Locker                 // the locks, one entry per call
+	drained chan struct{}                  // closed when closing and no entry is left
+	unlocks map[*engine.Entry][]chan error // Unlock calls waiting for a release
 }
 
 // NewLocker returns a Locker for cfg and starts its loop; Close stops it.
@@ -179,7 +178,7 @@ func NewLocker(cfg LockerConfig) (*Locker, error) {
 	if err != nil {
 		return nil, err
 	}
-	l := &Locker{cfg: cfg, given: given, names: map[string]*lockEntry{}, unlocks: map[*lockEntry][]chan error{}}
+	l := &Locker{cfg: cfg, given: given, unlocks: map[*engine.Entry][]chan error{}}
 	shared, err := l.machineConfig(lockOptions{})
 	if err != nil {
 		return nil, err
@@ -206,7 +205,7 @@ func NewLocker(cfg LockerConfig) (*Locker, error) {
 			l.answered.note(cfg.Clock, err)
 		},
 		After: func() {
-			if l.closing && l.live == 0 {
+			if l.lk.Closing() && l.lk.Live() == 0 {
 				l.h.Exit()
 			}
 		},
@@ -221,6 +220,7 @@ func NewLocker(cfg LockerConfig) (*Locker, error) {
 		l.h.Go(func() { l.wakes.run(l.h.Quit()); close(l.sent) })
 		l.log(slog.LevelInfo, "listening for wake-ups", "addr", l.wakeConn.LocalAddr().String(), "advertised", l.wakeAddr)
 	}
+	l.lk = engine.NewLocker(l.h.Core, (*lockerFx)(l), cfg.ID, l.wakeAddr)
 	l.h.Go(func() { l.h.Run(nil, nil) })
 	return l, nil
 }
@@ -252,11 +252,7 @@ func (l *Locker) listen() {
 // woken takes a wake-up for the lock name: the lock of this Locker that
 // waits for it, if any, reads it now (rate-limited).
 func (l *Locker) woken(name string) {
-	e := l.names[name]
-	if e == nil || !e.live {
-		return
-	}
-	if e.Wake() {
+	if l.lk.Woken(name) {
 		l.log(slog.LevelDebug, "woken: reading the lock", "lock", name)
 	}
 }
@@ -267,7 +263,8 @@ func (l *Locker) ID() string { return l.cfg.ID }
 // Lock is a held lock.
 type Lock struct {
 	ctx termContext // its fence names the lock and holds its token
-	e   *lockEntry
+	e   *engine.Entry
+	l   *Locker
 }
 
 // Name returns the lock's name (as asked for, without a slot).
@@ -279,7 +276,7 @@ func (h *Lock) Token() fencing.Token { return h.ctx.fence.Token }
 
 // Slot returns which slot of its semaphore the lock holds (Slots), from 0
 // to n-1; 0 for a lock without Slots.
-func (h *Lock) Slot() int { return max(h.e.slot(), 0) }
+func (h *Lock) Slot() int { return max(h.e.SlotHeld(), 0) }
 
 // Context returns a context cancelled at the lock's local deadline (unless
 // renewed), when the lock is lost, on Unlock and on Close. It carries the
@@ -326,7 +323,7 @@ func (l *Locker) Do(ctx context.Context, name string, fn func(ctx context.Contex
 // ErrReleaseUnconfirmed: the lock then expires on its own.
 func (h *Lock) Unlock(ctx context.Context) error {
 	done := make(chan error, 1)
-	if !h.e.l.do(func() { h.e.unlock(done) }) {
+	if !h.l.do(func() { h.l.unlock(h.e, done) }) {
 		return ErrClosed
 	}
 	select {
@@ -343,20 +340,8 @@ func (h *Lock) Unlock(ctx context.Context) error {
 func (l *Locker) Close() error {
 	l.closeOnce.Do(func() {
 		ok := l.do(func() {
-			l.closing = true
 			l.drained = make(chan struct{})
-			var active []*lockEntry
-			for _, e := range l.names {
-				if e.live {
-					active = append(active, e)
-				}
-				for ; e != nil; e = e.next {
-					e.fail(ErrClosed)
-				}
-			}
-			for _, e := range active {
-				e.stopEntry()
-			}
+			l.lk.Close()
 			l.checkDrained()
 		})
 		if ok {
@@ -415,9 +400,8 @@ func (l *Locker) take(ctx context.Context, name string, try bool, opts []LockOpt
 		ec = &c
 	}
 	result := make(chan takeResult, 1)
-	e := &lockEntry{l: l, try: try, cfg: ec, fair: o.fair, keep: o.every != 0, slots: o.slots, result: result}
-	e.SetName(name)
-	if !l.do(func() { l.add(e) }) {
+	e := l.lk.NewEntry(engine.Call{Name: name, Config: ec, Try: try, Fair: o.fair, Keep: o.every != 0, Slots: o.slots}, &lockCall{result: result})
+	if !l.do(func() { l.lk.Add(e) }) {
 		return nil, ErrClosed
 	}
 	select {
@@ -428,7 +412,7 @@ func (l *Locker) take(ctx context.Context, name string, try bool, opts []LockOpt
 		// error says who held the lock meanwhile, as last seen.
 		var gaveUp error
 		ran := make(chan struct{}) // Do returns once the loop has f, not once f ran
-		if l.do(func() { gaveUp = e.waitedFor(ctx.Err()); e.fail(gaveUp); e.stopEntry(); close(ran) }) {
+		if l.do(func() { gaveUp = l.waitedFor(e, ctx.Err()); l.lk.Fail(e, gaveUp); l.stop(e); close(ran) }) {
 			<-ran
 		}
 		r := <-result
@@ -468,108 +452,8 @@ func (l *Locker) machineConfig(o lockOptions) (election.Config, error) {
 // goroutines, and the goroutines the runtime keeps for reuse stay few.
 const maxCalls = 256
 
-// add takes e's name in this process: a name another call of this Locker
-// holds or waits for is refused (TryLock) or queued behind it (Lock), so
-// that the store never sees two holders with this Locker's ID.
-func (l *Locker) add(e *lockEntry) {
-	if l.closing {
-		e.fail(ErrClosed)
-		return
-	}
-	a := l.names[e.Name()]
-	if a != nil && e.try {
-		le := &LockedError{Name: e.Name(), Leader: Leader{Holder: l.cfg.ID}}
-		if a.held != nil {
-			le.Token, le.Payload = a.held.Token(), a.Config().Payload
-		}
-		if e.keep {
-			e.fail(slotTakenError{le})
-			return
-		}
-		e.fail(le)
-		return
-	}
-	if a == nil {
-		l.names[e.Name()] = e
-		l.begin(e)
-		return
-	}
-	for a.next != nil {
-		a = a.next
-	}
-	a.next = e
-}
-
-// begin starts e's driver.
-func (l *Locker) begin(e *lockEntry) {
-	if e.Answered() { // its caller gave up while it waited in this process
-		l.dequeue(e)
-		return
-	}
-	if e.slots != 0 {
-		e.sem = new(lockcore.Sem)
-		if err := e.sem.Init((*semHost)(e), e.Name(), e.slots, e.cfg, e.try, e.fair, nil); err != nil {
-			e.fail(err) // checked in take: not reached
-			l.dequeue(e)
-			return
-		}
-		e.cfg, e.started, e.live = nil, true, true
-		l.live++
-		e.sem.Start()
-		return
-	}
-	if err := e.Init(e, e.Name(), e.cfg, e.try, e.fair); err != nil {
-		e.fail(err) // Validate passed in take: not reached
-		l.dequeue(e)
-		return
-	}
-	if e.keep {
-		e.Keep()
-	}
-	if l.wakes != nil && !e.keep && lease.ValidateName(e.Name()+lockcore.WakeSuffix) == nil {
-		e.SetWake(l.wakeAddr) // a name too long for its wake record goes without: polls find it free
-	}
-	e.cfg, e.started, e.live = nil, true, true
-	l.live++
-	e.Start()
-}
-
-func (l *Locker) remove(e *lockEntry) {
-	if e.live {
-		e.live = false
-		l.live--
-	}
-	l.h.Remove(e)
-	l.dequeue(e)
-	l.checkDrained()
-}
-
-// dequeue drops e from its name's queue and starts the next in line.
-func (l *Locker) dequeue(e *lockEntry) {
-	head := l.names[e.Name()]
-	if head != e {
-		for o := head; o != nil; o = o.next {
-			if o.next == e {
-				o.next, e.next = e.next, nil
-				break
-			}
-		}
-		return // the active entry stays
-	}
-	next := e.next
-	e.next = nil
-	if next == nil {
-		delete(l.names, e.Name())
-		return
-	}
-	l.names[e.Name()] = next
-	if !next.started {
-		l.begin(next)
-	}
-}
-
 func (l *Locker) checkDrained() {
-	if l.closing && l.live == 0 && l.drained != nil {
+	if l.lk.Closing() && l.lk.Live() == 0 && l.drained != nil {
 		select {
 		case <-l.drained:
 		default:
