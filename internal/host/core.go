@@ -1,13 +1,15 @@
 package host
 
 import (
+	"slices"
 	"time"
 
 	"github.com/tenure-go/tenure/election"
 )
 
 // Core is a host without goroutines: the entries' timer heap, the store
-// calls in flight and those waiting their turn (beyond MaxCalls). Its
+// calls in flight and those waiting their turn (beyond MaxCalls), and the
+// calls' timeouts, kept on the Core's clock like every other time. Its
 // owner steps it, one event at a time: Fire with the time, Answer with a
 // call's outcome. What it needs of the world, it asks through Calls:
 // Host's loop starts each call on a goroutine; a simulator sends it over
@@ -19,6 +21,7 @@ type Core struct {
 
 	timers  timers
 	waiting []*Flight // calls beyond maxCalls, in order
+	timed   []*Flight // calls started with a timeout, in order of start
 	running int
 }
 
@@ -39,15 +42,22 @@ func NewCore(now func() time.Time, calls Calls, maxCalls int) *Core {
 
 // Flight is a store call of an entry, from Call to its answer.
 type Flight struct {
-	e       Entry
-	name    string
-	op      election.Op
-	timeout time.Duration
-	tag     uint8
-	started bool
-	dropped bool   // cancelled before it started
-	abandon func() // the loop's: cancel the call's context
+	e        Entry
+	name     string
+	op       election.Op
+	timeout  time.Duration
+	tag      uint8
+	started  bool
+	dropped  bool      // cancelled before it started
+	done     bool      // answered: a later answer is ignored
+	timedOut bool      // answered ErrTimeout by the Core
+	by       time.Time // its timeout, from its start; zero if it has none
+	abandon  func()    // the loop's: cancel the call's context
 }
+
+// TimedOut reports whether the Core gave the call up at its timeout (and
+// answered it with election.ErrTimeout).
+func (f *Flight) TimedOut() bool { return f.timedOut }
 
 // Op returns the call's operation.
 func (f *Flight) Op() *election.Op { return &f.op }
@@ -55,10 +65,17 @@ func (f *Flight) Op() *election.Op { return &f.op }
 // Tag returns the tag the call was made with.
 func (f *Flight) Tag() uint8 { return f.tag }
 
+// Name returns the record the call is on.
+func (f *Flight) Name() string { return f.name }
+
+// Timeout returns the call's timeout; 0 if it runs until cancelled.
+func (f *Flight) Timeout() time.Duration { return f.timeout }
+
 // Call starts a store call of e on the record name: now, or once fewer
 // than MaxCalls are in flight. A write's record is stamped with the time
 // of the call (WrittenAt), and its answer carries the record written. A
-// call with a timeout is cancelled after it; one without runs until
+// call with a timeout is abandoned once it has run that long by the
+// Core's clock, and answered election.ErrTimeout; one without runs until
 // Cancel. The answer comes to e.CallDone with this Flight, the tag to
 // tell e's records apart.
 func (c *Core) Call(e Entry, tag uint8, name string, op election.Op, timeout time.Duration) *Flight {
@@ -75,6 +92,10 @@ func (c *Core) Call(e Entry, tag uint8, name string, op election.Op, timeout tim
 func (c *Core) start(f *Flight) {
 	c.running++
 	f.started = true
+	if f.timeout > 0 {
+		f.by = c.now().Add(f.timeout)
+		c.timed = append(c.timed, f)
+	}
 	c.calls.Start(f)
 }
 
@@ -91,8 +112,15 @@ func (c *Core) Cancel(f *Flight) {
 }
 
 // Answer takes the outcome of f's call: the next waiting call starts, and
-// f's entry has it.
+// f's entry has it. The answer of a call the Core timed out is dropped.
 func (c *Core) Answer(f *Flight, res election.Result) {
+	if f.done {
+		return
+	}
+	f.done = true
+	if !f.by.IsZero() {
+		c.timed = slices.DeleteFunc(c.timed, func(o *Flight) bool { return o == f })
+	}
 	c.running--
 	for len(c.waiting) > 0 && (c.maxCalls <= 0 || c.running < c.maxCalls) {
 		w := c.waiting[0]
@@ -106,21 +134,39 @@ func (c *Core) Answer(f *Flight, res election.Result) {
 	c.Fix(f.e)
 }
 
-// Fire runs every entry due by now, earliest first (entries due at once
-// in the order they first had a Due).
+// Fire gives up the calls past their timeout (abandoned, answered
+// election.ErrTimeout), then runs every entry due by now, earliest first
+// (entries due at once in the order they first had a Due).
 func (c *Core) Fire(now time.Time) {
+	for len(c.timed) > 0 {
+		i := slices.IndexFunc(c.timed, func(f *Flight) bool { return !now.Before(f.by) })
+		if i < 0 {
+			break
+		}
+		f := c.timed[i]
+		f.timedOut = true
+		c.calls.Abandon(f)
+		c.Answer(f, election.Result{ID: f.op.ID, Record: f.op.Record, Err: election.ErrTimeout})
+	}
 	for e := c.timers.next(); e != nil && !e.Due().After(now); e = c.timers.next() {
 		e.Fire(now)
 		c.Fix(e)
 	}
 }
 
-// Next returns the earliest Due of the entries; zero if none has one.
+// Next returns the earliest Due of the entries and timeout of the calls;
+// zero if there is none.
 func (c *Core) Next() time.Time {
+	var at time.Time
 	if e := c.timers.next(); e != nil {
-		return e.Due()
+		at = e.Due()
 	}
-	return time.Time{}
+	for _, f := range c.timed {
+		if at.IsZero() || f.by.Before(at) {
+			at = f.by
+		}
+	}
+	return at
 }
 
 // Fix puts e in the timer heap at its Due, or takes it out if it has

@@ -66,3 +66,41 @@ func TestCoreSteps(t *testing.T) {
 		t.Fatalf("written at %v, want the Core's time %v", f1.Op().Record.WrittenAt, now)
 	}
 }
+
+// A call's timeout runs on the Core's clock from the call's start (a call
+// waiting its turn has not started): Next names it, Fire abandons the call
+// and answers it election.ErrTimeout, and the store's late answer is
+// dropped.
+func TestCoreTimesCallsOut(t *testing.T) {
+	var log []string
+	t0 := time.Unix(1000, 0)
+	now := t0
+	calls := &script{log: &log}
+	c := NewCore(func() time.Time { return now }, calls, 1)
+	a := &entry{name: "a", log: &log}
+	f1 := c.Call(a, 0, "r1", election.Op{ID: 1, Kind: election.OpGet}, time.Second)
+	now = t0.Add(500 * time.Millisecond)
+	f2 := c.Call(a, 0, "r2", election.Op{ID: 2, Kind: election.OpGet}, time.Second) // waits for r1
+	if next := c.Next(); !next.Equal(t0.Add(time.Second)) {
+		t.Fatalf("Next %v, want r1's timeout", next)
+	}
+	c.Fire(t0.Add(999 * time.Millisecond))
+	now = t0.Add(time.Second)
+	c.Fire(now) // r1 times out; r2 starts now, its second from here
+	if !f1.TimedOut() || f2.TimedOut() {
+		t.Fatalf("timed out: r1 %t r2 %t, want r1 only", f1.TimedOut(), f2.TimedOut())
+	}
+	c.Answer(f1, election.Result{ID: 1}) // the store, late: dropped
+	if next := c.Next(); !next.Equal(t0.Add(2 * time.Second)) {
+		t.Fatalf("Next %v, want r2's timeout, a second after its start", next)
+	}
+	now = t0.Add(1200 * time.Millisecond)
+	c.Answer(f2, election.Result{ID: 2})
+	want := []string{"start r1", "abandon r1", "start r2", "a answered r1", "a answered r2"}
+	if !slices.Equal(log, want) {
+		t.Fatalf("log\n%q\nwant\n%q", log, want)
+	}
+	if !c.Next().IsZero() {
+		t.Fatalf("Next %v once every call is answered, want none", c.Next())
+	}
+}

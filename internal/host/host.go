@@ -178,6 +178,8 @@ type loopCalls Host
 
 func (l *loopCalls) Start(f *Flight) {
 	h := (*Host)(l)
+	// The Core times the call out on the host's clock; the deadline tells
+	// the store too (an SDK's retries stop at it).
 	var ctx context.Context
 	var cancel context.CancelFunc
 	if f.timeout > 0 {
