@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"github.com/tenure-go/tenure/fencing"
+	"strconv"
 	"time"
 
 	"github.com/tenure-go/tenure/election"
@@ -203,7 +204,8 @@ func (n *naive) start(now time.Time) {
 
 func (n *naive) write(now time.Time, do naiveDo, rec lease.Record, expect lease.Version) {
 	rec.Nonce = fmt.Sprintf("%016x", n.cfg.Rand.Uint64())
-	rec.WrittenAt = n.wall() // expires_at = WrittenAt + Duration
+	rec.WrittenAt = n.wall()
+	rec.Payload = strconv.AppendInt(nil, rec.WrittenAt.UnixNano(), 10) // expires_at = this + Duration
 	n.send(now, do, election.Op{Kind: election.OpPut, Record: rec, Expect: expect}, rec)
 }
 
@@ -268,13 +270,23 @@ func (n *naive) poll(now time.Time) {
 	}
 }
 
+// writtenAt is the naive lock's write time, its writer's wall clock: in
+// the payload, since a host stamps WrittenAt with its own reading.
+func writtenAt(rec lease.Record) time.Time {
+	ns, err := strconv.ParseInt(string(rec.Payload), 10, 64)
+	if err != nil {
+		return time.Time{}
+	}
+	return time.Unix(0, ns)
+}
+
 // follow takes the lease once the record's expires_at is past by this
 // host's wall clock: the comparison of two hosts' clocks that tenure avoids.
 func (n *naive) follow(now time.Time) {
 	if n.stopping || n.leading {
 		return
 	}
-	if !n.exists || n.rec.Released || !n.wall().Before(n.rec.WrittenAt.Add(n.rec.Duration)) {
+	if !n.exists || n.rec.Released || !n.wall().Before(writtenAt(n.rec).Add(n.rec.Duration)) {
 		n.schedule(now, nAcquire)
 		return
 	}
