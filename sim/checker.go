@@ -379,13 +379,14 @@ func (c *checker) answered(l *lockClient, what string) {
 // undisturbed fair waiter with an earlier ticket still waits (I7).
 func (c *checker) granted(l *lockClient, t election.Term) {
 	in, lock, sem := l.in, l.held, ""
-	if l.sem != nil {
+	lsem := l.curSem()
+	if lsem != nil {
 		sem = l.name
 	}
 	holders := 0 // of sem's slots, in belief
 	semN := 0    // the fewest slots any of them, l included, asked for
 	if sem != "" {
-		semN = l.sem.N()
+		semN = lsem.N()
 	}
 	for _, o := range c.w.insts {
 		h := c.open[o]
@@ -400,11 +401,11 @@ func (c *checker) granted(l *lockClient, t election.Term) {
 			semN = min(semN, h.semN)
 		}
 	}
-	if sem != "" && holders == l.sem.N()-1 {
+	if sem != "" && holders == lsem.N()-1 {
 		c.stats.SemFull++
 	}
 	if sem != "" && holders >= semN {
-		c.violate(OneLeader, in, fmt.Sprintf("%s is granted %s (token %d, asking for %d slots) while %d others believe they hold a slot of %s: over %d", in.label, lock, t.Token, l.sem.N(), holders, sem, semN))
+		c.violate(OneLeader, in, fmt.Sprintf("%s is granted %s (token %d, asking for %d slots) while %d others believe they hold a slot of %s: over %d", in.label, lock, t.Token, lsem.N(), holders, sem, semN))
 	}
 	if uint64(t.Token) <= c.lockTok[lock] {
 		c.violate(Tokens, in, fmt.Sprintf("%s is granted %s with token %d, not above %d granted before", in.label, lock, t.Token, c.lockTok[lock]))
@@ -417,7 +418,7 @@ func (c *checker) granted(l *lockClient, t election.Term) {
 	}
 	h := &term{in: in, tok: uint64(t.Token), start: c.w.now, end: -1, lock: lock, sem: sem, deadline: t.Deadline}
 	if sem != "" {
-		h.semN = l.sem.N()
+		h.semN = lsem.N()
 	}
 	c.open[in] = h
 	c.terms = append(c.terms, h)
@@ -441,7 +442,7 @@ func (c *checker) extended(in *instance, deadline time.Time) {
 func (c *checker) lockHandoff(l *lockClient, lk *lockcore.Lock, d time.Duration) {
 	from, name, tok := c.w.now, l.name, c.lockTok[l.name]
 	c.w.at(from+d, nil, func() {
-		if c.lockTok[name] != tok || l.lk != lk || l.dead || l.upset() || lk.Answered() {
+		if c.lockTok[name] != tok || l.curLock() != lk || l.dead || l.upset() || lk.Answered() {
 			return
 		}
 		c.violate(Liveness, l.in, fmt.Sprintf("%s was woken at %s with %s free, and nobody was granted it within %v", l.in.label, fmtTime(from), name, d))

@@ -129,8 +129,8 @@
 // Lock scenarios (Scenario.Locks) run lock clients instead of Candidates,
 // in the same world: a process on each node calls TryLock or Lock (fair or
 // not) with a deadline, holds the lock a while and unlocks, with the
-// Locker's own per-lock code (internal/lockcore) on the fast tier's model
-// of the host, over the same store (a record per lock and per fair queue
+// production Locker below its API (internal/engine and internal/lockcore on
+// the production host.Core, stepped by the world), over the same store (a record per lock and per fair queue
 // beside the lease) and the same faults. The one checker holds them to I1
 // as mutual exclusion in belief (a holder believes until its hold ends or
 // its clock reaches the deadline), I2 per lock, I5 as a bounded wait (every

@@ -169,7 +169,7 @@ func (w *world) pick(holder bool) *instance {
 	for _, in := range w.liveInstances() {
 		l := in.rt.(*lockClient)
 		t := w.chk.open[in]
-		if !in.paused && !in.node.cut && (l.lk != nil || l.sem != nil) && (t != nil && w.chk.believes(t)) == holder {
+		if !in.paused && !in.node.cut && l.entry != nil && (t != nil && w.chk.believes(t)) == holder {
 			c = append(c, in)
 		}
 	}

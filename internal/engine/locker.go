@@ -85,8 +85,9 @@ type Entry struct {
 	Owner any
 
 	cfg    *election.Config // until the entry starts
-	next   *Entry           // the next call of this process waiting for the name
-	flight *host.Flight     // the call in flight on the lock's record
+	mk     func(cfg *election.Config) lockcore.Machine
+	next   *Entry       // the next call of this process waiting for the name
+	flight *host.Flight // the call in flight on the lock's record
 
 	// A semaphore (Slots): its calls, and the call on each slot's record.
 	sem         *lockcore.Sem
@@ -112,11 +113,14 @@ type Call struct {
 	Fair   bool // wait in turn with the name's fair waiters
 	Keep   bool // OncePer: never give the lock back
 	Slots  int  // a semaphore of Slots slots; 0: a lock
+	// Machine, if set, makes each lock's Machine instead of election.New:
+	// the simulator's baselines, which break the protocol on purpose.
+	Machine func(cfg *election.Config) lockcore.Machine
 }
 
 // NewEntry returns an entry for c, owned by owner; Add starts it.
 func (l *Locker) NewEntry(c Call, owner any) *Entry {
-	e := &Entry{lk: l, Owner: owner, cfg: c.Config, try: c.Try, fair: c.Fair, keep: c.Keep, slots: c.Slots}
+	e := &Entry{lk: l, Owner: owner, cfg: c.Config, mk: c.Machine, try: c.Try, fair: c.Fair, keep: c.Keep, slots: c.Slots}
 	e.SetName(c.Name)
 	return e
 }
@@ -202,17 +206,24 @@ func (l *Locker) begin(e *Entry) {
 	}
 	if e.slots != 0 {
 		e.sem = new(lockcore.Sem)
-		if err := e.sem.Init((*semHost)(e), e.Name(), e.slots, e.cfg, e.try, e.fair, nil); err != nil {
+		var mk func() (lockcore.Machine, error)
+		if m := e.mk; m != nil {
+			cfg := e.cfg // each slot's Machine is made when first needed
+			mk = func() (lockcore.Machine, error) { return m(cfg), nil }
+		}
+		if err := e.sem.Init((*semHost)(e), e.Name(), e.slots, e.cfg, e.try, e.fair, mk); err != nil {
 			l.Fail(e, err) // checked by the caller: not reached
 			l.dequeue(e)
 			return
 		}
-		e.cfg, e.started, e.live = nil, true, true
+		e.cfg, e.mk, e.started, e.live = nil, nil, true, true
 		l.live++
 		e.sem.Start()
 		return
 	}
-	if err := e.Init(e, e.Name(), e.cfg, e.try, e.fair); err != nil {
+	if e.mk != nil {
+		e.InitMachine(e, e.Name(), e.mk(e.cfg), e.try, e.fair)
+	} else if err := e.Init(e, e.Name(), e.cfg, e.try, e.fair); err != nil {
 		l.Fail(e, err) // validated by the caller: not reached
 		l.dequeue(e)
 		return
@@ -223,7 +234,7 @@ func (l *Locker) begin(e *Entry) {
 	if l.wake != "" && !e.keep && lease.ValidateName(e.Name()+lockcore.WakeSuffix) == nil {
 		e.SetWake(l.wake) // a name too long for its wake record goes without: polls find it free
 	}
-	e.cfg, e.started, e.live = nil, true, true
+	e.cfg, e.mk, e.started, e.live = nil, nil, true, true
 	l.live++
 	e.Start()
 }
