@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -16,6 +17,7 @@ import (
 	"github.com/tenure-go/tenure/election"
 	"github.com/tenure-go/tenure/fencing"
 	"github.com/tenure-go/tenure/internal/driver"
+	"github.com/tenure-go/tenure/internal/engine"
 	"github.com/tenure-go/tenure/internal/fencekey"
 	"github.com/tenure-go/tenure/internal/host"
 	"github.com/tenure-go/tenure/internal/seam"
@@ -124,7 +126,7 @@ func (c *Candidate) Resign(ctx context.Context, opts ...ResignOption) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	}
-	if !c.rn.h.Do(func() { c.rn.resign(req) }) {
+	if !c.rn.h.Do(func() { c.rn.run.Resign(req.holdOff, func() { close(req.done) }) }) {
 		return ErrRunEnded // a caller that meant to hand over should know it did not
 	}
 	select {
@@ -198,7 +200,6 @@ func (c *Candidate) Run(ctx context.Context) error {
 	}
 	defer func() { _ = reg.Unregister() }()
 	r := &runner{c: c, runCtx: ctx}
-	r.le.r = r
 	r.h = host.New(host.Config{
 		Clock: c.cfg.Clock, Store: c.cfg.Store,
 		Context: context.WithoutCancel(ctx), // ctx's values reach the store; the release outlives ctx
@@ -213,13 +214,15 @@ func (c *Candidate) Run(ctx context.Context) error {
 	if f := c.cfg.Callbacks.OnLeaderChange; f != nil {
 		r.notify = &notifier{wake: make(chan struct{}, 1), f: f, panicked: panicked}
 	}
-	r.d = driver.New(m, r, c.cfg.ReleaseTimeout)
+	if err := r.newRun(m); err != nil {
+		return err
+	}
 	c.rn = r
 	close(c.ready)
 	c.loopAt.Store(c.cfg.Clock.Now().UnixNano())
 	c.running.Store(true)
 	defer c.running.Store(false)
-	return r.run(ctx)
+	return r.loop(ctx)
 }
 
 // observeGauges reports tenure.leader, tenure.token and tenure.term while
@@ -244,78 +247,38 @@ func (c *Candidate) observeGauges() (metric.Registration, error) {
 	}, leader, token, term)
 }
 
-// runner carries out one Run: a host (internal/host) with the lease's
-// entry, and the standby's with Config.Standby, on the goroutine that
-// called Run; callbacks run on the dispatcher's goroutine. It implements
-// driver.Effects.
+// runner carries out one Run: a host (internal/host) with the run's
+// entries (engine.Run: the lease's, and the standby's), on the goroutine
+// that called Run; callbacks run on the dispatcher's goroutine. It is the
+// run's engine.RunEffects.
 type runner struct {
 	c       *Candidate
 	h       *host.Host
-	d       *driver.Driver
-	le      leaseEntry
+	run     *engine.Run
+	d       *driver.Driver // run's
 	disp    *dispatcher
 	notify  *notifier // nil without OnLeaderChange
 	runCtx  context.Context
-	err     error          // ends the run: the store refused at the start
 	crashed *CallbackPanic // the first callback that panicked
 
 	term Term
 	tctx *termContext // nil outside a term
 
-	resigns []chan struct{} // Resign calls waiting for the lease to be given back
-	handing bool            // a hand-over (Config.Priority) has yet to give the lease back
-	sb      *sbRun          // the standby's campaign, or a leader's watch of it (sbRun.watch)
-	woken   chan struct{}   // closed once the lease is given back: wake the standby; nil if none waits
-	warnAt  time.Time       // next warning about a wedged OnElected
-	errAt   time.Time       // when the current store error was last logged
+	woken   chan struct{} // closed once the lease is given back: wake the standby; nil if none waits
+	warnAt  time.Time     // next warning about a wedged OnElected
+	errAt   time.Time     // when the current store error was last logged
 	lastErr string
 	outage  time.Time  // when the store errors began; zero: it answers
 	flood   floodGuard // repeated warnings counted, not repeated
 
 	anomalyAt   time.Time // when lastAnomaly was last logged
 	lastAnomaly string
+
+	conn    net.PacketConn // the wake-up listener; nil without one
+	notices *sender        // renewal notices, one queued at most
 }
 
-// leaseEntry is the host's entry for the lease: its driver, and the
-// release timer.
-type leaseEntry struct {
-	host.Slot
-	r      *runner
-	flight *host.Flight // the call in flight
-	giveUp time.Time    // the release timer; zero if none
-}
-
-func (e *leaseEntry) Due() time.Time {
-	if e.r.d.Done() {
-		return time.Time{}
-	}
-	d := e.r.d.Wake()
-	if !e.giveUp.IsZero() && (d.IsZero() || e.giveUp.Before(d)) {
-		d = e.giveUp
-	}
-	return d
-}
-
-func (e *leaseEntry) Fire(now time.Time) {
-	switch d := e.r.d; {
-	case !e.giveUp.IsZero() && !now.Before(e.giveUp):
-		e.giveUp = time.Time{}
-		d.GiveUp()
-	case !d.Wake().IsZero() && !now.Before(d.Wake()):
-		d.Tick()
-	}
-}
-
-func (e *leaseEntry) CallDone(f *host.Flight, res election.Result) {
-	if f == e.flight {
-		e.flight = nil
-	}
-	if err := e.r.d.Result(res); err != nil {
-		e.r.err = fmt.Errorf("tenure: lease %q: %w", e.r.c.cfg.Lease, err)
-	}
-}
-
-func (r *runner) run(ctx context.Context) error {
+func (r *runner) loop(ctx context.Context) error {
 	cfg := &r.c.cfg
 	r.h.Go(r.disp.run)
 	if r.notify != nil {
@@ -329,30 +292,18 @@ func (r *runner) run(ctx context.Context) error {
 		if r.notify != nil {
 			r.notify.close()
 		}
-		if r.sb != nil {
-			r.sb.close()
+		if r.conn != nil {
+			_ = r.conn.Close()
 		}
 		r.h.Wait()
 	}()
-	if cfg.Standby {
-		if err := r.startStandby(); err != nil {
-			return err
-		}
-	} else {
-		r.startWatch()
-	}
-	// The standby campaign begins once another candidate is seen to lead
-	// (LeaderChanged): a candidate about to take a free lease would take
-	// the standby record too, then give it back.
-	r.d.Start()
+	r.run.Start()
 	r.after()
 	r.h.Run(ctx.Done(), r.stop)
-	if r.err != nil {
-		return r.err
+	if err := r.run.Err(); err != nil {
+		return err
 	}
-	if !r.d.GaveUp() {
-		r.wakeNow()
-	}
+	r.run.Finish()
 	if r.crashed != nil {
 		panic(r.crashed)
 	}
@@ -370,25 +321,9 @@ func (r *runner) run(ctx context.Context) error {
 // after runs on the loop after each event.
 func (r *runner) after() {
 	r.c.loopAt.Store(r.Now().UnixNano())
-	if (len(r.resigns) > 0 || r.handing) && !r.d.Resigning() {
-		for _, done := range r.resigns {
-			close(done)
-		}
-		r.resigns, r.handing = nil, false
-		r.wakeNow()
-	}
-	if r.sb != nil {
-		r.sb.apply()
-		r.h.Fix(r.sb)
-	}
-	r.h.Fix(&r.le)
+	over := r.run.After()
 	r.checkWedged()
-	if r.d.Done() && !r.d.GaveUp() {
-		// Given back: wake the standby now, before the run's end, which
-		// the wake-up's goroutine takes for a release never confirmed.
-		r.wakeNow()
-	}
-	if r.err != nil || r.d.Done() && (r.sb == nil || r.sb.s.Done()) {
+	if over {
 		r.h.Exit()
 	}
 }
@@ -404,69 +339,33 @@ func (r *runner) crash(p *CallbackPanic) {
 	r.stop()
 }
 
-// resign takes a call of Resign.
-func (r *runner) resign(req resignReq) {
-	r.resigns = append(r.resigns, req.done)
-	r.wakeAfterRelease()
-	r.d.Resign(req.holdOff)
-}
-
 var errStopped = errors.New("tenure: Run ended")
 
 // stop ends the run: the term, then the release; and the standby campaign.
-func (r *runner) stop() {
-	r.wakeAfterRelease()
-	r.d.Stop()
-	if r.sb != nil {
-		r.sb.s.Follow(false)
-		r.sb.s.Lead(false)
-	}
+func (r *runner) stop() { r.run.Stop() }
+
+// PlanWake reads the standby's record now, to send its holder a wake-up
+// once the lease given back is confirmed (WakeNow).
+func (r *runner) PlanWake() {
+	r.woken = make(chan struct{})
+	r.wakeStandby(r.woken)
 }
 
-// wakeAfterRelease plans a wake-up for the standby once the lease this
-// candidate leads is given back (wakeNow): with Standby, at every
-// release; without, at a hand-over only.
-func (r *runner) wakeAfterRelease() {
-	if r.sb != nil && !r.sb.watch {
-		r.planWake()
-	}
-}
-
-func (r *runner) planWake() {
-	if r.tctx != nil && r.woken == nil {
-		r.woken = make(chan struct{})
-		r.wakeStandby(r.woken)
-	}
-}
-
-// wakeNow sends the planned wake-up: the lease was given back.
-func (r *runner) wakeNow() {
+// WakeNow sends the planned wake-up: the lease was given back.
+func (r *runner) WakeNow() {
 	if r.woken != nil {
 		close(r.woken)
 		r.woken = nil
 	}
 }
 
-// The driver.Effects of a Candidate.
+// The engine.RunEffects of a Candidate.
 
 func (r *runner) Now() time.Time { return r.c.cfg.Clock.Now() }
-
-func (r *runner) Cancel(uint64) { r.h.Cancel(r.le.flight) }
-
-// Wake: the host reads the wake-up off the driver (leaseEntry.Due).
-func (r *runner) Wake(time.Time) {}
-
-func (r *runner) ReleaseTimer(d time.Duration) { r.le.giveUp = r.Now().Add(d) }
 
 // Barrier queues a barrier on the dispatcher, which passes it to the loop.
 func (r *runner) Barrier(b driver.Barrier) {
 	r.disp.push("", func() { r.h.Do(func() { r.d.Reached(b) }) })
-}
-
-// Send runs a store call on a goroutine of its own, so that the loop keeps
-// time (and ends a term at its deadline) while the store is slow.
-func (r *runner) Send(op election.Op) {
-	r.le.flight = r.h.Call(&r.le, 0, r.c.cfg.Lease, op, 0)
 }
 
 func (r *runner) Elected(t election.Term) {
@@ -475,10 +374,6 @@ func (r *runner) Elected(t election.Term) {
 	tc := newTermContext(r.runCtx, term, cfg.Clock)
 	r.term, r.tctx = term, tc
 	r.log(slog.LevelInfo, "elected", "token", term.Token)
-	if r.sb != nil {
-		r.sb.s.Follow(false) // a leader is no standby: give the record back
-		r.sb.s.Lead(true)
-	}
 	r.c.ms.elected()
 	if o := r.c.obs; o != nil {
 		o.Elected(uint64(t.Token))
@@ -504,19 +399,9 @@ func (r *runner) Demoted(_ election.Term, why election.Reason) {
 		r.disp.push("OnDemoted", func() { f(term, reason) })
 	}
 	r.warnAt = r.Now().Add(cfg.Margin)
-	if r.sb != nil {
-		r.sb.s.Lead(false)
-		if !r.d.Stopping() {
-			r.sb.s.Follow(true)
-		}
-	}
 }
 
 func (r *runner) LeaderChanged(l election.Leader) {
-	if r.sb != nil && l.Holder != "" && l.Holder != r.c.cfg.ID && !r.d.Stopping() {
-		r.sb.s.Follow(true)
-	}
-
 	r.log(slog.LevelDebug, "leader changed", "leader", l.Holder, "token", l.Token)
 	if r.notify != nil {
 		r.notify.push(l)
@@ -537,12 +422,11 @@ func (r *runner) Anomaly(err error) {
 
 // Publish updates the snapshot Status reads, and the deadline the term's
 // context checks.
-func (r *runner) Publish(snap driver.Snapshot) {
-	l := snap.Leader
+func (r *runner) Publish(snap driver.Snapshot, standby bool) {
 	s := Status{
-		Leader:  l,
+		Leader:  snap.Leader,
 		Err:     snap.Err,
-		Standby: r.sb != nil && !r.sb.cold,
+		Standby: standby,
 	}
 	if snap.Leading {
 		s.Leading, s.Token, s.Deadline = true, snap.Term.Token, snap.Term.Deadline
@@ -557,13 +441,18 @@ func (r *runner) Publish(snap driver.Snapshot) {
 		r.tctx.announce()
 	}
 	r.logErr(s.Err)
-	if r.sb != nil {
-		if addr := r.sb.s.Renewed(snap.Leading, snap.Term.Deadline); addr != "" {
-			r.sb.notice(addr)
-		}
-		r.sb.unled(r.Now(), snap.Leading, l.Holder)
-	}
 }
+
+// Hot says whether this candidate is the standby, outside the driver's
+// step.
+func (r *runner) Hot(hot bool) {
+	r.c.mu.Lock()
+	r.c.status.Standby = hot
+	r.c.mu.Unlock()
+}
+
+// Log logs for the run's entries.
+func (r *runner) Log(level slog.Level, msg string, args ...any) { r.log(level, msg, args...) }
 
 // checkWedged warns while OnElected of an ended term keeps running: the
 // candidate does not campaign meanwhile, so nobody here does the leader's
