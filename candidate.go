@@ -451,6 +451,11 @@ func (r *runner) Hot(hot bool) {
 	r.c.mu.Unlock()
 }
 
+// HandOver logs a hand-over to a standby of higher priority.
+func (r *runner) HandOver(holder string, priority int) {
+	r.log(slog.LevelInfo, "handing the lease over to a candidate of higher priority", "standby", holder, "priority", priority, "ours", r.c.cfg.Priority)
+}
+
 // Log logs for the run's entries.
 func (r *runner) Log(level slog.Level, msg string, args ...any) { r.log(level, msg, args...) }
 

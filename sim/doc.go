@@ -6,11 +6,13 @@
 //
 // # Two tiers
 //
-// The fast tier (Run) runs election.Machine single-threaded under the same
-// driver as tenure.Candidate (internal/driver), with effects that put store
-// calls, timers and callbacks on the simulator's queue, and with models of
-// the Candidate's callback dispatcher and notifier running the sim's
-// callbacks. It simulates hours per second of wall time.
+// The fast tier (Run) runs the Candidate and the Locker below their APIs,
+// single-threaded: their production entries (internal/engine, under the
+// driver tenure.Candidate runs, internal/driver) on the production
+// host.Core, whose calls the world carries over its network and whose one
+// timer it fires, with effects that put callbacks on the simulator's queue,
+// and with models of the Candidate's callback dispatcher and notifier
+// running the sim's callbacks. It simulates hours per second of wall time.
 //
 // The real tier (RunReal, from a test) runs tenure.Candidate itself, its
 // goroutines and callbacks, inside a testing/synctest bubble, with a clock

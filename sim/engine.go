@@ -25,8 +25,13 @@ type engineHost struct {
 	pending   []*engineCall // calls in flight, in order
 	abandoned []*engineCall // calls abandoned, their answers not yet given
 	reqs      []*request    // the pending calls' requests, for the timer
-	// answered, if set, sees each answer before the Core has it.
+	// answered, if set, sees each answer before the Core has it; started
+	// each call as it starts.
 	answered func(f *host.Flight, res election.Result, timedOut bool)
+	started  func(f *host.Flight)
+	// owes, if set, picks the calls whose events may put the timer off
+	// (hostTimer); nil: every call's.
+	owes func(c *engineCall) bool
 }
 
 // engineCall is a call of the Core in flight.
@@ -47,6 +52,9 @@ func (h *engineHost) Start(f *host.Flight) {
 	var reg *register
 	if f.Name() != leaseName {
 		reg = w.store.register(f.Name())
+	}
+	if h.started != nil {
+		h.started(f)
 	}
 	h.pending = append(h.pending, &engineCall{f: f, r: w.call(in, *f.Op(), reg)})
 }
@@ -76,8 +84,14 @@ func (h *engineHost) failure(c *engineCall, err error) election.Result {
 	return election.Result{ID: op.ID, Record: op.Record, Err: fmt.Errorf("%v %q: %w", op.Kind, c.f.Name(), err)}
 }
 
-// deliver takes the network's answer to r.
+// deliver takes the network's answer to r, and arms the timer.
 func (h *engineHost) deliver(r *request) {
+	h.deliverOnly(r)
+	h.arm()
+}
+
+// deliverOnly takes the network's answer to r; the caller arms the timer.
+func (h *engineHost) deliverOnly(r *request) {
 	c := h.take(func(c *engineCall) bool { return c.r == r })
 	if c == nil {
 		return // abandoned, or timed out
@@ -90,12 +104,7 @@ func (h *engineHost) deliver(r *request) {
 	case election.OpPut:
 		res.Version = r.res.ver
 	}
-	h.answer(c.f, res, false)
-}
-
-func (h *engineHost) answer(f *host.Flight, res election.Result, timedOut bool) {
-	h.give(f, res, timedOut)
-	h.arm()
+	h.give(c.f, res, false)
 }
 
 // give passes f's answer to the Core.
@@ -153,7 +162,9 @@ func (h *engineHost) settleOwed() {
 func (h *engineHost) requests() []*request {
 	h.reqs = h.reqs[:0]
 	for _, c := range h.pending {
-		h.reqs = append(h.reqs, c.r)
+		if h.owes == nil || h.owes(c) {
+			h.reqs = append(h.reqs, c.r)
+		}
 	}
 	return h.reqs
 }

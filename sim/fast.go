@@ -9,40 +9,37 @@ import (
 	"github.com/tenure-go/tenure"
 	"github.com/tenure-go/tenure/election"
 	"github.com/tenure-go/tenure/internal/driver"
+	"github.com/tenure-go/tenure/internal/engine"
+	"github.com/tenure-go/tenure/internal/host"
 	"github.com/tenure-go/tenure/internal/standby"
 )
 
-// fastRun is the fast tier's instance: the driver that tenure.Candidate
-// runs (internal/driver), with effects that stage on the simulator's queue
-// what the Candidate's goroutines stage in the real tier, and single-
-// threaded models of the Candidate's callback dispatcher and notifier
-// running the sim's callbacks.
+// fastRun is the fast tier's Candidate: the production run below the API
+// (internal/engine's Run: the lease's driver and release timer, the
+// standby campaign or a leader's watch of its record, resigns, hand-overs)
+// on the production host.Core (engineHost), with effects that stage on the
+// simulator's queue what the Candidate's goroutines stage in the real tier,
+// and single-threaded models of the Candidate's callback dispatcher and
+// notifier running the sim's callbacks.
 type fastRun struct {
-	in *instance
-	w  *world
-	d  *driver.Driver
-	m  driver.Machine
+	in  *instance
+	w   *world
+	eng *engineHost
+	run *engine.Run
+	d   *driver.Driver
+	m   driver.Machine
 
-	req *request // the store call in flight, to abandon
-	// The host's one timer, for the earliest of the lease's wake-up, its
-	// release timer and the standby's wake-up.
-	ht     hostTimer
-	giveUp time.Time // the release timer; zero if none
-	exited bool      // the loop returned; the deferred cleanup runs
+	exited bool // the loop returned; the deferred cleanup runs
 	jeop   driver.Jeopardy
 	term   *fastTerm
 	disp   dispatcher
 	notif  notifier
 	dead   bool // crashed
 
-	// With a standby (Timing.ColdPollInterval), as the Candidate's sbRun;
-	// without (watch), a leader's reads of the standby record only
-	// (standby.NewWatch), as every Candidate's.
-	sb    *standby.Standby
-	watch bool
-	sbReq *request // its call in flight
-	hot   bool     // what the campaign says
-	cold  bool     // what the Machine was last told
+	// With a standby (Timing.ColdPollInterval): whether the Machine reads
+	// at the cold cadence, as the run last said (Hot).
+	hasSB bool
+	cold  bool
 	// The wake-up of the standby after a release (Plan.Wake): wakeTo is the
 	// standby's ID as its record named it, once read; released, once the
 	// release is confirmed.
@@ -50,7 +47,6 @@ type fastRun struct {
 	waking, released bool
 	quitWake         bool // the run ended without a confirmed release: no wake-up
 	returned         bool // Run returned (finish)
-	handing          bool // a hand-over has yet to give the lease back
 	priority         int  // Config.Priority
 	// Renewal notices (Plan.Wake), for noticeBound: the last confirmed
 	// write's deadline, and where and when its notice went ("" if none).
@@ -76,8 +72,10 @@ func (f *fastRun) over(t *fastTerm) bool {
 }
 
 func newFastRun(in *instance) instRuntime {
-	f := &fastRun{in: in, w: in.w, ht: hostTimer{in: in}}
-	in.ht = &f.ht
+	f := &fastRun{in: in, w: in.w, eng: newEngineHost(in)}
+	in.ht = &f.eng.ht
+	f.eng.owes = func(c *engineCall) bool { return c.f.Name() == leaseName } // the standby's calls run beside
+	f.eng.started = f.started
 	ec := election.Config{ID: in.ID, Timing: in.timing, Rand: in.w.machineRand(in), Wall: in.wallNow, StaleReads: in.w.plan.StaleReads}
 	if in.w.opt.Strategy == Naive {
 		f.m = newNaive(ec, in.wallNow)
@@ -88,24 +86,26 @@ func newFastRun(in *instance) instRuntime {
 		}
 		f.m = m
 	}
-	f.d = driver.New(f.m, f, in.timing.ReleaseTimeout)
-	f.disp.f = f
-	f.notif.f = f
+	spec := in.node.spec
+	rc := engine.RunConfig{Lease: leaseName, ID: in.ID, ReleaseTimeout: in.timing.ReleaseTimeout, ResignHoldOff: resignHoldOff(in.timing),
+		Preference: standby.Preference{Priority: spec.Priority, HoldOff: spec.priorityHoldOff(in.timing)}}
 	if in.timing.ColdPollInterval > 0 {
-		addr := ""
 		if in.w.plan.Wake != nil {
-			addr = in.ID // the address published: how a wake-up finds it here
+			rc.Addr = in.ID // the address published: how a wake-up finds it here
 		}
 		sc := election.Config{ID: in.ID, Timing: election.StandbyTiming(in.timing), Rand: ec.Rand, Wall: in.wallNow}
-		spec := in.node.spec
-		f.priority = spec.Priority
-		f.sb = standby.New((*fastSB)(f), leaseName, sc, addr, standby.Preference{Priority: spec.Priority, HoldOff: spec.priorityHoldOff(in.timing)})
+		rc.Standby, rc.StandbyConfig = true, &sc
+		f.priority, f.hasSB, f.cold = spec.Priority, true, true
 	} else if in.w.opt.Strategy != Naive {
 		// The baseline has no Candidate around it.
 		sc := election.Config{ID: in.ID, Timing: election.StandbyTiming(in.timing.WithStandby()), Rand: ec.Rand, Wall: in.wallNow}
-		f.sb = standby.NewWatch((*fastSB)(f), leaseName, sc, standby.Preference{HoldOff: in.node.spec.priorityHoldOff(in.timing)})
-		f.watch, f.cold = true, true // never the standby; the Machine untold
+		rc.Preference.Priority = 0
+		rc.StandbyConfig = &sc
 	}
+	f.run = engine.NewRun(f.eng.core, (*runFx)(f), f.m, rc)
+	f.d = f.run.Driver()
+	f.disp.f = f
+	f.notif.f = f
 	return f
 }
 
@@ -120,11 +120,7 @@ func (f *fastRun) after(src source, d time.Duration, fn func()) *timer {
 // The loop's inputs, as the Candidate's select receives them.
 
 func (f *fastRun) start() {
-	if f.sb != nil && !f.watch {
-		f.d.SetCold(true)
-		f.cold = true
-	}
-	f.d.Start()
+	f.run.Start()
 	f.loop()
 }
 
@@ -132,61 +128,15 @@ func (f *fastRun) fire(tm *timer) {
 	switch {
 	case f.dead:
 	case tm.fire == nil:
-		f.wakeUp(tm)
+		// The host's timer: every entry due by now, in the Core's order
+		// (the earliest due first; for one instant the one first due:
+		// the lease, then the standby), and then the loop's end.
+		if !f.exited && f.eng.ht.fired(tm) {
+			f.eng.core.Fire(f.now())
+			f.loop()
+		}
 	default:
 		tm.fire()
-	}
-}
-
-// wakeUp is the host's timer firing: as internal/host, it runs every
-// entry due by now, in the heap's order (the earliest due first; the
-// lease, then the standby, for one instant), and then the loop's end. It is a method, not a closure on
-// the timer: one allocation fewer per wake-up, the fast tier's most
-// frequent.
-func (f *fastRun) wakeUp(tm *timer) {
-	if f.exited || !f.ht.fired(tm) {
-		return
-	}
-	now := f.now()
-	for {
-		la, sa := f.leaseDue(), time.Time{}
-		if f.sb != nil {
-			sa = f.sb.Due()
-		}
-		leaseDue, sbDue := !la.IsZero() && !now.Before(la), !sa.IsZero() && !now.Before(sa)
-		if leaseDue && (!sbDue || !sa.Before(la)) {
-			f.fireLease(now)
-			continue
-		}
-		if sbDue {
-			f.sb.Fire(now)
-			continue
-		}
-		break
-	}
-	f.loop()
-}
-
-// leaseDue and fireLease are the Candidate's leaseEntry: the driver's
-// wake-up and the release timer.
-func (f *fastRun) leaseDue() time.Time {
-	if f.d.Done() {
-		return time.Time{}
-	}
-	d := f.d.Wake()
-	if !f.giveUp.IsZero() && (d.IsZero() || f.giveUp.Before(d)) {
-		d = f.giveUp
-	}
-	return d
-}
-
-func (f *fastRun) fireLease(now time.Time) {
-	switch {
-	case !f.giveUp.IsZero() && !now.Before(f.giveUp):
-		f.giveUp = time.Time{}
-		f.d.GiveUp()
-	case !f.d.Wake().IsZero() && !now.Before(f.d.Wake()):
-		f.d.Tick()
 	}
 }
 
@@ -198,88 +148,56 @@ func (f *fastRun) deliver(req *request) {
 	if f.dead || f.exited {
 		return // the call's goroutine gives up on quit
 	}
-	if req.reg != nil {
-		if req == f.sbReq {
-			f.sbReq = nil
-		}
-		f.sb.Result(election.Result{ID: req.opID, Record: req.res.rec, Version: req.res.ver, Err: req.res.err})
-		f.loop()
-		return
-	}
-	if req == f.req {
-		f.req = nil
-	}
-	_ = f.d.Result(election.Result{ID: req.opID, Record: req.res.rec, Version: req.res.ver, Err: req.res.err})
+	f.eng.deliverOnly(req)
 	f.loop()
+}
+
+// started counts the Machine's reads at the hot cadence.
+func (f *fastRun) started(fl *host.Flight) {
+	if fl.Name() == leaseName && fl.Op().Kind == election.OpGet && f.hasSB && !f.cold {
+		f.w.chk.stats.HotReads++
+	}
+}
+
+// leaseReq returns the lease's call in flight, or nil.
+func (f *fastRun) leaseReq() *request {
+	for _, c := range f.eng.pending {
+		if c.f.Name() == leaseName {
+			return c.r
+		}
+	}
+	return nil
 }
 
 func (f *fastRun) stop() {
 	if f.dead || f.exited {
 		return
 	}
-	if !f.watch {
-		f.wakeAfterRelease()
-	}
-	f.d.Stop()
-	if f.sb != nil {
-		f.sb.Follow(false)
-		f.sb.Lead(false)
-	}
+	f.run.Stop()
 	f.loop()
 }
 
-// wakeAfterRelease reads the standby record now, to wake its holder once
-// the lease is given back: with a standby at every release, without at a
-// hand-over only (runner.planWake).
-func (f *fastRun) wakeAfterRelease() {
-	if f.sb != nil && f.term != nil && f.w.plan.Wake != nil && !f.waking {
-		f.waking, f.released = true, false
-		req := &request{in: f.in, kind: election.OpGet, reg: f.w.store.sb, wake: true}
-		f.w.stage(item{in: f.in, src: srcStandby, kind: itRequest, req: req})
-	}
-}
-
 // loop models the end of an iteration of the Candidate's loop (runner.after
-// and the host's): the standby's hot or cold applied, the run's end, or the
-// host's timer armed for the next iteration.
+// and the host's): the run settles the event (engine.Run.After), then
+// the run ends or the host's timer is armed for the next iteration.
 func (f *fastRun) loop() {
 	if f.exited {
 		return
 	}
-	if f.handing && !f.d.Resigning() {
-		// Given back: the wake-up goes out (runner.after).
-		f.handing = false
-		if f.waking {
-			f.released = true
-			f.sendWake()
-		}
-	}
-	if f.sb != nil {
-		if cold := !f.hot; cold != f.cold {
-			f.cold = cold
-			f.hotStint(!cold)
-			f.d.SetCold(cold)
-		}
-	}
-	if f.d.Done() && (f.sb == nil || f.sb.Done()) {
+	if f.run.After() {
 		f.exit()
-		if f.waking {
-			// The run ends: the wake-up goes out if the lease was given
-			// back; else its goroutine returns on quit.
-			if f.d.GaveUp() {
-				f.quitWake = true
-				if f.wakeTo != "" {
-					f.wakeTo, f.waking = "", false
-					f.joined()
-				}
-			} else {
-				f.released = true
-				f.sendWake()
+		if f.waking && f.d.GaveUp() {
+			// The run ends without the lease given back: the wake-up's
+			// goroutine returns on quit.
+			f.quitWake = true
+			if f.wakeTo != "" {
+				f.wakeTo, f.waking = "", false
+				f.joined()
 			}
 		}
 		return
 	}
-	f.arm()
+	f.eng.arm()
 }
 
 // hotStint counts the time the Machine reads at the hot cadence, from the
@@ -291,18 +209,6 @@ func (f *fastRun) hotStint(hot bool) {
 	} else {
 		f.w.chk.stats.HotTime += f.w.now - f.hotSince
 	}
-}
-
-// arm models the host's: its timer at the earliest Due of its entries,
-// set anew when that instant changes.
-func (f *fastRun) arm() {
-	at := f.leaseDue()
-	if f.sb != nil {
-		if t := f.sb.Due(); !t.IsZero() && (at.IsZero() || t.Before(at)) {
-			at = t
-		}
-	}
-	f.ht.set(at, f.req)
 }
 
 // wakeRead takes the answer of the read of the standby record; the
@@ -339,81 +245,61 @@ func (f *fastRun) noticed() {
 	if f.dead || f.exited {
 		return
 	}
-	f.d.Notice()
+	f.run.Noticed()
 	f.loop()
 }
 
 // woken takes a wake-up, within the rate limit.
 func (f *fastRun) woken() {
-	if f.dead || f.exited || f.sb == nil {
+	if f.dead || f.exited {
 		return
 	}
-	if f.sb.AllowWake(f.now()) {
+	if f.run.Woken() {
 		f.w.chk.stats.WakesUsed++
 		f.w.trace(f.in, line{what: mFault, text: "woken: reading the lease"})
-		f.d.Hint()
 	}
 	f.loop()
 }
 
-// exit models run's deferred cleanup: cancel calls in flight, stop
-// listening, let the dispatcher and the notifier drain, and return once
-// they have.
+// exit models run's deferred cleanup: cancel the lease's call in flight,
+// stop listening, let the dispatcher and the notifier drain, and return
+// once they have.
 func (f *fastRun) exit() {
 	f.exited = true
-	if f.sb != nil && !f.cold {
+	if f.hasSB && !f.cold {
 		f.hotStint(false)
 	}
-	f.abandon()
-	f.ht.stop()
+	if r := f.leaseReq(); r != nil {
+		r.abandoned = true
+	}
+	f.eng.stop()
+	f.eng.owes = func(*engineCall) bool { return false }
 	f.disp.close()
 	f.notif.close()
-}
-
-func (f *fastRun) abandon() {
-	if f.req != nil {
-		f.req.abandoned = true
-		f.req = nil
-		f.settleOwed()
-	}
 }
 
 func (f *fastRun) settleOwed() {
 	switch {
 	case f.dead || f.exited:
-		f.ht.owed = false
-	case f.ht.owed:
-		f.ht.check(f.req)
+		f.eng.ht.owed = false
+	default:
+		f.eng.settleOwed()
 	}
 }
 
-// The driver.Effects of the fast tier.
+func (f *fastRun) release(r *request) { f.eng.release(r) }
 
-func (f *fastRun) Now() time.Time { return f.now() }
+// runFx is the fast tier's engine.RunEffects: what tenure.Candidate's
+// runner does, staged for the world.
+type runFx fastRun
 
-func (f *fastRun) Cancel(uint64) { f.abandon() }
+func (x *runFx) f() *fastRun { return (*fastRun)(x) }
 
-// Wake: the host reads the wake-up off the driver (leaseDue).
-func (f *fastRun) Wake(time.Time) {}
+func (x *runFx) Now() time.Time                 { return x.f().now() }
+func (x *runFx) Log(slog.Level, string, ...any) {}
 
-func (f *fastRun) ReleaseTimer(d time.Duration) { f.giveUp = f.now().Add(d) }
-
-func (f *fastRun) Send(op election.Op) {
-	if op.Kind == election.OpGet && f.sb != nil && !f.cold {
-		f.w.chk.stats.HotReads++
-	}
-	f.req = f.w.call(f.in, op, nil)
-}
-
-// release takes back a request none of whose events is left, unless its
-// caller still waits on it (its answer was lost).
-func (f *fastRun) release(r *request) {
-	if r != f.req && r != f.sbReq {
-		f.w.spareReqs = append(f.w.spareReqs, r)
-	}
-}
-
-func (f *fastRun) Publish(s driver.Snapshot) {
+func (x *runFx) Publish(s driver.Snapshot, _ bool) {
+	f := x.f()
 	if s.Leading && f.term != nil {
 		f.term.deadline = s.Term.Deadline
 	}
@@ -421,23 +307,19 @@ func (f *fastRun) Publish(s driver.Snapshot) {
 	if f.jeop.Update(f.now(), s); !f.jeop.Since().IsZero() && f.term != nil {
 		f.term.jeopardy = true
 	}
-	if f.sb == nil {
-		return
-	}
-	addr := f.sb.Renewed(s.Leading, s.Term.Deadline)
-	if s.Leading && s.Term.Deadline.After(f.confirmed) {
-		f.confirmed, f.noticeTo, f.noticeAt = s.Term.Deadline, addr, f.w.now
-	}
-	if addr != "" {
-		f.w.sendWake(f.in, addr, true, "")
+	if f.hasSB && s.Leading && s.Term.Deadline.After(f.confirmed) {
+		f.confirmed, f.noticeTo, f.noticeAt = s.Term.Deadline, "", f.w.now // Notice follows at once, if it goes out
 	}
 }
 
-func (f *fastRun) Elected(et election.Term) {
-	if f.sb != nil {
-		f.sb.Follow(false) // a leader is no standby
-		f.sb.Lead(true)
-	}
+func (x *runFx) Notice(addr string) {
+	f := x.f()
+	f.noticeTo = addr
+	f.w.sendWake(f.in, addr, true, "")
+}
+
+func (x *runFx) Elected(et election.Term) {
+	f := x.f()
 	t := &fastTerm{tok: uint64(et.Token), start: f.w.now}
 	if _, ok := f.m.Term(); ok { // the naive baseline has no deadline to check
 		t.deadline = et.Deadline
@@ -447,7 +329,8 @@ func (f *fastRun) Elected(et election.Term) {
 	f.disp.push(&job{kind: jElected, term: t})
 }
 
-func (f *fastRun) Demoted(et election.Term, r election.Reason) {
+func (x *runFx) Demoted(et election.Term, r election.Reason) {
+	f := x.f()
 	t := f.term
 	if t == nil {
 		f.w.stage(item{in: f.in, src: srcRunner, kind: itViolation, inv: Callbacks, s: "EventDemoted without a term"})
@@ -463,63 +346,50 @@ func (f *fastRun) Demoted(et election.Term, r election.Reason) {
 	}
 	f.w.stage(item{in: f.in, src: srcRunner, kind: itDemoted, tok: t.tok, s: reason, deadline: et.Deadline})
 	f.disp.push(&job{kind: jDemoted, term: t, reason: reason})
-	if f.sb != nil {
-		f.sb.Lead(false)
-		if !f.d.Stopping() {
-			f.sb.Follow(true)
-		}
+}
+
+func (x *runFx) LeaderChanged(l election.Leader) { x.f().notif.push(l) }
+
+func (x *runFx) Anomaly(error) { x.w.chk.stats.Anomalies++ }
+
+func (x *runFx) Barrier(b driver.Barrier) { x.f().disp.push(&job{kind: jBarrier, barrier: b}) }
+
+// Hot: the Machine is told to read at the hot cadence, or the cold.
+func (x *runFx) Hot(hot bool) {
+	f := x.f()
+	f.cold = !hot
+	f.hotStint(hot)
+}
+
+func (x *runFx) HandOver(string, int) { x.w.handingOver(x.in) }
+
+// PlanWake reads the standby record now, to wake its holder once the
+// lease is given back (runner.PlanWake).
+func (x *runFx) PlanWake() {
+	f := x.f()
+	if f.w.plan.Wake != nil && !f.waking {
+		f.waking, f.released = true, false
+		req := &request{in: f.in, kind: election.OpGet, reg: f.w.store.sb, wake: true}
+		f.w.stage(item{in: f.in, src: srcStandby, kind: itRequest, req: req})
 	}
 }
 
-func (f *fastRun) LeaderChanged(l election.Leader) {
-	if f.sb != nil && l.Holder != "" && l.Holder != f.in.ID && !f.d.Stopping() {
-		f.sb.Follow(true)
+// WakeNow: the lease was given back; the wake-up goes out once the
+// standby is known.
+func (x *runFx) WakeNow() {
+	f := x.f()
+	if f.waking {
+		f.released = true
+		f.sendWake()
 	}
-	f.notif.push(l)
-}
-
-func (f *fastRun) Anomaly(error) { f.w.chk.stats.Anomalies++ }
-
-func (f *fastRun) Barrier(b driver.Barrier) { f.disp.push(&job{kind: jBarrier, barrier: b}) }
-
-// fastSB is the standby.Host of the fast tier.
-type fastSB fastRun
-
-func (s *fastSB) Now() time.Time { return (*fastRun)(s).now() }
-
-func (s *fastSB) Call(op election.Op) {
-	s.sbReq = s.w.call(s.in, op, s.w.store.sb)
-}
-
-func (s *fastSB) Cancel() {
-	if s.sbReq != nil {
-		s.sbReq.abandoned = true
-		s.sbReq = nil
-	}
-}
-
-func (s *fastSB) Log(slog.Level, string, ...any) {}
-func (s *fastSB) Hot(hot bool)                   { s.hot = hot }
-func (s *fastSB) Reschedule()                    {} // loop arms the timer
-
-// HandOver is sbRun's: the wake-up planned, the driver's HandOver.
-func (s *fastSB) HandOver(string, int) {
-	f := (*fastRun)(s)
-	if f.d.Stopping() {
-		return
-	}
-	f.wakeAfterRelease()
-	f.handing = true
-	f.w.handingOver(f.in)
-	f.d.HandOver(resignHoldOff(f.in.timing))
 }
 
 // hotStandby reports whether in is the standby, reading the lease at the
 // hot cadence.
-func (f *fastRun) hotStandby() bool { return f.sb != nil && !f.cold && !f.dead && !f.exited }
+func (f *fastRun) hotStandby() bool { return f.hasSB && !f.cold && !f.dead && !f.exited }
 
 func (f *fastRun) crash() {
-	if f.sb != nil && !f.cold && !f.exited {
+	if f.hasSB && !f.cold && !f.exited {
 		f.hotStint(false)
 	}
 	f.dead = true

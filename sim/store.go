@@ -207,8 +207,8 @@ func stateAt(past []pastState, at time.Duration, exists bool, rec lease.Record, 
 }
 
 func newStore(w *world, lat latency, f faults) *store {
-	return &store{w: w, lat: lat, f: f, lostAt: -1, readAt: -1, regs: map[string]*register{},
-		sb: &register{name: leaseName + election.StandbySuffix, label: "standby"}}
+	sb := &register{name: leaseName + election.StandbySuffix, label: "standby"}
+	return &store{w: w, lat: lat, f: f, lostAt: -1, readAt: -1, regs: map[string]*register{sb.name: sb}, sb: sb}
 }
 
 func (s *store) send(r *request) {

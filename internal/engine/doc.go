@@ -1,11 +1,15 @@
 // Package engine is the glue between tenure's API and its entries' logic,
-// without goroutines: it runs the locks and semaphores of a Locker
-// (internal/lockcore) as entries of a host.Core, routes their store calls
-// and answers, keeps the calls of one process for one name in turn, and
-// tells the process around it what happened through an effects interface.
+// without goroutines: a Candidate's run (Run: the lease's driver and
+// release timer, the standby campaign or a leader's watch of the standby
+// record, resigns, hand-overs, the wake-up planned for the standby) and
+// the locks and semaphores of a Locker (Locker: one entry per call, the
+// calls of one process for a name kept in turn), as entries of a
+// host.Core. It routes their store calls and answers, and tells the
+// process around it what happened through an effects interface.
 //
-// tenure's Locker runs it under host.Host's loop, with callers waiting on
-// channels, contexts for held locks, metrics and a UDP listener around
-// it; the simulator steps the very same code with its own time, network
-// and program. What differs between the two is only what the effects do.
+// tenure's Candidate and Locker run it under host.Host's loop, with
+// callbacks on a dispatcher, callers waiting on channels, contexts for
+// terms and held locks, metrics and a UDP listener around it; the
+// simulator steps the very same code with its own time, network and
+// program. What differs between the two is only what the effects do.
 package engine

@@ -69,6 +69,9 @@ type RunEffects interface {
 	Hot(hot bool)
 	// Notice sends a renewal notice to the standby's address.
 	Notice(addr string)
+	// HandOver says that the lease is about to be handed over to the
+	// standby holder, of a higher priority.
+	HandOver(holder string, priority int)
 	// PlanWake finds the standby to wake (tenure reads its record): the
 	// lease this candidate leads is about to be given back. WakeNow says
 	// it has been, confirmed: wake the standby found; a run that ends
@@ -265,11 +268,11 @@ func (f *runFx) Send(op election.Op) {
 
 func (f *runFx) Elected(t election.Term) {
 	f.leading = true
-	f.fx.Elected(t)
 	if sb := f.sb; sb != nil {
 		sb.s.Follow(false) // a leader is no standby: give the record back
 		sb.s.Lead(true)
 	}
+	f.fx.Elected(t)
 }
 
 func (f *runFx) Demoted(t election.Term, why election.Reason) {
@@ -395,8 +398,8 @@ func (sb *sbEntry) HandOver(holder string, priority int) {
 	if r.d.Stopping() {
 		return // the release under way wakes the standby
 	}
-	r.fx.Log(slog.LevelInfo, "handing the lease over to a candidate of higher priority", "standby", holder, "priority", priority, "ours", r.cfg.Preference.Priority)
 	r.planWake()
 	r.handing = true
+	r.fx.HandOver(holder, priority)
 	r.d.HandOver(r.cfg.ResignHoldOff)
 }
