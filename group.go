@@ -17,6 +17,7 @@ import (
 
 	"github.com/tenure-go/tenure/election"
 	"github.com/tenure-go/tenure/internal/driver"
+	"github.com/tenure-go/tenure/internal/engine"
 	"github.com/tenure-go/tenure/internal/groupcore"
 	"github.com/tenure-go/tenure/internal/host"
 	"github.com/tenure-go/tenure/lease"
@@ -138,15 +139,13 @@ type Group struct {
 	final    GroupStatus
 }
 
-// groupEntry is the Group's entry in its host: the campaign, and the
-// callbacks of each shard's term. Every field is the loop's.
+// groupEntry is what the Group keeps of its member's campaign, which runs
+// as an engine.Member in its host: the callbacks of each shard's term. It
+// is the member's engine.MemberEffects. Every field is the loop's.
 type groupEntry struct {
-	host.Slot
-	g       *Group
-	c       *groupcore.Campaign
-	terms   []*shardTerm
-	flights map[*host.Flight]int
-	onShard []*host.Flight // the call in flight on each shard's record
+	g     *Group
+	c     *groupcore.Campaign
+	terms []*shardTerm
 }
 
 // shardTerm is one term of a shard: its context, and why it ended.
@@ -224,7 +223,7 @@ func NewGroup(cfg GroupConfig) (*Group, error) {
 	if err != nil {
 		return nil, fmt.Errorf("tenure: metrics: %w", err)
 	}
-	g.e = groupEntry{g: g, terms: make([]*shardTerm, cfg.Shards), flights: map[*host.Flight]int{}, onShard: make([]*host.Flight, cfg.Shards)}
+	g.e = groupEntry{g: g, terms: make([]*shardTerm, cfg.Shards)}
 	g.final = GroupStatus{Group: cfg.Name, ID: cfg.ID, Key: groupcore.Key(cfg.ID), Shards: cfg.Shards}
 	return g, nil
 }
@@ -266,7 +265,7 @@ func (g *Group) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	c, err := groupcore.NewCampaign(&g.e, groupcore.CampaignConfig{
+	m, err := engine.NewMember(g.h.Core, &g.e, groupcore.CampaignConfig{
 		Name: g.cfg.Name, Shards: g.cfg.Shards, ID: g.cfg.ID, Weight: g.cfg.Weight, Addr: addr, Lock: g.lock, Watch: g.cfg.Watch,
 	})
 	if err != nil {
@@ -275,6 +274,7 @@ func (g *Group) Run(ctx context.Context) error {
 		}
 		return fmt.Errorf("tenure: group %q: %w", g.cfg.Name, err)
 	}
+	c := m.Campaign()
 	g.e.c = c
 	if conn != nil {
 		g.wakeAddr = addr
@@ -395,39 +395,9 @@ func (g *Group) log(level slog.Level, msg string, args ...any) {
 	}
 }
 
-// The host.Entry of the group.
-
-func (e *groupEntry) Due() time.Time { return e.c.Due() }
-
-func (e *groupEntry) Fire(now time.Time) { e.c.Fire(now) }
-
-func (e *groupEntry) CallDone(f *host.Flight, res election.Result) {
-	shard := e.flights[f]
-	delete(e.flights, f)
-	if shard >= 0 && e.onShard[shard] == f {
-		e.onShard[shard] = nil
-	}
-	e.c.Result(shard, res)
-}
-
-// The groupcore.CampaignHost of the group.
+// The engine.MemberEffects of the group.
 
 func (e *groupEntry) Now() time.Time { return e.g.cfg.Clock.Now() }
-
-func (e *groupEntry) Call(shard int, op election.Op) {
-	g := e.g
-	if shard < 0 {
-		e.flights[g.h.Call(e, 0, g.cfg.Name+groupcore.MembersSuffix, op, g.lock.OpTimeout)] = -1
-		return
-	}
-	f := g.h.Call(e, 0, groupcore.ShardName(g.cfg.Name, shard), op, 0) // the shard's Machine times it out
-	e.flights[f], e.onShard[shard] = shard, f
-}
-
-func (e *groupEntry) Cancel(shard int) {
-	e.g.h.Cancel(e.onShard[shard])
-	e.onShard[shard] = nil
-}
 
 func (e *groupEntry) Log(level slog.Level, msg string, args ...any) {
 	if level >= slog.LevelError {
@@ -510,8 +480,6 @@ func (e *groupEntry) Wake(addr string, shard int) {
 func (e *groupEntry) Changed(live []groupcore.Member) {
 	e.g.log(slog.LevelInfo, "members changed", "members", len(live))
 }
-
-func (e *groupEntry) Reschedule() { e.g.h.Fix(e) }
 
 // Done: the host's After ends the loop.
 func (e *groupEntry) Done() {}
