@@ -11,6 +11,7 @@ import (
 
 	"github.com/tenure-go/tenure/election"
 	"github.com/tenure-go/tenure/internal/driver"
+	"github.com/tenure-go/tenure/internal/engine"
 	"github.com/tenure-go/tenure/internal/groupcore"
 	"github.com/tenure-go/tenure/internal/lockcore"
 )
@@ -76,26 +77,24 @@ func groupScenario(name, summary string, n int, build func(p *plan, r *rand.Rand
 // with room for a restart.
 const groupQuiet = 90 * time.Second
 
-// groupMember is a group member's process: the Group's host (one timer
-// for the campaign's Due and its membership call's timeout) around one
-// groupcore.Campaign.
+// groupMember is a group scenario's process: the production member below
+// tenure.Group's API (internal/engine's Member, around one
+// groupcore.Campaign) on the production host.Core (engineHost), its
+// events told to the checker (memberFx).
 type groupMember struct {
 	in   *instance
 	w    *world
-	ht   hostTimer
+	eng  *engineHost
+	m    *engine.Member
 	c    *groupcore.Campaign
 	dead bool
-
-	reqs    map[*request]int // calls in flight: shard, or -1 the membership
-	onShard []*request       // the call on each shard's record
-	memBy   time.Time        // the membership call's timeout; zero: none in flight
-	memReq  *request
 }
 
 func newGroupMember(in *instance) instRuntime {
 	w := in.w
-	g := &groupMember{in: in, w: w, ht: hostTimer{in: in}, reqs: map[*request]int{}, onShard: make([]*request, w.plan.Group.Shards)}
-	in.ht = &g.ht
+	g := &groupMember{in: in, w: w, eng: newEngineHost(in)}
+	in.ht = &g.eng.ht
+	g.eng.owes = func(*engineCall) bool { return false } // the timer is never put off
 	cfg := &election.Config{ID: in.ID, Timing: in.timing, Rand: w.machineRand(in), Wall: in.wallNow, StaleReads: w.plan.StaleReads}
 	cc := groupcore.CampaignConfig{Name: groupName, Shards: w.plan.Group.Shards, ID: in.ID, Lock: cfg, Watch: w.plan.Group.Watch}
 	if w.plan.Wake != nil {
@@ -104,11 +103,11 @@ func newGroupMember(in *instance) instRuntime {
 	if w.opt.Strategy == Naive {
 		cc.Machine = func() (lockcore.Machine, error) { return newNaive(*cfg, in.wallNow), nil }
 	}
-	c, err := groupcore.NewCampaign(g, cc)
+	m, err := engine.NewMember(g.eng.core, (*memberFx)(g), cc)
 	if err != nil {
 		panic(fmt.Sprintf("sim: %s: %v", in.label, err)) // the timing passed Validate
 	}
-	g.c = c
+	g.m, g.c = m, m.Campaign()
 	return g
 }
 
@@ -134,7 +133,7 @@ func (g *groupMember) stop() {
 
 func (g *groupMember) crash() {
 	g.dead = true
-	g.ht.stop()
+	g.eng.stop()
 	g.in.finished = true
 	g.w.running--
 }
@@ -142,17 +141,19 @@ func (g *groupMember) crash() {
 func (g *groupMember) observed() election.Leader { return election.Leader{} }
 func (g *groupMember) poll()                     {}
 
-// arm sets the host's timer for the earliest of the campaign's Due and
-// the membership call's timeout.
+// arm sets the host's timer.
 func (g *groupMember) arm() {
+	if !g.dead {
+		g.eng.arm()
+	}
+}
+
+func (g *groupMember) settleOwed() {
 	if g.dead {
+		g.eng.ht.owed = false
 		return
 	}
-	at := g.c.Due()
-	if !g.memBy.IsZero() && (at.IsZero() || g.memBy.Before(at)) {
-		at = g.memBy
-	}
-	g.ht.set(at)
+	g.eng.settleOwed()
 }
 
 func (g *groupMember) fire(tm *timer) {
@@ -160,46 +161,18 @@ func (g *groupMember) fire(tm *timer) {
 	case g.dead:
 	case tm.fire != nil:
 		tm.fire()
-	case g.ht.fired(tm):
-		now := g.now()
-		if !g.memBy.IsZero() && !now.Before(g.memBy) { // the membership call's context times out
-			r := g.memReq
-			r.abandoned = true
-			delete(g.reqs, r)
-			g.memReq, g.memBy = nil, time.Time{}
-			g.c.Result(-1, election.Result{ID: r.opID, Err: election.ErrTimeout})
-		}
-		if due := g.c.Due(); !due.IsZero() && !now.Before(due) {
-			g.c.Fire(now)
-		}
-		g.arm()
+	default:
+		g.eng.fired(tm)
 	}
 }
 
 func (g *groupMember) deliver(r *request) {
-	shard, ok := g.reqs[r]
-	if g.dead || !ok {
-		return
+	if !g.dead {
+		g.eng.deliver(r)
 	}
-	delete(g.reqs, r)
-	if shard < 0 {
-		g.memReq, g.memBy = nil, time.Time{}
-	} else if g.onShard[shard] == r {
-		g.onShard[shard] = nil
-	}
-	res := election.Result{ID: r.opID, Record: r.res.rec, Version: r.res.ver, Err: r.res.err}
-	if r.kind == election.OpPut && res.Err == nil {
-		res.Record = r.rec // the host's answer to a write carries the record written
-	}
-	g.c.Result(shard, res)
-	g.arm()
 }
 
-func (g *groupMember) release(r *request) {
-	if _, ok := g.reqs[r]; !ok {
-		g.w.spareReqs = append(g.w.spareReqs, r)
-	}
-}
+func (g *groupMember) release(r *request) { g.eng.release(r) }
 
 // woken takes a wake-up for a shard of the group.
 func (g *groupMember) woken(lock string) {
@@ -212,35 +185,18 @@ func (g *groupMember) woken(lock string) {
 	g.arm()
 }
 
-// The groupcore.CampaignHost of the member.
+// memberFx is the member's engine.MemberEffects: the checker's view of
+// its shards.
+type memberFx groupMember
 
-func (g *groupMember) Now() time.Time { return g.now() }
+func (f *memberFx) g() *groupMember { return (*groupMember)(f) }
 
-func (g *groupMember) Call(shard int, op election.Op) {
-	name := groupName + groupcore.MembersSuffix
-	if shard >= 0 {
-		name = groupcore.ShardName(groupName, shard)
-	}
-	r := g.w.call(g.in, op, g.w.store.register(name))
-	g.reqs[r] = shard
-	if shard < 0 {
-		g.memReq, g.memBy = r, g.now().Add(g.in.timing.OpTimeout)
-	} else {
-		g.onShard[shard] = r
-	}
-}
+func (f *memberFx) Now() time.Time { return f.g().now() }
 
-func (g *groupMember) Cancel(shard int) {
-	if r := g.onShard[shard]; r != nil {
-		r.abandoned = true
-		delete(g.reqs, r)
-		g.onShard[shard] = nil
-	}
-}
+func (f *memberFx) Log(level slog.Level, msg string, args ...any) {}
 
-func (g *groupMember) Log(level slog.Level, msg string, args ...any) {}
-
-func (g *groupMember) Assigned(shard int, t election.Term) {
+func (f *memberFx) Assigned(shard int, t election.Term) {
+	g := f.g()
 	name := groupcore.ShardName(groupName, shard)
 	g.trace("assigned " + name + ", token " + strconv.FormatUint(uint64(t.Token), 10))
 	if g.w.opt.Strategy == Naive {
@@ -249,7 +205,8 @@ func (g *groupMember) Assigned(shard int, t election.Term) {
 	g.w.chk.shardGranted(g.in, name, t)
 }
 
-func (g *groupMember) Publish(shard int, s driver.Snapshot) {
+func (f *memberFx) Publish(shard int, s driver.Snapshot) {
+	g := f.g()
 	if s.Leading && g.w.opt.Strategy != Naive {
 		g.w.chk.shardExtended(g.in, groupcore.ShardName(groupName, shard), s.Term.Deadline)
 	}
@@ -257,7 +214,8 @@ func (g *groupMember) Publish(shard int, s driver.Snapshot) {
 
 // Revoked: the shard's work stops, and its callbacks return at the next
 // event of the member's callback goroutine.
-func (g *groupMember) Revoked(shard int, t election.Term, r election.Reason) {
+func (f *memberFx) Revoked(shard int, t election.Term, r election.Reason) {
+	g := f.g()
 	name := groupcore.ShardName(groupName, shard)
 	g.trace("revoked " + name + ": " + r.String())
 	g.w.chk.shardEnded(g.in, name)
@@ -267,23 +225,22 @@ func (g *groupMember) Revoked(shard int, t election.Term, r election.Reason) {
 	}
 }
 
-func (g *groupMember) Wake(addr string, shard int) {
+func (f *memberFx) Wake(addr string, shard int) {
+	g := f.g()
 	host, _, _ := strings.Cut(addr, ":")
 	name := groupcore.ShardName(groupName, shard)
 	g.trace("wake " + host + " for " + name)
 	g.w.sendWake(g.in, host, false, name)
 }
 
-func (g *groupMember) Changed(live []groupcore.Member) {
-	g.trace("members: " + strconv.Itoa(len(live)))
+func (f *memberFx) Changed(live []groupcore.Member) {
+	f.g().trace("members: " + strconv.Itoa(len(live)))
 }
 
-// Reschedule: arm reads Due after every step, as the host does.
-func (g *groupMember) Reschedule() {}
-
 // Done: the member left (or the store refused it): Run returns.
-func (g *groupMember) Done() {
-	g.ht.stop()
+func (f *memberFx) Done() {
+	g := f.g()
+	g.eng.stop()
 	g.w.stage(item{in: g.in, src: srcRun, kind: itRunDone})
 }
 
