@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"time"
 
 	"github.com/tenure-go/tenure/election"
 	"github.com/tenure-go/tenure/internal/host"
@@ -22,9 +23,8 @@ type engineHost struct {
 	w         *world
 	core      *host.Core
 	ht        hostTimer
-	pending   []*engineCall // calls in flight, in order
+	pending   []*engineCall // calls in flight, in no order (engineCall.i)
 	abandoned []*engineCall // calls abandoned, their answers not yet given
-	reqs      []*request    // the pending calls' requests, for the timer
 	// answered, if set, sees each answer before the Core has it; started
 	// each call as it starts.
 	answered func(f *host.Flight, res election.Result, timedOut bool)
@@ -38,10 +38,12 @@ type engineHost struct {
 type engineCall struct {
 	f *host.Flight
 	r *request
+	i int // its index in pending
 }
 
 func newEngineHost(in *instance) *engineHost {
-	h := &engineHost{in: in, w: in.w, ht: hostTimer{in: in}}
+	h := &engineHost{in: in, w: in.w}
+	h.ht = hostTimer{in: in, eng: h}
 	h.core = host.NewCore(in.local, h, 0)
 	return h
 }
@@ -56,17 +58,21 @@ func (h *engineHost) Start(f *host.Flight) {
 	if h.started != nil {
 		h.started(f)
 	}
-	h.pending = append(h.pending, &engineCall{f: f, r: w.call(in, *f.Op(), reg)})
+	c := &engineCall{f: f, r: w.call(in, *f.Op(), reg), i: len(h.pending)}
+	c.r.call = c
+	h.pending = append(h.pending, c)
 }
 
 // Abandon gives f's call up, as a cancelled context does: the request may
 // still land, and its answer, the context's error, comes once the event
 // under way is over (arm). A call the Core timed out it answers itself.
 func (h *engineHost) Abandon(f *host.Flight) {
-	c := h.take(func(c *engineCall) bool { return c.f == f })
-	if c == nil {
+	i := slices.IndexFunc(h.pending, func(c *engineCall) bool { return c.f == f })
+	if i < 0 {
 		return
 	}
+	c := h.pending[i]
+	h.take(c)
 	c.r.abandoned = true
 	if f.TimedOut() {
 		if h.answered != nil {
@@ -92,10 +98,11 @@ func (h *engineHost) deliver(r *request) {
 
 // deliverOnly takes the network's answer to r; the caller arms the timer.
 func (h *engineHost) deliverOnly(r *request) {
-	c := h.take(func(c *engineCall) bool { return c.r == r })
+	c := r.call
 	if c == nil {
 		return // abandoned, or timed out
 	}
+	h.take(c)
 	op := c.f.Op()
 	res := election.Result{ID: op.ID, Record: op.Record, Err: r.res.err}
 	switch op.Kind {
@@ -115,15 +122,13 @@ func (h *engineHost) give(f *host.Flight, res election.Result, timedOut bool) {
 	h.core.Answer(f, res)
 }
 
-// take removes the call in flight that match finds.
-func (h *engineHost) take(match func(*engineCall) bool) *engineCall {
-	i := slices.IndexFunc(h.pending, match)
-	if i < 0 {
-		return nil
-	}
-	c := h.pending[i]
-	h.pending = slices.Delete(h.pending, i, i+1)
-	return c
+// take removes c from the calls in flight.
+func (h *engineHost) take(c *engineCall) {
+	last := h.pending[len(h.pending)-1]
+	h.pending[c.i], last.i = last, c.i
+	h.pending[len(h.pending)-1] = nil
+	h.pending = h.pending[:len(h.pending)-1]
+	c.r.call = nil
 }
 
 // fired, if tm is the host's timer, steps the Core: calls past their
@@ -150,28 +155,40 @@ func (h *engineHost) flush() {
 // Core's Next.
 func (h *engineHost) arm() {
 	h.flush()
-	h.ht.set(h.core.Next(), h.requests()...)
+	h.ht.set(h.core.Next())
 }
 
 func (h *engineHost) settleOwed() {
 	if h.ht.owed {
-		h.ht.check(h.requests()...)
+		h.ht.check()
 	}
 }
 
-func (h *engineHost) requests() []*request {
-	h.reqs = h.reqs[:0]
+// owing reports whether a call in flight may put the timer off.
+func (h *engineHost) owing() bool {
 	for _, c := range h.pending {
 		if h.owes == nil || h.owes(c) {
-			h.reqs = append(h.reqs, c.r)
+			return true
 		}
 	}
-	return h.reqs
+	return false
+}
+
+// eventBefore reports whether a call in flight that may put the timer off
+// has an event before the true time t (or has not been sent).
+func (h *engineHost) eventBefore(t time.Duration) bool {
+	for _, c := range h.pending {
+		r := c.r
+		if (h.owes == nil || h.owes(c)) && (!r.sent || r.next != never && r.next < t) {
+			return true
+		}
+	}
+	return false
 }
 
 // release hands r back to the world's spares once no call waits on it.
 func (h *engineHost) release(r *request) {
-	if !slices.ContainsFunc(h.pending, func(c *engineCall) bool { return c.r == r }) {
+	if r.call == nil {
 		h.w.spareReqs = append(h.w.spareReqs, r)
 	}
 }

@@ -13,14 +13,15 @@ import "time"
 // The call's events settle the debt (check).
 type hostTimer struct {
 	in     *instance
-	tm     *timer    // nil when there is none
-	at     time.Time // its instant
-	owed   bool      // put off, at owedAt (monotonic)
+	eng    *engineHost // its calls in flight
+	tm     *timer      // nil when there is none
+	at     time.Time   // its instant
+	owed   bool        // put off, at owedAt (monotonic)
 	owedAt time.Duration
 }
 
-// set arms the timer at at (zero: none), given the calls in flight.
-func (h *hostTimer) set(at time.Time, calls ...*request) {
+// set arms the timer at at (zero: none).
+func (h *hostTimer) set(at time.Time) {
 	if (h.tm != nil || h.owed) && at.Equal(h.at) {
 		return
 	}
@@ -29,23 +30,19 @@ func (h *hostTimer) set(at time.Time, calls ...*request) {
 	if at.IsZero() {
 		return
 	}
-	for _, r := range calls {
-		if r != nil {
-			h.owed, h.owedAt = true, max(sinceEpoch(at), h.in.node.clk.mono(h.in.w.now))
-			h.check(calls...)
-			return
-		}
+	if h.eng.owing() {
+		h.owed, h.owedAt = true, max(sinceEpoch(at), h.in.node.clk.mono(h.in.w.now))
+		h.check()
+		return
 	}
 	h.tm = h.in.w.newTimer(h.in, srcRunner, sinceEpoch(at)-h.in.node.clk.mono(h.in.w.now))
 }
 
 // check sets the owed timer once no call in flight has an event before it.
-func (h *hostTimer) check(calls ...*request) {
+func (h *hostTimer) check() {
 	w := h.in.w
-	for _, r := range calls {
-		if r != nil && (!r.sent || r.next != never && r.next < h.in.node.clk.trueAt(w.now, h.owedAt)) {
-			return
-		}
+	if h.eng.eventBefore(h.in.node.clk.trueAt(w.now, h.owedAt)) {
+		return
 	}
 	h.owed = false
 	h.tm = &timer{in: h.in, target: h.owedAt}

@@ -69,6 +69,7 @@ type request struct {
 	// caller no longer waits on it.
 	pending int32
 	reused  bool
+	call    *engineCall // fast tier: the engine's call waiting on it
 	// sent: it reached store.send; next is then the true time of its next
 	// event in the queue (its arrival, or its answer), or never.
 	sent bool
