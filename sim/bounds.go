@@ -75,7 +75,7 @@ func (w *world) failoverBound(in *instance) time.Duration {
 func (w *world) lastNotice(in *instance) (time.Duration, bool) {
 	wf := w.plan.Wake
 	f, ok := in.rt.(*fastRun)
-	if wf == nil || *wf != (wakeFaults{}) || !ok || f.noticeTo == "" || f.leaseReq() != nil && f.leaseReq().kind == election.OpPut || in.lastArrival > w.now {
+	if wf == nil || *wf != (wakeFaults{}) || !ok || f.noticeTo == "" || f.eng.leaseCall() != nil && f.eng.leaseCall().kind == election.OpPut || in.lastArrival > w.now {
 		return 0, false
 	}
 	s := w.standby()

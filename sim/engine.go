@@ -23,22 +23,27 @@ type engineHost struct {
 	w         *world
 	core      *host.Core
 	ht        hostTimer
-	pending   []*engineCall // calls in flight, in no order (engineCall.i)
-	abandoned []*engineCall // calls abandoned, their answers not yet given
+	pending   []*request     // the calls in flight, in no order (request.slot)
+	abandoned []*host.Flight // calls abandoned, their answers not yet given
 	// answered, if set, sees each answer before the Core has it; started
 	// each call as it starts.
 	answered func(f *host.Flight, res election.Result, timedOut bool)
 	started  func(f *host.Flight)
-	// owes, if set, picks the calls whose events may put the timer off
-	// (hostTimer); nil: every call's.
-	owes func(c *engineCall) bool
+	// owes picks the calls whose events may put the timer off (hostTimer).
+	owes owes
 }
 
-// engineCall is a call of the Core in flight.
-type engineCall struct {
-	f *host.Flight
-	r *request
-	i int // its index in pending
+// owes picks the calls of a process whose events may put its timer off.
+type owes uint8
+
+const (
+	owesAll   owes = iota
+	owesLease      // the lease's only: a Candidate's standby calls run beside
+	owesNone       // the timer is never put off
+)
+
+func (o owes) of(r *request) bool {
+	return o == owesAll || o == owesLease && r.flight.Name() == leaseName
 }
 
 func newEngineHost(in *instance) *engineHost {
@@ -58,36 +63,36 @@ func (h *engineHost) Start(f *host.Flight) {
 	if h.started != nil {
 		h.started(f)
 	}
-	c := &engineCall{f: f, r: w.call(in, *f.Op(), reg), i: len(h.pending)}
-	c.r.call = c
-	h.pending = append(h.pending, c)
+	r := w.call(in, *f.Op(), reg)
+	r.flight, r.slot = f, len(h.pending)
+	h.pending = append(h.pending, r)
 }
 
 // Abandon gives f's call up, as a cancelled context does: the request may
 // still land, and its answer, the context's error, comes once the event
 // under way is over (arm). A call the Core timed out it answers itself.
 func (h *engineHost) Abandon(f *host.Flight) {
-	i := slices.IndexFunc(h.pending, func(c *engineCall) bool { return c.f == f })
+	i := slices.IndexFunc(h.pending, func(r *request) bool { return r.flight == f })
 	if i < 0 {
 		return
 	}
-	c := h.pending[i]
-	h.take(c)
-	c.r.abandoned = true
+	r := h.pending[i]
+	h.take(r)
+	r.abandoned = true
 	if f.TimedOut() {
 		if h.answered != nil {
 			h.answered(f, election.Result{ID: f.Op().ID, Err: election.ErrTimeout}, true)
 		}
 		return
 	}
-	h.abandoned = append(h.abandoned, c)
+	h.abandoned = append(h.abandoned, f)
 }
 
-// failure is the answer of c's call whose context ended with err, as the
+// failure is the answer of f's call whose context ended with err, as the
 // store returns it.
-func (h *engineHost) failure(c *engineCall, err error) election.Result {
-	op := c.f.Op()
-	return election.Result{ID: op.ID, Record: op.Record, Err: fmt.Errorf("%v %q: %w", op.Kind, c.f.Name(), err)}
+func failure(f *host.Flight, err error) election.Result {
+	op := f.Op()
+	return election.Result{ID: op.ID, Record: op.Record, Err: fmt.Errorf("%v %q: %w", op.Kind, f.Name(), err)}
 }
 
 // deliver takes the network's answer to r, and arms the timer.
@@ -98,12 +103,12 @@ func (h *engineHost) deliver(r *request) {
 
 // deliverOnly takes the network's answer to r; the caller arms the timer.
 func (h *engineHost) deliverOnly(r *request) {
-	c := r.call
-	if c == nil {
+	f := r.flight
+	if f == nil {
 		return // abandoned, or timed out
 	}
-	h.take(c)
-	op := c.f.Op()
+	h.take(r)
+	op := f.Op()
 	res := election.Result{ID: op.ID, Record: op.Record, Err: r.res.err}
 	switch op.Kind {
 	case election.OpGet:
@@ -111,7 +116,7 @@ func (h *engineHost) deliverOnly(r *request) {
 	case election.OpPut:
 		res.Version = r.res.ver
 	}
-	h.give(c.f, res, false)
+	h.give(f, res, false)
 }
 
 // give passes f's answer to the Core.
@@ -122,13 +127,13 @@ func (h *engineHost) give(f *host.Flight, res election.Result, timedOut bool) {
 	h.core.Answer(f, res)
 }
 
-// take removes c from the calls in flight.
-func (h *engineHost) take(c *engineCall) {
+// take removes r from the calls in flight.
+func (h *engineHost) take(r *request) {
 	last := h.pending[len(h.pending)-1]
-	h.pending[c.i], last.i = last, c.i
+	h.pending[r.slot], last.slot = last, r.slot
 	h.pending[len(h.pending)-1] = nil
 	h.pending = h.pending[:len(h.pending)-1]
-	c.r.call = nil
+	r.flight = nil
 }
 
 // fired, if tm is the host's timer, steps the Core: calls past their
@@ -145,9 +150,9 @@ func (h *engineHost) fired(tm *timer) bool {
 // flush gives the abandoned calls their answers.
 func (h *engineHost) flush() {
 	for len(h.abandoned) > 0 {
-		c := h.abandoned[0]
+		f := h.abandoned[0]
 		h.abandoned = slices.Delete(h.abandoned, 0, 1)
-		h.give(c.f, h.failure(c, context.Canceled), false)
+		h.give(f, failure(f, context.Canceled), false)
 	}
 }
 
@@ -166,8 +171,8 @@ func (h *engineHost) settleOwed() {
 
 // owing reports whether a call in flight may put the timer off.
 func (h *engineHost) owing() bool {
-	for _, c := range h.pending {
-		if h.owes == nil || h.owes(c) {
+	for _, r := range h.pending {
+		if h.owes.of(r) {
 			return true
 		}
 	}
@@ -177,18 +182,27 @@ func (h *engineHost) owing() bool {
 // eventBefore reports whether a call in flight that may put the timer off
 // has an event before the true time t (or has not been sent).
 func (h *engineHost) eventBefore(t time.Duration) bool {
-	for _, c := range h.pending {
-		r := c.r
-		if (h.owes == nil || h.owes(c)) && (!r.sent || r.next != never && r.next < t) {
+	for _, r := range h.pending {
+		if h.owes.of(r) && (!r.sent || r.next != never && r.next < t) {
 			return true
 		}
 	}
 	return false
 }
 
+// leaseCall returns the request of the lease's call in flight, or nil.
+func (h *engineHost) leaseCall() *request {
+	for _, r := range h.pending {
+		if r.flight.Name() == leaseName {
+			return r
+		}
+	}
+	return nil
+}
+
 // release hands r back to the world's spares once no call waits on it.
 func (h *engineHost) release(r *request) {
-	if r.call == nil {
+	if r.flight == nil {
 		h.w.spareReqs = append(h.w.spareReqs, r)
 	}
 }

@@ -74,7 +74,7 @@ func (f *fastRun) over(t *fastTerm) bool {
 func newFastRun(in *instance) instRuntime {
 	f := &fastRun{in: in, w: in.w, eng: newEngineHost(in)}
 	in.ht = &f.eng.ht
-	f.eng.owes = func(c *engineCall) bool { return c.f.Name() == leaseName } // the standby's calls run beside
+	f.eng.owes = owesLease
 	f.eng.started = f.started
 	ec := election.Config{ID: in.ID, Timing: in.timing, Rand: in.w.machineRand(in), Wall: in.wallNow, StaleReads: in.w.plan.StaleReads}
 	if in.w.opt.Strategy == Naive {
@@ -157,16 +157,6 @@ func (f *fastRun) started(fl *host.Flight) {
 	if fl.Name() == leaseName && fl.Op().Kind == election.OpGet && f.hasSB && !f.cold {
 		f.w.chk.stats.HotReads++
 	}
-}
-
-// leaseReq returns the lease's call in flight, or nil.
-func (f *fastRun) leaseReq() *request {
-	for _, c := range f.eng.pending {
-		if c.f.Name() == leaseName {
-			return c.r
-		}
-	}
-	return nil
 }
 
 func (f *fastRun) stop() {
@@ -269,11 +259,11 @@ func (f *fastRun) exit() {
 	if f.hasSB && !f.cold {
 		f.hotStint(false)
 	}
-	if r := f.leaseReq(); r != nil {
+	if r := f.eng.leaseCall(); r != nil {
 		r.abandoned = true
 	}
 	f.eng.stop()
-	f.eng.owes = func(*engineCall) bool { return false }
+	f.eng.owes = owesNone
 	f.disp.close()
 	f.notif.close()
 }

@@ -94,7 +94,7 @@ func newGroupMember(in *instance) instRuntime {
 	w := in.w
 	g := &groupMember{in: in, w: w, eng: newEngineHost(in)}
 	in.ht = &g.eng.ht
-	g.eng.owes = func(*engineCall) bool { return false } // the timer is never put off
+	g.eng.owes = owesNone
 	cfg := &election.Config{ID: in.ID, Timing: in.timing, Rand: w.machineRand(in), Wall: in.wallNow, StaleReads: w.plan.StaleReads}
 	cc := groupcore.CampaignConfig{Name: groupName, Shards: w.plan.Group.Shards, ID: in.ID, Lock: cfg, Watch: w.plan.Group.Watch}
 	if w.plan.Wake != nil {

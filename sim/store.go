@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/tenure-go/tenure/election"
+	"github.com/tenure-go/tenure/internal/host"
 	"github.com/tenure-go/tenure/internal/lockcore"
 	"github.com/tenure-go/tenure/internal/standby"
 	"github.com/tenure-go/tenure/lease"
@@ -69,7 +70,10 @@ type request struct {
 	// caller no longer waits on it.
 	pending int32
 	reused  bool
-	call    *engineCall // fast tier: the engine's call waiting on it
+	// flight is the fast tier's engine call waiting on it (nil: none), at
+	// slot in its engineHost's pending.
+	flight *host.Flight
+	slot   int
 	// sent: it reached store.send; next is then the true time of its next
 	// event in the queue (its arrival, or its answer), or never.
 	sent bool

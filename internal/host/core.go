@@ -148,7 +148,7 @@ func (c *Core) Fire(now time.Time) {
 		c.calls.Abandon(f)
 		c.Answer(f, election.Result{ID: f.op.ID, Record: f.op.Record, Err: election.ErrTimeout})
 	}
-	for e := c.timers.next(); e != nil && !e.Due().After(now); e = c.timers.next() {
+	for e, due := c.timers.next(); e != nil && !due.After(now); e, due = c.timers.next() {
 		e.Fire(now)
 		c.Fix(e)
 	}
@@ -157,10 +157,7 @@ func (c *Core) Fire(now time.Time) {
 // Next returns the earliest Due of the entries and timeout of the calls;
 // zero if there is none.
 func (c *Core) Next() time.Time {
-	var at time.Time
-	if e := c.timers.next(); e != nil {
-		at = e.Due()
-	}
+	_, at := c.timers.next()
 	for _, f := range c.timed {
 		if at.IsZero() || f.by.Before(at) {
 			at = f.by

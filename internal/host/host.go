@@ -43,8 +43,9 @@ type Entry interface {
 // Slot is an Entry's place in its host's timer heap. The zero Slot is
 // outside the heap.
 type Slot struct {
-	idx  int    // index+1; 0: not in the heap
-	rank uint64 // order among entries due at once: first come, first served
+	idx  int       // index+1; 0: not in the heap
+	rank uint64    // order among entries due at once: first come, first served
+	due  time.Time // its Due when last fixed: the heap's key
 }
 
 func (s *Slot) slot() *Slot { return s }

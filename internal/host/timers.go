@@ -1,6 +1,9 @@
 package host
 
-import "container/heap"
+import (
+	"container/heap"
+	"time"
+)
 
 // timers orders entries by their Due, and entries due at the same instant
 // by when they first had a Due: a heap, so that a host of many locks finds
@@ -13,8 +16,8 @@ type timers struct {
 
 func (t *timers) Len() int { return len(t.h) }
 func (t *timers) Less(i, j int) bool {
-	a, b := t.h[i].Due(), t.h[j].Due()
-	return a.Before(b) || a.Equal(b) && t.h[i].slot().rank < t.h[j].slot().rank
+	a, b := t.h[i].slot(), t.h[j].slot()
+	return a.due.Before(b.due) || a.due.Equal(b.due) && a.rank < b.rank
 }
 func (t *timers) Swap(i, j int) {
 	t.h[i], t.h[j] = t.h[j], t.h[i]
@@ -41,17 +44,22 @@ func (t *timers) Pop() any {
 	return e
 }
 
-// next returns the entry due first; nil if none is.
-func (t *timers) next() Entry {
+// next returns the entry due first and its Due; nil if none is.
+func (t *timers) next() (Entry, time.Time) {
 	if len(t.h) == 0 {
-		return nil
+		return nil, time.Time{}
 	}
-	return t.h[0]
+	return t.h[0], t.h[0].slot().due
 }
 
+// fix reads e's Due once: the heap orders entries by the Due they had
+// when last fixed, since an entry's Due may take a while to work out (a
+// group member's, over its shards).
 func (t *timers) fix(e Entry) {
 	s := e.slot()
-	switch due := e.Due(); {
+	due := e.Due()
+	s.due = due
+	switch {
 	case due.IsZero() && s.idx > 0:
 		heap.Remove(t, s.idx-1)
 	case due.IsZero():
