@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -274,8 +273,8 @@ type runner struct {
 	anomalyAt   time.Time // when lastAnomaly was last logged
 	lastAnomaly string
 
-	conn    net.PacketConn // the wake-up listener; nil without one
-	notices *sender        // renewal notices, one queued at most
+	conn    seam.WakeConn // the wake-up listener; nil without one
+	notices *sender       // renewal notices, one queued at most
 }
 
 func (r *runner) loop(ctx context.Context) error {
@@ -453,6 +452,9 @@ func (r *runner) Hot(hot bool) {
 
 // HandOver logs a hand-over to a standby of higher priority.
 func (r *runner) HandOver(holder string, priority int) {
+	if o := r.c.obs; o != nil {
+		o.HandOver()
+	}
 	r.log(slog.LevelInfo, "handing the lease over to a candidate of higher priority", "standby", holder, "priority", priority, "ours", r.c.cfg.Priority)
 }
 
@@ -574,6 +576,8 @@ func (t *termContext) Value(key any) any {
 		return t.ended
 	case jeopardyKey:
 		return t
+	case seam.TermCancelled:
+		return func() bool { return t.Context.Err() != nil }
 	}
 	return t.Context.Value(key)
 }

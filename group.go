@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"strconv"
 	"strings"
 	"sync"
@@ -21,6 +20,8 @@ import (
 	"github.com/tenure-go/tenure/internal/groupcore"
 	"github.com/tenure-go/tenure/internal/host"
 	"github.com/tenure-go/tenure/lease"
+
+	"github.com/tenure-go/tenure/internal/seam"
 )
 
 // GroupConfig configures a Group. Store, Name, Shards and OnAssigned are
@@ -340,7 +341,7 @@ func (e *groupEntry) status() GroupStatus {
 
 // bindWake opens the wake-up listener, where one is wanted, and returns
 // it with the address to publish; nil without one.
-func (g *Group) bindWake() (net.PacketConn, string, error) {
+func (g *Group) bindWake() (seam.WakeConn, string, error) {
 	listen := g.cfg.WakeAddr
 	if listen == "" {
 		listen = defaultWakeAddr(g.cfg.Store)
@@ -348,7 +349,7 @@ func (g *Group) bindWake() (net.PacketConn, string, error) {
 	if listen == NoWake {
 		return nil, "", nil
 	}
-	conn, addr, err := listenWake(listen, g.cfg.WakeAdvertise)
+	conn, addr, err := wakeNet(g.cfg.Store).Listen(listen, g.cfg.WakeAdvertise)
 	switch {
 	case err != nil && g.cfg.WakeAddr != "":
 		return nil, "", err
@@ -361,13 +362,13 @@ func (g *Group) bindWake() (net.PacketConn, string, error) {
 
 // serveWake passes the wake-ups conn receives to the campaign, and sends
 // the campaign's, until the loop ends.
-func (g *Group) serveWake(conn net.PacketConn, addr string) {
+func (g *Group) serveWake(conn seam.WakeConn, addr string) {
 	g.wakes = newSender(conn, 256, g.log)
 	prefix := wakeMsg(g.cfg.Name + "/")
 	g.h.Go(func() {
 		buf := make([]byte, len(prefix)+16)
 		for {
-			n, _, err := conn.ReadFrom(buf)
+			n, err := conn.Recv(buf)
 			if err != nil {
 				return // closed
 			}
@@ -386,7 +387,7 @@ func (g *Group) serveWake(conn net.PacketConn, addr string) {
 		<-sent // the last wake-ups go out first
 		_ = conn.Close()
 	}
-	g.log(slog.LevelInfo, "listening for wake-ups", "addr", conn.LocalAddr().String(), "advertised", addr)
+	g.log(slog.LevelInfo, "listening for wake-ups", "addr", conn.Addr(), "advertised", addr)
 }
 
 func (g *Group) log(level slog.Level, msg string, args ...any) {

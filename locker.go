@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -20,6 +19,8 @@ import (
 	"github.com/tenure-go/tenure/internal/host"
 	"github.com/tenure-go/tenure/internal/lockcore"
 	"github.com/tenure-go/tenure/lease"
+
+	"github.com/tenure-go/tenure/internal/seam"
 )
 
 var (
@@ -152,8 +153,8 @@ type Locker struct {
 	shared *election.Config // the Machines' configuration, for locks without options
 	h      *host.Host
 
-	wakeConn net.PacketConn // the wake-up listener; nil without WakeAddr
-	wakeAddr string         // the address published for it
+	wakeConn seam.WakeConn // the wake-up listener; nil without WakeAddr
+	wakeAddr string        // the address published for it
 	wakes    *sender
 	sent     chan struct{} // closed once wakes has sent what was queued at Close
 
@@ -211,14 +212,14 @@ func NewLocker(cfg LockerConfig) (*Locker, error) {
 		},
 	})
 	if cfg.WakeAddr != "" {
-		if l.wakeConn, l.wakeAddr, err = listenWake(cfg.WakeAddr, cfg.WakeAdvertise); err != nil {
+		if l.wakeConn, l.wakeAddr, err = wakeNet(cfg.Store).Listen(cfg.WakeAddr, cfg.WakeAdvertise); err != nil {
 			_ = l.reg.Unregister()
 			return nil, err
 		}
 		l.wakes, l.sent = newSender(l.wakeConn, 64, l.log), make(chan struct{})
 		l.h.Go(l.listen)
 		l.h.Go(func() { l.wakes.run(l.h.Quit()); close(l.sent) })
-		l.log(slog.LevelInfo, "listening for wake-ups", "addr", l.wakeConn.LocalAddr().String(), "advertised", l.wakeAddr)
+		l.log(slog.LevelInfo, "listening for wake-ups", "addr", l.wakeConn.Addr(), "advertised", l.wakeAddr)
 	}
 	l.lk = engine.NewLocker(l.h.Core, (*lockerFx)(l), cfg.ID, l.wakeAddr)
 	l.h.Go(func() { l.h.Run(nil, nil) })
@@ -235,7 +236,7 @@ func (l *Locker) listen() {
 	prefix := wakeMsg("")
 	buf := make([]byte, len(prefix)+lease.MaxNameLen+1)
 	for {
-		n, _, err := l.wakeConn.ReadFrom(buf)
+		n, err := l.wakeConn.Recv(buf)
 		if err != nil {
 			return // closed
 		}

@@ -3,11 +3,11 @@ package tenure
 import (
 	"context"
 	"log/slog"
-	"net"
 
 	"github.com/tenure-go/tenure/election"
 	"github.com/tenure-go/tenure/internal/driver"
 	"github.com/tenure-go/tenure/internal/engine"
+	"github.com/tenure-go/tenure/internal/seam"
 	"github.com/tenure-go/tenure/internal/standby"
 	"github.com/tenure-go/tenure/lease"
 )
@@ -58,7 +58,7 @@ func (r *runner) startListener() (string, error) {
 	if listen == "" || listen == NoWake {
 		return "", nil
 	}
-	conn, addr, err := listenWake(listen, cfg.WakeAdvertise)
+	conn, addr, err := wakeNet(cfg.Store).Listen(listen, cfg.WakeAdvertise)
 	if err != nil && cfg.WakeAddr != "" {
 		return "", err
 	}
@@ -70,7 +70,7 @@ func (r *runner) startListener() (string, error) {
 	r.notices = newSender(conn, 1, r.log)
 	r.h.Go(r.listen)
 	r.h.Go(func() { r.notices.run(r.h.Quit()) })
-	r.log(slog.LevelInfo, "listening for wake-ups", "addr", conn.LocalAddr().String(), "advertised", addr)
+	r.log(slog.LevelInfo, "listening for wake-ups", "addr", conn.Addr(), "advertised", addr)
 	return addr, nil
 }
 
@@ -80,7 +80,7 @@ func (r *runner) listen() {
 	wake, notice := wakeMsg(r.c.cfg.Lease), noticeMsg(r.c.cfg.Lease)
 	buf := make([]byte, max(len(wake), len(notice))+1)
 	for {
-		n, _, err := r.conn.ReadFrom(buf)
+		n, err := r.conn.Recv(buf)
 		if err != nil {
 			return // closed
 		}
@@ -105,6 +105,9 @@ func (r *runner) noticed() { r.run.Noticed() }
 // wake takes a wake-up: read the lease now, within the rate limit.
 func (r *runner) wake() {
 	if r.run.Woken() {
+		if o := r.c.obs; o != nil {
+			o.Woken()
+		}
 		r.log(slog.LevelDebug, "woken: reading the lease")
 		return
 	}
@@ -127,7 +130,7 @@ func (r *runner) wakeStandby(released <-chan struct{}) {
 	r.h.Go(func() {
 		// Not cancelled with the run: the release may well be confirmed
 		// before this read is answered, and Run waits for it (OpTimeout).
-		ctx, cancel := context.WithTimeout(context.WithoutCancel(r.runCtx), cfg.OpTimeout)
+		ctx, cancel := context.WithTimeout(seam.WakeRead(context.WithoutCancel(r.runCtx)), cfg.OpTimeout)
 		rec, _, err := cfg.Store.Get(ctx, cfg.Lease+election.StandbySuffix)
 		cancel()
 		addr, _ := standby.Parse(rec.Payload)
@@ -144,13 +147,10 @@ func (r *runner) wakeStandby(released <-chan struct{}) {
 				return
 			}
 		}
-		conn, err := net.Dial("udp", addr)
-		if err != nil {
+		if err := wakeNet(cfg.Store).Send(addr, []byte(wakeMsg(cfg.Lease))); err != nil {
 			r.log(slog.LevelDebug, "wake-up not sent", "standby", rec.Holder, "err", err)
 			return
 		}
-		_, err = conn.Write([]byte(wakeMsg(cfg.Lease)))
-		_ = conn.Close()
-		r.log(slog.LevelDebug, "woke the standby", "standby", rec.Holder, "addr", addr, "err", err)
+		r.log(slog.LevelDebug, "woke the standby", "standby", rec.Holder, "addr", addr)
 	})
 }

@@ -6,6 +6,7 @@ import (
 	"net"
 
 	"github.com/tenure-go/tenure/election"
+	"github.com/tenure-go/tenure/internal/seam"
 	"github.com/tenure-go/tenure/lease"
 )
 
@@ -70,9 +71,21 @@ func checkWake(addr, advertise, addrField, advField string) error {
 	return nil
 }
 
-// listenWake listens on addr (checked by checkWake) and returns the
-// address to publish: advertise, or addr's host with the port bound.
-func listenWake(addr, advertise string) (net.PacketConn, string, error) {
+// wakeNet returns the network that carries the wake-ups of a process
+// using store: UDP, but for the simulator's store (seam.WakeCarrier).
+func wakeNet(store lease.Store) seam.WakeNet {
+	if c, ok := store.(seam.WakeCarrier); ok {
+		return c.WakeNet()
+	}
+	return udpNet{}
+}
+
+// udpNet carries wake-ups as UDP datagrams.
+type udpNet struct{}
+
+// Listen listens on addr (checked by checkWake) and returns the address to
+// publish: advertise, or addr's host with the port bound.
+func (udpNet) Listen(addr, advertise string) (seam.WakeConn, string, error) {
 	conn, err := net.ListenPacket("udp", addr)
 	if err != nil {
 		return nil, "", fmt.Errorf("tenure: wake-up listener: %w", err)
@@ -82,23 +95,61 @@ func listenWake(addr, advertise string) (net.PacketConn, string, error) {
 		_, port, _ := net.SplitHostPort(conn.LocalAddr().String())
 		advertise = net.JoinHostPort(host, port)
 	}
-	return conn, advertise, nil
+	return &udpConn{pc: conn}, advertise, nil
 }
+
+func (udpNet) Send(addr string, msg []byte) error {
+	conn, err := net.Dial("udp", addr)
+	if err != nil {
+		return err
+	}
+	_, err = conn.Write(msg)
+	_ = conn.Close()
+	return err
+}
+
+// udpConn is a UDP wake-up listener. It resolves each address it sends to
+// once in a row (it may be a name).
+type udpConn struct {
+	pc   net.PacketConn
+	last string
+	to   net.Addr
+}
+
+func (c *udpConn) Recv(buf []byte) (int, error) {
+	n, _, err := c.pc.ReadFrom(buf)
+	return n, err
+}
+
+func (c *udpConn) Send(addr string, msg []byte) error {
+	if addr != c.last || c.to == nil {
+		c.last, c.to = addr, nil
+		ua, err := net.ResolveUDPAddr("udp", addr)
+		if err != nil {
+			return err
+		}
+		c.to = ua
+	}
+	_, err := c.pc.WriteTo(msg, c.to)
+	return err
+}
+
+func (c *udpConn) Close() error { return c.pc.Close() }
+func (c *udpConn) Addr() string { return c.pc.LocalAddr().String() }
 
 // datagram is a message to send, and where.
 type datagram struct{ addr, msg string }
 
 // sender sends datagrams from a listener's socket on a goroutine of its
 // own, so that a loop never waits on the network: send drops a datagram
-// when those before it are still queued. It resolves each address once in
-// a row (it may be a name).
+// when those before it are still queued.
 type sender struct {
-	conn net.PacketConn
+	conn seam.WakeConn
 	q    chan datagram
 	log  func(level slog.Level, msg string, args ...any)
 }
 
-func newSender(conn net.PacketConn, queue int, log func(level slog.Level, msg string, args ...any)) *sender {
+func newSender(conn seam.WakeConn, queue int, log func(level slog.Level, msg string, args ...any)) *sender {
 	return &sender{conn: conn, q: make(chan datagram, queue), log: log}
 }
 
@@ -115,19 +166,8 @@ func (s *sender) send(addr, msg string) {
 // still queued (an Unlock just before Close wakes its waiter all the same):
 // the socket must stay open until run returns.
 func (s *sender) run(quit <-chan struct{}) {
-	var last string
-	var to net.Addr
 	send := func(d datagram) {
-		if d.addr != last || to == nil {
-			last, to = d.addr, nil
-			ua, err := net.ResolveUDPAddr("udp", d.addr)
-			if err != nil {
-				s.log(slog.LevelDebug, "not sent", "msg", d.msg, "addr", d.addr, "err", err)
-				return
-			}
-			to = ua
-		}
-		if _, err := s.conn.WriteTo([]byte(d.msg), to); err != nil {
+		if err := s.conn.Send(d.addr, []byte(d.msg)); err != nil {
 			s.log(slog.LevelDebug, "not sent", "msg", d.msg, "addr", d.addr, "err", err)
 		}
 	}

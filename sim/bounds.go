@@ -112,7 +112,7 @@ func (w *world) coldPoll(in *instance) time.Duration {
 // paused, is the standby.
 func (w *world) hotStandbyBesides(in *instance) bool {
 	for _, o := range w.liveInstances() {
-		if f, ok := o.rt.(*fastRun); ok && o != in && !o.paused && f.hotStandby() {
+		if f, ok := o.rt.(candidate); ok && o != in && !o.paused && f.hotStandby() {
 			return true
 		}
 	}
@@ -170,7 +170,7 @@ func (w *world) handoffBound(in *instance) time.Duration {
 // standby returns the live instance that is the standby, or nil.
 func (w *world) standby() *instance {
 	for _, o := range w.liveInstances() {
-		if f, ok := o.rt.(*fastRun); ok && f.hotStandby() {
+		if f, ok := o.rt.(candidate); ok && f.hotStandby() {
 			return o
 		}
 	}

@@ -264,7 +264,7 @@ func (c *checker) reasonFits(in *instance, t *term, reason string) {
 		// outlives its holder's crash by a standby lease, far longer than
 		// the read took.
 		_, p := standby.Parse(s.sb.rec.Payload)
-		if f, ok := in.rt.(*fastRun); !ok || !s.sb.exists || s.sb.rec.Released || p <= f.priority {
+		if f, ok := in.rt.(candidate); !ok || !s.sb.exists || s.sb.rec.Released || p <= f.prio() {
 			why = "but the standby record names no higher priority"
 		}
 	case tenure.ReasonExpired.String(), tenure.ReasonStoreUnavailable.String():

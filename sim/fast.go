@@ -226,7 +226,8 @@ func (f *fastRun) sendWake() {
 	}
 	to := f.wakeTo
 	f.wakeTo, f.waking = "", false
-	f.w.sendWake(f.in, to, false, "")
+	// From the goroutine that read the standby record, as the Candidate's.
+	f.w.stage(item{in: f.in, src: srcWake, kind: itWake, s: to, msg: wakePrefix + leaseName})
 	f.joined()
 }
 
@@ -305,7 +306,8 @@ func (x *runFx) Publish(s driver.Snapshot, _ bool) {
 func (x *runFx) Notice(addr string) {
 	f := x.f()
 	f.noticeTo = addr
-	f.w.sendWake(f.in, addr, true, "")
+	// From the listener's sender goroutine, as the Candidate's.
+	f.w.stage(item{in: f.in, src: srcSend, kind: itWake, s: addr, msg: noticePrefix + leaseName})
 }
 
 func (x *runFx) Elected(et election.Term) {
@@ -354,13 +356,14 @@ func (x *runFx) Hot(hot bool) {
 func (x *runFx) HandOver(string, int) { x.w.handingOver(x.in) }
 
 // PlanWake reads the standby record now, to wake its holder once the
-// lease is given back (runner.PlanWake).
+// lease is given back (runner.PlanWake): with or without a wake-up
+// network, since the leader cannot know whether its standby listens.
 func (x *runFx) PlanWake() {
 	f := x.f()
-	if f.w.plan.Wake != nil && !f.waking {
+	if !f.waking {
 		f.waking, f.released = true, false
 		req := &request{in: f.in, kind: election.OpGet, reg: f.w.store.sb, wake: true}
-		f.w.stage(item{in: f.in, src: srcStandby, kind: itRequest, req: req})
+		f.w.stage(item{in: f.in, src: srcWake, kind: itRequest, req: req})
 	}
 }
 
@@ -377,6 +380,15 @@ func (x *runFx) WakeNow() {
 // hotStandby reports whether in is the standby, reading the lease at the
 // hot cadence.
 func (f *fastRun) hotStandby() bool { return f.hasSB && !f.cold && !f.dead && !f.exited }
+
+func (f *fastRun) prio() int { return f.priority }
+
+// candidate is what the scenarios and the checker read of a Candidate's
+// process, in either tier.
+type candidate interface {
+	hotStandby() bool // it is the standby, and live
+	prio() int        // its Config.Priority
+}
 
 func (f *fastRun) crash() {
 	if f.hasSB && !f.cold && !f.exited {

@@ -3,6 +3,7 @@ package sim
 import (
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/tenure-go/tenure/lease"
@@ -169,6 +170,27 @@ func (w *world) hook(on hook, in *instance) {
 // with ID to, over the network of Plan.Wake; a lock client's wake-up names
 // its lock.
 func (w *world) sendWake(from *instance, to string, notice bool, lock string) {
+	w.send(from, to, notice, lock, "")
+}
+
+// A real-tier process hears the messages of the wake-up network as they
+// are sent: tenure's own.
+type hearer interface{ hear(msg string) }
+
+// Wake-up messages as tenure sends them (standby.go, locker.go).
+const (
+	wakePrefix   = "tenure wake "
+	noticePrefix = "tenure renewed "
+)
+
+// sendMsg sends msg, a message of tenure's, from in to the instance with
+// ID to, as sendWake does: a real-tier process's.
+func (w *world) sendMsg(from *instance, to, msg string) {
+	lock, _ := strings.CutPrefix(msg, wakePrefix)
+	w.send(from, to, strings.HasPrefix(msg, noticePrefix), lock, msg)
+}
+
+func (w *world) send(from *instance, to string, notice bool, lock, msg string) {
 	var target *instance
 	for _, o := range w.liveInstances() {
 		if o.ID == to {
@@ -213,6 +235,8 @@ func (w *world) sendWake(from *instance, to string, notice bool, lock string) {
 				rt.woken(lock)
 			case *groupMember:
 				rt.woken(lock)
+			case hearer:
+				rt.hear(msg)
 			}
 		})
 	}

@@ -204,9 +204,8 @@ func (w *world) nodeOf(spec *nodeSpec) *node {
 // begins within the hand-over bound.
 func (w *world) handingOver(l *instance) {
 	w.chk.stats.Handovers++
-	f := l.rt.(*fastRun)
 	hold := l.node.spec.priorityHoldOff(l.timing)
-	if t := f.term; t != nil {
+	if t := w.chk.open[l]; t != nil {
 		if age := w.now - t.start; age < hold-election.Drift(hold, l.timing.MaxDrift) {
 			w.chk.violate(Preference, l, fmt.Sprintf("%s hands over term %d %v into it, before its hold-off of %v", l.label, t.tok, age, hold))
 		}
@@ -290,15 +289,15 @@ func (w *world) expectPreferred() {
 		}
 		top, l := 0, w.leader()
 		for i, in := range w.liveInstances() {
-			if p := in.rt.(*fastRun).priority; i == 0 || p > top {
+			if p := in.rt.(candidate).prio(); i == 0 || p > top {
 				top = p
 			}
 		}
 		switch {
 		case l == nil:
 			w.chk.violate(Preference, nil, fmt.Sprintf("no leader %v after %s", bound, fmtTime(from)))
-		case l.rt.(*fastRun).priority < top:
-			w.chk.violate(Preference, l, fmt.Sprintf("%s (priority %d) leads %v after %s, while a candidate of priority %d is live", l.label, l.rt.(*fastRun).priority, bound, fmtTime(from), top))
+		case l.rt.(candidate).prio() < top:
+			w.chk.violate(Preference, l, fmt.Sprintf("%s (priority %d) leads %v after %s, while a candidate of priority %d is live", l.label, l.rt.(candidate).prio(), bound, fmtTime(from), top))
 		}
 	})
 }

@@ -20,7 +20,7 @@ func realSeeds() uint64 {
 func TestRealTier(t *testing.T) {
 	for _, sc := range Scenarios() {
 		if sc.FastOnly() {
-			continue // the fast tier runs lockcore and internal/standby itself
+			continue // the fast tier runs the lock and group entries itself
 		}
 		t.Run(sc.Name, func(t *testing.T) {
 			for seed := uint64(1); seed <= realSeeds(); seed++ {

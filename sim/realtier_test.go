@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"runtime"
 	"slices"
 	"strconv"
@@ -76,9 +77,16 @@ type realRun struct {
 	// The context of the latest OnElected (guarded by world.mu).
 	ctx    context.Context
 	ctxTok uint64
+
+	conn *simConn // its wake-up listener (guarded by world.mu); nil: none
+	// gone is closed when the process crashes: a call of a goroutine that
+	// does not end with Run's context (a leader's wake-up of its standby)
+	// returns, cut off from the world.
+	gone     chan struct{}
+	priority int // Config.Priority
 }
 
-func newRealRun(in *instance) instRuntime { return &realRun{in: in} }
+func newRealRun(in *instance) instRuntime { return &realRun{in: in, gone: make(chan struct{})} }
 
 func (r *realRun) start() {
 	in := r.in
@@ -87,6 +95,15 @@ func (r *realRun) start() {
 		Lease: leaseName, Store: realStore{in}, Callbacks: r.callbacks(), Timing: in.timing,
 		Runtime:     tenure.Runtime{ID: in.ID, Clock: realClock{in, srcRunner}, Rand: w.machineRand(in)},
 		StrongPolls: !w.plan.StaleReads,
+	}
+	if in.timing.ColdPollInterval > 0 {
+		spec := in.node.spec
+		cfg.Standby, cfg.Priority, cfg.PriorityHoldOff = true, spec.Priority, spec.PriorityHoldOff
+		r.priority = spec.Priority
+		cfg.WakeAddr = tenure.NoWake
+		if w.plan.Wake != nil {
+			cfg.WakeAddr = net.JoinHostPort(in.ID, "1") // simNet publishes the ID, as the fast tier does
+		}
 	}
 	c, err := tenure.New(cfg)
 	if err != nil {
@@ -109,8 +126,30 @@ func (r *realRun) start() {
 	}()
 }
 
-func (r *realRun) stop()  { r.cancel() }
-func (r *realRun) crash() { r.cancel() } // its goroutines wind down cut off from the world
+func (r *realRun) hotStandby() bool {
+	return r.c != nil && r.in.live() && r.c.Status().Standby
+}
+
+func (r *realRun) prio() int { return r.priority }
+
+// hear takes a message of the wake-up network.
+func (r *realRun) hear(msg string) {
+	w := r.in.w
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if c := r.conn; c != nil && !c.closed {
+		select {
+		case c.ch <- msg:
+		default: // the socket's buffer is full
+		}
+	}
+}
+
+func (r *realRun) stop() { r.cancel() }
+func (r *realRun) crash() { // its goroutines wind down cut off from the world
+	close(r.gone)
+	r.cancel()
+}
 
 func (r *realRun) fire(tm *timer) {
 	select {
@@ -149,10 +188,10 @@ func (r *realRun) poll() {
 	w.mu.Lock()
 	ctx, tok := r.ctx, r.ctxTok
 	w.mu.Unlock()
-	// context.Cause reads whether the context was cancelled without asking
-	// it to check its deadline: ctx.Err() could cancel it now, waking the
-	// callback goroutine after the phase has settled.
-	if ctx == nil || context.Cause(ctx) != nil {
+	// Whether the context was cancelled, without asking it to check its
+	// deadline: ctx.Err() (and context.Cause, which calls it) could cancel
+	// it now, waking the callback goroutine of a paused process.
+	if ctx == nil || ctx.Value(seam.TermCancelled{}).(func() bool)() {
 		return
 	}
 	if t := w.chk.open[in]; t == nil || t.tok != tok {
@@ -301,10 +340,23 @@ func (s realStore) callStale(ctx context.Context, name string, kind election.OpK
 	if name == leaseName+election.StandbySuffix {
 		req.reg = w.store.sb // a leader's reads of the standby record
 	}
-	w.stage(item{in: s.in, src: srcOf(req.reg, w.store), kind: itRequest, req: req})
+	it := item{in: s.in, src: srcOf(req.reg, w.store), kind: itRequest, req: req}
+	switch n, ok := seam.CallOrderOf(ctx); {
+	case seam.IsWakeRead(ctx):
+		it.src = srcWake // the goroutine that then sends the wake-up
+		w.stage(it)
+	case ok:
+		// A call of the Candidate's host, on a goroutine of its own: in
+		// the order the host made them, as the fast tier stages them.
+		w.stageOrdered(it, n)
+	default:
+		w.stage(it)
+	}
 	select {
 	case rep := <-req.ch:
 		return rep
+	case <-s.in.rt.(*realRun).gone:
+		return reply{err: fmt.Errorf("%v lease %q: the process is gone", kind, name)}
 	case <-ctx.Done():
 		w.mu.Lock()
 		req.abandoned = true
@@ -312,6 +364,69 @@ func (s realStore) callStale(ctx context.Context, name string, kind election.OpK
 		return reply{err: fmt.Errorf("%v lease %q: %w", kind, leaseName, ctx.Err())}
 	}
 }
+
+// OrderCalls: the host marks each call with its order (seam.CallOrder).
+func (realStore) OrderCalls() seam.CallOrders { return seam.CallOrders{} }
+
+// WakeNet: an instance's wake-ups travel on the world's wake-up network
+// (Plan.Wake), its faults and all.
+func (s realStore) WakeNet() seam.WakeNet { return simNet(s) }
+
+// simNet is an instance's seam.WakeNet: a message it sends is staged, and
+// the world delivers it (world.sendMsg) to the listener of the instance
+// whose ID it is sent to.
+type simNet struct{ in *instance }
+
+// Listen publishes the instance's ID, as the fast tier does.
+func (n simNet) Listen(addr, advertise string) (seam.WakeConn, string, error) {
+	c := &simConn{in: n.in, ch: make(chan string, 64)}
+	w := n.in.w
+	w.mu.Lock()
+	n.in.rt.(*realRun).conn = c
+	w.mu.Unlock()
+	return c, n.in.ID, nil
+}
+
+// Send: the leader's wake-up of its standby, on a goroutine of its own.
+func (n simNet) Send(addr string, msg []byte) error {
+	n.in.w.stage(item{in: n.in, src: srcWake, kind: itWake, s: addr, msg: string(msg)})
+	return nil
+}
+
+// simConn is a wake-up listener on the world's network.
+type simConn struct {
+	in     *instance
+	ch     chan string
+	closed bool // guarded by world.mu
+}
+
+// Recv returns the messages delivered before Close, then an error.
+func (c *simConn) Recv(buf []byte) (int, error) {
+	msg, ok := <-c.ch
+	if !ok {
+		return 0, net.ErrClosed
+	}
+	return copy(buf, msg), nil
+}
+
+// Send: the listener's sender goroutine.
+func (c *simConn) Send(addr string, msg []byte) error {
+	c.in.w.stage(item{in: c.in, src: srcSend, kind: itWake, s: addr, msg: string(msg)})
+	return nil
+}
+
+func (c *simConn) Close() error {
+	w := c.in.w
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if !c.closed {
+		c.closed = true
+		close(c.ch)
+	}
+	return nil
+}
+
+func (c *simConn) Addr() string { return c.in.ID }
 
 // termObserver learns from the Candidate's loop, through internal/seam, the
 // exact moments a term begins and its context is cancelled, which I1
@@ -324,6 +439,14 @@ func (o termObserver) Elected(tok uint64) {
 
 func (o termObserver) Demoted(tok uint64, reason string) {
 	o.in.w.stage(item{in: o.in, src: srcRunner, kind: itDemoted, tok: tok, s: reason})
+}
+
+func (o termObserver) HandOver() {
+	o.in.w.stage(item{in: o.in, src: srcRunner, kind: itHandOver})
+}
+
+func (o termObserver) Woken() {
+	o.in.w.stage(item{in: o.in, src: srcRunner, kind: itWoken})
 }
 
 // goroutines maps the IDs of a synctest bubble's goroutines to their stacks.

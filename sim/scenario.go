@@ -14,16 +14,16 @@ type Scenario struct {
 	Name    string
 	Summary string
 	locks   bool // its nodes run lock clients (LockPlan), not Candidates
-	standby bool // its Candidates run with a standby (the fast tier models it)
+	standby bool // its Candidates run with a standby
 	group   bool // its nodes run group members (GroupPlan)
 	build   func(p *plan, r *rand.Rand)
 }
 
-// FastOnly reports whether only the fast tier runs the scenario: lock
-// scenarios (the fast tier runs lockcore itself) and standby scenarios
-// (the fast tier runs internal/standby itself; the real Candidate's wake-ups
-// need UDP, which a synctest bubble cannot wait on).
-func (s *Scenario) FastOnly() bool { return s.locks || s.standby || s.group }
+// FastOnly reports whether only the fast tier runs the scenario: lock and
+// group scenarios, whose real tier (tenure.Locker and tenure.Group under
+// synctest) is not built yet. Standby scenarios run in both: the real
+// Candidate's wake-ups travel on the simulated network (seam.WakeNet).
+func (s *Scenario) FastOnly() bool { return s.locks || s.group }
 
 // plan is what a Scenario draws for one seed: the nodes, the store, the
 // actions over time, and the invariants the run must keep.

@@ -24,6 +24,8 @@ const (
 	srcCallbacks               // the callback goroutine: callbacks and the leader's work
 	srcLeader                  // the goroutine that delivers OnLeaderChange
 	srcRun                     // the goroutine that called Run
+	srcSend                    // real tier: the goroutine that sends a listener's wake-ups and notices
+	srcWake                    // a leader's goroutine that wakes its standby: its read of the standby record, its wake-up
 	nsrc
 )
 
@@ -43,6 +45,9 @@ const (
 	itWrite                             // tok: the leader wrote to the resource
 	itRunDone                           // s: Run's error
 	itViolation                         // inv, s
+	itWake                              // real tier: s, msg: a wake-up or a notice to send to the instance with ID s
+	itWoken                             // real tier: the loop took a wake-up
+	itHandOver                          // real tier: the leader hands the lease over
 )
 
 type item struct {
@@ -57,6 +62,7 @@ type item struct {
 	deadline time.Time
 	tm       *timer
 	req      *request
+	msg      string
 }
 
 type timer struct {
@@ -86,6 +92,16 @@ func (w *world) stage(it item) {
 	case it.kind == itRequest && it.req.rec.Released:
 		it.req.early = it.in.inTerm
 	}
+	w.staged = append(w.staged, it)
+}
+
+// stageOrdered stages it in the order n among the items of its source,
+// rather than in the order it is staged: a real-tier host's calls, each
+// staged by a goroutine of its own.
+func (w *world) stageOrdered(it item, n uint64) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	it.n = n
 	w.staged = append(w.staged, it)
 }
 
@@ -169,6 +185,13 @@ func (w *world) process(it *item) {
 		w.res.write(in, it.tok)
 	case itViolation:
 		w.chk.violate(it.inv, in, it.s)
+	case itWake:
+		w.sendMsg(in, it.s, it.msg)
+	case itHandOver:
+		w.handingOver(in)
+	case itWoken:
+		w.chk.stats.WakesUsed++
+		w.trace(in, line{what: mFault, text: "woken: reading the lease"})
 	}
 }
 

@@ -226,6 +226,12 @@ func forgeNotices(p *plan, r *rand.Rand) {
 					w.chk.stats.NoticesForged++
 					rt.noticed()
 				}
+			case hearer:
+				w.trace(in, line{what: mFault, text: "forged renewal notices"})
+				for range wf.ForgeBurst {
+					w.chk.stats.NoticesForged++
+					rt.hear(noticePrefix + leaseName)
+				}
 			case *lockClient: // no notices: forged wake-ups for its lock
 				w.trace(in, line{what: mFault, text: "forged wake-ups"})
 				for range wf.ForgeBurst {

@@ -23,6 +23,7 @@ type Core struct {
 	waiting []*Flight // calls beyond maxCalls, in order
 	timed   []*Flight // calls started with a timeout, in order of start
 	running int
+	made    uint64 // calls made
 }
 
 // Calls carries out a Core's store calls.
@@ -53,6 +54,7 @@ type Flight struct {
 	timedOut bool      // answered ErrTimeout by the Core
 	by       time.Time // its timeout, from its start; zero if it has none
 	abandon  func()    // the loop's: cancel the call's context
+	seq      uint64    // its order among the Core's calls, from 1
 }
 
 // TimedOut reports whether the Core gave the call up at its timeout (and
@@ -80,7 +82,8 @@ func (f *Flight) Timeout() time.Duration { return f.timeout }
 // tell e's records apart.
 func (c *Core) Call(e Entry, tag uint8, name string, op election.Op, timeout time.Duration) *Flight {
 	op.Record.WrittenAt = c.now().Round(0).UTC()
-	f := &Flight{e: e, name: name, op: op, timeout: timeout, tag: tag}
+	c.made++
+	f := &Flight{e: e, name: name, op: op, timeout: timeout, tag: tag, seq: c.made}
 	if c.maxCalls > 0 && c.running >= c.maxCalls {
 		c.waiting = append(c.waiting, f)
 		return f

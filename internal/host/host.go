@@ -25,6 +25,7 @@ import (
 	"time"
 
 	"github.com/tenure-go/tenure/election"
+	"github.com/tenure-go/tenure/internal/seam"
 	"github.com/tenure-go/tenure/lease"
 )
 
@@ -78,13 +79,14 @@ type Config struct {
 // loop: call them from Run's goroutine, within an event.
 type Host struct {
 	*Core
-	cfg  Config
-	reqs chan func()
-	res  chan answer
-	quit chan struct{} // closed when the loop ends
-	base context.Context
-	stop context.CancelFunc
-	wg   sync.WaitGroup
+	cfg     Config
+	reqs    chan func()
+	res     chan answer
+	quit    chan struct{} // closed when the loop ends
+	base    context.Context
+	stop    context.CancelFunc
+	wg      sync.WaitGroup
+	ordered bool // the simulator's store: mark each call's order (seam.CallOrder)
 
 	// The loop's.
 	timer   <-chan time.Time
@@ -106,6 +108,7 @@ func New(cfg Config) *Host {
 	base, stop := context.WithCancel(parent)
 	h := &Host{cfg: cfg, reqs: make(chan func()), res: make(chan answer), quit: make(chan struct{}), base: base, stop: stop}
 	h.Core = NewCore(cfg.Clock.Now, (*loopCalls)(h), cfg.MaxCalls)
+	_, h.ordered = cfg.Store.(seam.Ordered)
 	return h
 }
 
@@ -189,6 +192,9 @@ func (l *loopCalls) Start(f *Flight) {
 		ctx, cancel = context.WithCancel(h.base)
 	}
 	f.abandon = cancel
+	if h.ordered {
+		ctx = seam.CallOrder(ctx, f.seq)
+	}
 	clk, st := h.cfg.Clock, h.cfg.Store
 	h.wg.Go(func() {
 		defer cancel()
