@@ -23,7 +23,8 @@ type Core struct {
 	waiting []*Flight // calls beyond maxCalls, in order
 	timed   []*Flight // calls started with a timeout, in order of start
 	running int
-	made    uint64 // calls made
+	made    uint64    // calls made
+	free    []*Flight // flights answered, for the next calls
 }
 
 // Calls carries out a Core's store calls.
@@ -79,11 +80,18 @@ func (f *Flight) Timeout() time.Duration { return f.timeout }
 // call with a timeout is abandoned once it has run that long by the
 // Core's clock, and answered election.ErrTimeout; one without runs until
 // Cancel. The answer comes to e.CallDone with this Flight, the tag to
-// tell e's records apart.
+// tell e's records apart. Once CallDone returns, the Flight is the Core's
+// again (for a later call): e must not keep it, nor Cancel it.
 func (c *Core) Call(e Entry, tag uint8, name string, op election.Op, timeout time.Duration) *Flight {
 	op.Record.WrittenAt = c.now().Round(0).UTC()
 	c.made++
-	f := &Flight{e: e, name: name, op: op, timeout: timeout, tag: tag, seq: c.made}
+	var f *Flight
+	if n := len(c.free); n > 0 {
+		f, c.free = c.free[n-1], c.free[:n-1]
+	} else {
+		f = new(Flight)
+	}
+	*f = Flight{e: e, name: name, op: op, timeout: timeout, tag: tag, seq: c.made}
 	if c.maxCalls > 0 && c.running >= c.maxCalls {
 		c.waiting = append(c.waiting, f)
 		return f
@@ -133,8 +141,16 @@ func (c *Core) Answer(f *Flight, res election.Result) {
 			c.start(w)
 		}
 	}
-	f.e.CallDone(f, res)
-	c.Fix(f.e)
+	e := f.e
+	e.CallDone(f, res)
+	c.Fix(e)
+	if !f.timedOut {
+		// Its one answer is given: nobody holds it now. A flight the Core
+		// timed out is left to the collector: the late answer of its
+		// call may still come.
+		*f = Flight{}
+		c.free = append(c.free, f)
+	}
 }
 
 // Fire gives up the calls past their timeout (abandoned, answered

@@ -54,6 +54,9 @@ func TestCoreSteps(t *testing.T) {
 	f4 := c.Call(d, 0, "r4", election.Op{Kind: election.OpGet}, 0)
 	c.Cancel(f3) // waiting: dropped
 	c.Cancel(f2) // started: abandoned, still answered
+	if !f1.Op().Record.WrittenAt.Equal(now) {
+		t.Fatalf("written at %v, want the Core's time %v", f1.Op().Record.WrittenAt, now)
+	}
 	c.Answer(f1, election.Result{})
 	c.Answer(f2, election.Result{})
 	c.Answer(f4, election.Result{})
@@ -61,9 +64,6 @@ func TestCoreSteps(t *testing.T) {
 		"start r1", "start r2", "abandon r2", "start r4", "a answered r1", "a answered r2", "d answered r4"}
 	if !slices.Equal(log, want) {
 		t.Fatalf("log\n%q\nwant\n%q", log, want)
-	}
-	if !f1.Op().Record.WrittenAt.Equal(now) {
-		t.Fatalf("written at %v, want the Core's time %v", f1.Op().Record.WrittenAt, now)
 	}
 }
 
@@ -102,5 +102,30 @@ func TestCoreTimesCallsOut(t *testing.T) {
 	}
 	if !c.Next().IsZero() {
 		t.Fatalf("Next %v once every call is answered, want none", c.Next())
+	}
+}
+
+// A flight answered is the Core's again: the next call reuses it, whole
+// and fresh; one the Core timed out is not reused, since its call's late
+// answer may still come.
+func TestCoreReusesAnsweredFlights(t *testing.T) {
+	var log []string
+	now := time.Unix(1000, 0)
+	c := NewCore(func() time.Time { return now }, &script{log: &log}, 0)
+	a := &entry{name: "a", log: &log}
+	f1 := c.Call(a, 7, "r1", election.Op{Kind: election.OpPut}, 0)
+	c.Answer(f1, election.Result{})
+	f2 := c.Call(a, 0, "r2", election.Op{Kind: election.OpGet}, time.Second)
+	if f2 != f1 || f2.Tag() != 0 || f2.Name() != "r2" || f2.TimedOut() || f2.Timeout() != time.Second {
+		t.Fatalf("second call: %+v, want the first's flight, fresh", f2)
+	}
+	now = now.Add(time.Second)
+	c.Fire(now) // f2 times out
+	if f3 := c.Call(a, 0, "r3", election.Op{Kind: election.OpGet}, 0); f3 == f2 {
+		t.Fatal("a flight the Core timed out was reused: its late answer would reach another call")
+	}
+	c.Answer(f2, election.Result{}) // the late answer: dropped
+	if !f2.TimedOut() || len(a.res) != 2 {
+		t.Fatalf("late answer: timed out %v, %d answers; want true, 2", f2.TimedOut(), len(a.res))
 	}
 }
