@@ -1,9 +1,7 @@
 package sim
 
 import (
-	"context"
 	"errors"
-	"fmt"
 	"slices"
 	"time"
 
@@ -88,13 +86,6 @@ func (h *engineHost) Abandon(f *host.Flight) {
 	h.abandoned = append(h.abandoned, f)
 }
 
-// failure is the answer of f's call whose context ended with err, as the
-// store returns it.
-func failure(f *host.Flight, err error) election.Result {
-	op := f.Op()
-	return election.Result{ID: op.ID, Record: op.Record, Err: fmt.Errorf("%v %q: %w", op.Kind, f.Name(), err)}
-}
-
 // deliver takes the network's answer to r, and arms the timer.
 func (h *engineHost) deliver(r *request) {
 	h.deliverOnly(r)
@@ -152,7 +143,7 @@ func (h *engineHost) flush() {
 	for len(h.abandoned) > 0 {
 		f := h.abandoned[0]
 		h.abandoned = slices.Delete(h.abandoned, 0, 1)
-		h.give(f, failure(f, context.Canceled), false)
+		h.give(f, host.Canceled(f), false)
 	}
 }
 

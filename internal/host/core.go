@@ -1,6 +1,8 @@
 package host
 
 import (
+	"context"
+	"fmt"
 	"slices"
 	"time"
 
@@ -25,6 +27,10 @@ type Core struct {
 	running int
 	made    uint64    // calls made
 	free    []*Flight // flights answered, for the next calls
+
+	// Tap, if set, sees each answer before its entry has it: the
+	// simulator's checker.
+	Tap func(f *Flight, res election.Result)
 }
 
 // Calls carries out a Core's store calls.
@@ -53,6 +59,7 @@ type Flight struct {
 	dropped  bool      // cancelled before it started
 	done     bool      // answered: a later answer is ignored
 	timedOut bool      // answered ErrTimeout by the Core
+	late     bool      // abandoned: its call's own answer may come after the one given
 	by       time.Time // its timeout, from its start; zero if it has none
 	abandon  func()    // the loop's: cancel the call's context
 	seq      uint64    // its order among the Core's calls, from 1
@@ -116,6 +123,7 @@ func (c *Core) Cancel(f *Flight) {
 	switch {
 	case f == nil:
 	case f.started:
+		f.late = true
 		c.calls.Abandon(f)
 	default:
 		f.dropped = true
@@ -129,6 +137,9 @@ func (c *Core) Answer(f *Flight, res election.Result) {
 		return
 	}
 	f.done = true
+	if c.Tap != nil {
+		c.Tap(f, res)
+	}
 	if !f.by.IsZero() {
 		c.timed = slices.DeleteFunc(c.timed, func(o *Flight) bool { return o == f })
 	}
@@ -144,10 +155,10 @@ func (c *Core) Answer(f *Flight, res election.Result) {
 	e := f.e
 	e.CallDone(f, res)
 	c.Fix(e)
-	if !f.timedOut {
-		// Its one answer is given: nobody holds it now. A flight the Core
-		// timed out is left to the collector: the late answer of its
-		// call may still come.
+	if !f.timedOut && !f.late {
+		// Its one answer is given: nobody holds it now. A flight timed
+		// out or abandoned is left to the collector: its call's own
+		// answer may still come.
 		*f = Flight{}
 		c.free = append(c.free, f)
 	}
@@ -163,7 +174,7 @@ func (c *Core) Fire(now time.Time) {
 			break
 		}
 		f := c.timed[i]
-		f.timedOut = true
+		f.timedOut, f.late = true, true
 		c.calls.Abandon(f)
 		c.Answer(f, election.Result{ID: f.op.ID, Record: f.op.Record, Err: election.ErrTimeout})
 	}
@@ -192,3 +203,9 @@ func (c *Core) Fix(e Entry) { c.timers.fix(e) }
 
 // Remove takes e out of the timer heap.
 func (c *Core) Remove(e Entry) { c.timers.remove(e) }
+
+// Canceled is the answer of f's call abandoned before the store answered:
+// the error of a call whose context was cancelled.
+func Canceled(f *Flight) election.Result {
+	return election.Result{ID: f.op.ID, Record: f.op.Record, Err: fmt.Errorf("%v %q: %w", f.op.Kind, f.name, context.Canceled)}
+}

@@ -89,9 +89,10 @@ type Host struct {
 	ordered bool // the simulator's store: mark each call's order (seam.CallOrder)
 
 	// The loop's.
-	timer   <-chan time.Time
-	timerAt time.Time
-	exit    bool
+	abandoned []*Flight // calls abandoned in this event, to answer after it
+	timer     <-chan time.Time
+	timerAt   time.Time
+	exit      bool
 }
 
 type answer struct {
@@ -133,6 +134,7 @@ func (h *Host) Run(stop <-chan struct{}, onStop func()) {
 			h.timer = nil
 			h.Fire(h.cfg.Clock.Now())
 		}
+		h.answerAbandoned()
 		if h.cfg.After != nil {
 			h.cfg.After()
 		}
@@ -216,7 +218,29 @@ func (l *loopCalls) Start(f *Flight) {
 	})
 }
 
-func (l *loopCalls) Abandon(f *Flight) { f.abandon() }
+// Abandon cancels f's call. Unless the Core timed it out (and answered it
+// itself), the loop answers it once the event is over, as cancelled: its
+// entry gave it up and ignores what the store says, so the answer need not
+// wait for the call to unwind, and the entries see their abandoned calls
+// answered in the order they gave them up, whatever order the goroutines
+// return in. The call's own answer, later, is dropped.
+func (l *loopCalls) Abandon(f *Flight) {
+	f.abandon()
+	if !f.timedOut {
+		l.abandoned = append(l.abandoned, f)
+	}
+}
+
+// answerAbandoned answers the calls abandoned, in order, and those their
+// answers abandon.
+func (h *Host) answerAbandoned() {
+	for len(h.abandoned) > 0 {
+		f := h.abandoned[0]
+		h.abandoned[0] = nil
+		h.abandoned = h.abandoned[1:]
+		h.Answer(f, Canceled(f))
+	}
+}
 
 // get reads name from store: with GetStale where a stale answer may serve
 // (Op.Stale, set only for a store that offers it).

@@ -249,3 +249,50 @@ func TestNeverMoreThanMaxCalls(t *testing.T) {
 		close(st.release)
 	})
 }
+
+// deafStore answers a call only once the test lets it, whatever its
+// context says: an SDK deep in a retry that ignores cancellation.
+type deafStore struct {
+	lease.Store
+	release chan struct{}
+}
+
+func (s deafStore) Get(_ context.Context, name string) (lease.Record, lease.Version, error) {
+	<-s.release
+	return s.Store.Get(context.Background(), name)
+}
+
+// Calls abandoned in one event are answered once it is over, cancelled,
+// in the order they were given up: not when (nor in the order) their
+// goroutines return, which a store may put off. Their own answers, later,
+// are dropped.
+func TestAbandonedAnsweredInOrder(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		st := deafStore{Store: memlease.New(), release: make(chan struct{})}
+		h := New(Config{Clock: realClock{}, Store: st})
+		e := &entry{name: "e", log: new([]string)}
+		stop := run(h)
+		var fs []*Flight
+		h.Do(func() {
+			for i, name := range []string{"a", "b", "c"} {
+				fs = append(fs, h.Call(e, 0, name, election.Op{ID: uint64(i + 1), Kind: election.OpGet}, 0))
+			}
+		})
+		h.Do(func() { h.Cancel(fs[2]); h.Cancel(fs[0]) })
+		synctest.Wait()
+		if want := []string{"e answered c", "e answered a"}; !slices.Equal(*e.log, want) {
+			t.Fatalf("answers %q after the cancels, want %q", *e.log, want)
+		}
+		for _, res := range e.res {
+			if !errors.Is(res.Err, context.Canceled) {
+				t.Errorf("an abandoned call answered %v, want context.Canceled", res.Err)
+			}
+		}
+		close(st.release)
+		synctest.Wait()
+		stop()
+		if want := []string{"e answered c", "e answered a", "e answered b"}; !slices.Equal(*e.log, want) {
+			t.Errorf("answers %q once the store answered, want %q", *e.log, want)
+		}
+	})
+}
