@@ -145,6 +145,7 @@ type Group struct {
 // is the member's engine.MemberEffects. Every field is the loop's.
 type groupEntry struct {
 	g     *Group
+	m     *engine.Member
 	c     *groupcore.Campaign
 	terms []*shardTerm
 }
@@ -275,8 +276,11 @@ func (g *Group) Run(ctx context.Context) error {
 		}
 		return fmt.Errorf("tenure: group %q: %w", g.cfg.Name, err)
 	}
+	if t, ok := g.cfg.Store.(engine.Tapped); ok {
+		m.Tap(t.TapMember())
+	}
 	c := m.Campaign()
-	g.e.c = c
+	g.e.m, g.e.c = m, c
 	if conn != nil {
 		g.wakeAddr = addr
 		g.serveWake(conn, addr)
@@ -376,7 +380,7 @@ func (g *Group) serveWake(conn seam.WakeConn, addr string) {
 			if err != nil || !strings.HasPrefix(string(buf[:n]), prefix) {
 				continue
 			}
-			if !g.h.Do(func() { g.e.c.Woken(i) }) {
+			if !g.h.Do(func() { g.e.m.Woken(i) }) {
 				return
 			}
 		}
@@ -430,7 +434,7 @@ func (g *Group) runTerm(st *shardTerm) {
 	if ok && g.cfg.OnRevoked != nil {
 		call("OnRevoked", func() { g.cfg.OnRevoked(st.s, st.reason) }, g.panic)
 	}
-	g.h.Do(func() { g.e.c.Returned(st.s.ID) })
+	g.h.Do(func() { g.e.m.Returned(st.s.ID) })
 }
 
 // panic keeps a callback's panic for Run, and leaves the group: its

@@ -222,6 +222,9 @@ func NewLocker(cfg LockerConfig) (*Locker, error) {
 		l.log(slog.LevelInfo, "listening for wake-ups", "addr", l.wakeConn.Addr(), "advertised", l.wakeAddr)
 	}
 	l.lk = engine.NewLocker(l.h.Core, (*lockerFx)(l), cfg.ID, l.wakeAddr)
+	if t, ok := cfg.Store.(engine.Tapped); ok {
+		l.lk.Tap(t.TapLocker())
+	}
 	l.h.Go(func() { l.h.Run(nil, nil) })
 	return l, nil
 }

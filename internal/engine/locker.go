@@ -24,6 +24,7 @@ var ErrClosed = errors.New("tenure: Locker closed")
 type Locker struct {
 	core *host.Core
 	fx   LockerEffects
+	tap  LockerTap // the simulator's; nil but there
 	id   string
 	wake string // the address a waiting lock publishes; "" for none
 
@@ -129,6 +130,9 @@ func (l *Locker) NewEntry(c Call, owner any) *Entry {
 // process holds or waits for is refused (TryLock) or queued behind it
 // (Lock).
 func (l *Locker) Add(e *Entry) {
+	if l.tap != nil {
+		l.tap.Added(e)
+	}
 	if l.closing {
 		l.Fail(e, ErrClosed)
 		return
@@ -195,7 +199,18 @@ func (l *Locker) Close() {
 // one did.
 func (l *Locker) Woken(name string) bool {
 	e := l.names[name]
-	return e != nil && e.live && e.Wake()
+	if e == nil || !e.live {
+		return false
+	}
+	if l.tap == nil {
+		return e.Wake()
+	}
+	turn := e.sem == nil && e.Turn()
+	ok := e.Wake()
+	if ok {
+		l.tap.Woken(e, turn)
+	}
+	return ok
 }
 
 // begin starts e.

@@ -18,6 +18,7 @@ type Member struct {
 	host.Slot
 	core    *host.Core
 	fx      MemberEffects
+	tap     MemberTap // the simulator's; nil but there
 	c       *groupcore.Campaign
 	name    string
 	timeout time.Duration // the membership call's
