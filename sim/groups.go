@@ -88,6 +88,13 @@ type groupMember struct {
 	m    *engine.Member
 	c    *groupcore.Campaign
 	dead bool
+	// returning: the shards revoked in this event, whose callbacks return
+	// once it is over, in order (as tenure.Group's term goroutines hand
+	// them back to its loop).
+	returning []int
+	// real: the real tier's member, a tenure.Group whose events reach the
+	// checker through the engine's tap; false on the fast tier.
+	real bool
 }
 
 func newGroupMember(in *instance) instRuntime {
@@ -98,7 +105,7 @@ func newGroupMember(in *instance) instRuntime {
 	cfg := &election.Config{ID: in.ID, Timing: in.timing, Rand: w.machineRand(in), Wall: in.wallNow, StaleReads: w.plan.StaleReads}
 	cc := groupcore.CampaignConfig{Name: groupName, Shards: w.plan.Group.Shards, ID: in.ID, Lock: cfg, Watch: w.plan.Group.Watch}
 	if w.plan.Wake != nil {
-		cc.Addr = in.ID + ":1" // the instance's ID is its address
+		cc.Addr = in.ID + ":1" // the instance's ID is its host
 	}
 	if w.opt.Strategy == Naive {
 		cc.Machine = func() (lockcore.Machine, error) { return newNaive(*cfg, in.wallNow), nil }
@@ -141,11 +148,18 @@ func (g *groupMember) crash() {
 func (g *groupMember) observed() election.Leader { return election.Leader{} }
 func (g *groupMember) poll()                     {}
 
-// arm sets the host's timer.
+// arm hands back the shards revoked, as their callbacks return, then sets
+// the host's timer.
 func (g *groupMember) arm() {
-	if !g.dead {
-		g.eng.arm()
+	if g.dead {
+		return
 	}
+	for len(g.returning) > 0 {
+		shard := g.returning[0]
+		g.returning = g.returning[1:]
+		g.c.Returned(shard)
+	}
+	g.eng.arm()
 }
 
 func (g *groupMember) settleOwed() {
@@ -157,18 +171,15 @@ func (g *groupMember) settleOwed() {
 }
 
 func (g *groupMember) fire(tm *timer) {
-	switch {
-	case g.dead:
-	case tm.fire != nil:
-		tm.fire()
-	default:
-		g.eng.fired(tm)
+	if !g.dead && g.eng.fired(tm) {
+		g.arm()
 	}
 }
 
 func (g *groupMember) deliver(r *request) {
 	if !g.dead {
 		g.eng.deliver(r)
+		g.arm()
 	}
 }
 
@@ -180,9 +191,14 @@ func (g *groupMember) woken(lock string) {
 	if g.dead || err != nil {
 		return
 	}
-	g.trace("woken for " + lock)
+	g.tookWake(i)
 	g.c.Woken(i)
 	g.arm()
+}
+
+// tookWake: the member takes a wake-up for shard.
+func (g *groupMember) tookWake(shard int) {
+	g.trace("woken for " + groupcore.ShardName(groupName, shard))
 }
 
 // memberFx is the member's engine.MemberEffects: the checker's view of
@@ -219,9 +235,8 @@ func (f *memberFx) Revoked(shard int, t election.Term, r election.Reason) {
 	name := groupcore.ShardName(groupName, shard)
 	g.trace("revoked " + name + ": " + r.String())
 	g.w.chk.shardEnded(g.in, name)
-	g.w.newTimer(g.in, srcCallbacks, 0).fire = func() {
-		g.c.Returned(shard)
-		g.arm()
+	if !g.real {
+		g.returning = append(g.returning, shard)
 	}
 }
 
@@ -230,7 +245,9 @@ func (f *memberFx) Wake(addr string, shard int) {
 	host, _, _ := strings.Cut(addr, ":")
 	name := groupcore.ShardName(groupName, shard)
 	g.trace("wake " + host + " for " + name)
-	g.w.sendWake(g.in, host, false, name)
+	if !g.real { // the real Group's sender sends it (srcSend)
+		g.w.stage(item{in: g.in, src: srcSend, kind: itWake, s: host, msg: wakePrefix + name})
+	}
 }
 
 func (f *memberFx) Changed(live []groupcore.Member) {
@@ -240,6 +257,9 @@ func (f *memberFx) Changed(live []groupcore.Member) {
 // Done: the member left (or the store refused it): Run returns.
 func (f *memberFx) Done() {
 	g := f.g()
+	if g.real {
+		return // Run returns
+	}
 	g.eng.stop()
 	g.w.stage(item{in: g.in, src: srcRun, kind: itRunDone})
 }

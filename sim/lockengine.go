@@ -38,25 +38,29 @@ func (l *lockClient) engineAnswered(f *host.Flight, res election.Result, timedOu
 }
 
 // woken takes a wake-up for lock: the current call's lock reads sooner if
-// it waits for it, within the rate limit. Where the lock is free in the
-// store as the wake-up arrives over a clean network, and it is the waiter's
-// turn (a fair one at the head of its queue), someone must be granted the
-// lock within the lock handoff bound (I5).
+// it waits for it, within the rate limit.
 func (l *lockClient) woken(lock string) {
 	e := l.entry
 	if l.dead || e == nil || lock != l.name || e.Sem() != nil {
 		return
 	}
-	lk := &e.Lock
-	turn := lk.Turn()
+	turn := e.Turn()
 	if l.lkr.Woken(lock) {
-		l.w.chk.stats.WakesUsed++
-		l.trace("woken: reading " + l.name)
-		if wf := l.w.plan.Wake; wf != nil && *wf == (wakeFaults{}) && l.reg.rec.Released && turn {
-			l.w.chk.lockHandoff(l, lk, l.w.lockHandoffBound())
-		}
+		l.tookWake(e, turn)
 	}
 	l.arm()
+}
+
+// tookWake: e's lock reads now, for a wake-up. Where the lock is free in
+// the store as the wake-up arrives over a clean network, and it was the
+// waiter's turn (a fair one at the head of its queue), someone must be
+// granted the lock within the lock handoff bound (I5).
+func (l *lockClient) tookWake(e *engine.Entry, turn bool) {
+	l.w.chk.stats.WakesUsed++
+	l.trace("woken: reading " + l.name)
+	if wf := l.w.plan.Wake; wf != nil && *wf == (wakeFaults{}) && l.reg.rec.Released && turn {
+		l.w.chk.lockHandoff(l, &e.Lock, l.w.lockHandoffBound())
+	}
 }
 
 // lockFx is a lock client's engine.LockerEffects: the program's side of
@@ -78,9 +82,12 @@ func (f *lockFx) Granted(e *engine.Entry, name string, t election.Term) {
 		t.Deadline = time.Time{} // nothing to check it by
 	}
 	l.w.chk.granted(l, t)
+	if l.real != nil {
+		return // the program holds the lock as tenure.Locker's caller
+	}
 	lp := l.w.plan.Locks
 	l.after(uniform(l.rng, lp.Hold[0], lp.Hold[1]), func() {
-		if l.entry == e {
+		if l.entry == e && !l.in.stopped { // stopped: given back already
 			if e.Sem() != nil {
 				l.trace("unlock " + l.held)
 			} else {
@@ -105,7 +112,19 @@ func (f *lockFx) Busy(_ *engine.Entry, ld election.Leader, slots []election.Lead
 	l.answered(msg)
 }
 
-func (f *lockFx) Refused(_ *engine.Entry, err error) { f.l().answered("refused: " + err.Error()) }
+func (f *lockFx) Refused(_ *engine.Entry, err error) {
+	l := f.l()
+	switch {
+	case l.real == nil:
+	case l.in.stopped: // the real Locker's caller gives up (stop)
+		l.answered("shut down")
+		return
+	case l.real.gaveUp():
+		l.answered("gave up")
+		return
+	}
+	l.answered("refused: " + err.Error())
+}
 
 func (f *lockFx) Published(_ *engine.Entry, s driver.Snapshot) { f.l().Publish(s) }
 
@@ -124,6 +143,10 @@ func (f *lockFx) Retired(*engine.Entry) {
 	l.trace(l.name + " over")
 	l.w.chk.released(l.in)
 	l.entry = nil
+	if l.real != nil {
+		l.real.over()
+		return
+	}
 	if l.in.stopped {
 		l.finish()
 		return
@@ -134,7 +157,9 @@ func (f *lockFx) Retired(*engine.Entry) {
 func (f *lockFx) WakeNext(name, addr string) {
 	l := f.l()
 	l.trace("wake " + addr + " for " + name)
-	l.w.sendWake(l.in, addr, false, name)
+	if l.real == nil { // the real Locker's sender sends it (srcSend)
+		l.w.stage(item{in: l.in, src: srcSend, kind: itWake, s: addr, msg: wakePrefix + name})
+	}
 }
 
 // curLock returns the current call's lock, or nil (none, or a

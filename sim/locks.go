@@ -78,7 +78,8 @@ type lockClient struct {
 
 	eng   *engineHost
 	lkr   *engine.Locker
-	entry *engine.Entry // the current call; nil between calls
+	cfg   *election.Config // the Machines' configuration
+	entry *engine.Entry    // the current call; nil between calls
 
 	name   string
 	held   string    // the record held: the lock's, or the slot's
@@ -92,10 +93,21 @@ type lockClient struct {
 
 	jeop     driver.Jeopardy
 	jeopardy bool // the current hold was reported in jeopardy
+
+	// real: the real tier's program, which makes the calls through
+	// tenure.Locker and hears from its entries through the engine's tap;
+	// nil on the fast tier, where the client steps the entries itself.
+	real lockProgram
+}
+
+// lockProgram is the real tier's side of a lock client.
+type lockProgram interface {
+	over()        // the call is over (Retired): think, or end if stopped
+	gaveUp() bool // the call's context ended at its deadline
 }
 
 func newLockClient(in *instance) instRuntime {
-	l := &lockClient{in: in, w: in.w, rng: rand.New(rand.NewPCG(in.w.seed, 0x10c0+uint64(in.num)))}
+	l := &lockClient{in: in, w: in.w, rng: lockRand(in)}
 	l.eng = newEngineHost(in)
 	l.eng.answered = l.engineAnswered
 	in.ht = &l.eng.ht
@@ -104,8 +116,23 @@ func newLockClient(in *instance) instRuntime {
 		wake = in.ID // the instance's ID is its address
 	}
 	l.lkr = engine.NewLocker(l.eng.core, (*lockFx)(l), in.ID, wake)
+	// Every lock shares the Machines' configuration, its Rand with it, as
+	// tenure.Locker's do.
+	l.cfg = &election.Config{ID: in.ID, Timing: in.timing, Rand: in.w.machineRand(in), Wall: in.wallNow, StaleReads: in.w.plan.StaleReads}
 	return l
 }
+
+// lockRand seeds a lock client's program: distinct per instance, the same
+// in both tiers.
+func lockRand(in *instance) *rand.Rand {
+	return rand.New(rand.NewPCG(in.w.seed, 0x10c0+uint64(in.num)))
+}
+
+// client returns the lock client.
+func (l *lockClient) client() *lockClient { return l }
+
+// lockProc is a lock client's process, of either tier.
+type lockProc interface{ client() *lockClient }
 
 func (l *lockClient) now() time.Time { return l.in.local() }
 
@@ -124,35 +151,17 @@ func (l *lockClient) think() {
 
 // call makes the next call, a lock's or a semaphore's, with a deadline.
 func (l *lockClient) call() {
-	w, lp, in := l.w, l.w.plan.Locks, l.in
+	w, in := l.w, l.in
 	if w.ending {
 		return // the shutdown's stop comes
 	}
-	l.name = "lock/" + strconv.Itoa(l.rng.IntN(lp.Names))
-	l.reg = w.store.register(l.name)
-	l.try = lp.TryOneIn > 0 && l.rng.IntN(lp.TryOneIn) == 0
-	l.fair = lp.Fair && !l.try
-	wait := uniform(l.rng, lp.Wait[0], lp.Wait[1])
-	l.asked, l.bound, l.failed, l.ticket = w.now, l.now().Add(wait+in.timing.OpTimeout), false, 0
-	kind := "Lock"
-	if l.try {
-		kind = "TryLock"
-	} else if l.fair {
-		kind = "Lock(Fair)"
-	}
-	l.trace(kind + " " + l.name + " within " + wait.String())
-	n := lp.Slots
-	if alt := lp.SlotsAlt; n > 0 && alt > 0 && l.rng.IntN(2) == 0 {
-		n = alt
-	}
-	cfg := election.Config{ID: in.ID, Timing: in.timing, Rand: w.machineRand(in), Wall: in.wallNow, StaleReads: w.plan.StaleReads}
-	c := engine.Call{Name: l.name, Config: &cfg, Try: l.try, Fair: l.fair, Slots: n}
+	wait, n := l.draw()
+	c := engine.Call{Name: l.name, Config: l.cfg, Try: l.try, Fair: l.fair, Slots: n}
 	if w.opt.Strategy == Naive {
 		c.Machine = func(cfg *election.Config) lockcore.Machine { return newNaive(*cfg, in.wallNow) }
 	}
 	e := l.lkr.NewEntry(c, nil)
 	l.entry = e
-	l.w.chk.asked(l)
 	l.after(wait, func() { // the caller's context is done
 		if l.entry == e && e.Answer() {
 			l.answered("gave up")
@@ -162,6 +171,32 @@ func (l *lockClient) call() {
 	})
 	l.lkr.Add(e)
 	l.arm()
+}
+
+// draw draws the next call (its lock, its kind, how long it waits, how
+// many slots it asks for: 0 for a lock), traces it, and tells the
+// checker it waits.
+func (l *lockClient) draw() (wait time.Duration, slots int) {
+	w, lp, in := l.w, l.w.plan.Locks, l.in
+	l.name = "lock/" + strconv.Itoa(l.rng.IntN(lp.Names))
+	l.reg = w.store.register(l.name)
+	l.try = lp.TryOneIn > 0 && l.rng.IntN(lp.TryOneIn) == 0
+	l.fair = lp.Fair && !l.try
+	wait = uniform(l.rng, lp.Wait[0], lp.Wait[1])
+	l.asked, l.bound, l.failed, l.ticket = w.now, l.now().Add(wait+in.timing.OpTimeout), false, 0
+	kind := "Lock"
+	if l.try {
+		kind = "TryLock"
+	} else if l.fair {
+		kind = "Lock(Fair)"
+	}
+	l.trace(kind + " " + l.name + " within " + wait.String())
+	slots = lp.Slots
+	if alt := lp.SlotsAlt; slots > 0 && alt > 0 && l.rng.IntN(2) == 0 {
+		slots = alt
+	}
+	w.chk.asked(l)
+	return wait, slots
 }
 
 func (l *lockClient) trace(s string) { l.w.trace(l.in, line{what: mFault, text: s}) }

@@ -167,7 +167,7 @@ func cutFor(w *world, in *instance, d time.Duration) {
 func (w *world) pick(holder bool) *instance {
 	var c []*instance
 	for _, in := range w.liveInstances() {
-		l := in.rt.(*lockClient)
+		l := in.rt.(lockProc).client()
 		t := w.chk.open[in]
 		if !in.paused && !in.node.cut && l.entry != nil && (t != nil && w.chk.believes(t)) == holder {
 			c = append(c, in)

@@ -226,17 +226,23 @@ func forgeNotices(p *plan, r *rand.Rand) {
 					w.chk.stats.NoticesForged++
 					rt.noticed()
 				}
-			case hearer:
-				w.trace(in, line{what: mFault, text: "forged renewal notices"})
-				for range wf.ForgeBurst {
-					w.chk.stats.NoticesForged++
-					rt.hear(noticePrefix + leaseName)
-				}
 			case *lockClient: // no notices: forged wake-ups for its lock
 				w.trace(in, line{what: mFault, text: "forged wake-ups"})
 				for range wf.ForgeBurst {
 					w.chk.stats.NoticesForged++
 					rt.woken(rt.name)
+				}
+			case lockProc: // the same on the real tier
+				w.trace(in, line{what: mFault, text: "forged wake-ups"})
+				for range wf.ForgeBurst {
+					w.chk.stats.NoticesForged++
+					rt.(hearer).hear(wakePrefix + rt.client().name)
+				}
+			case hearer:
+				w.trace(in, line{what: mFault, text: "forged renewal notices"})
+				for range wf.ForgeBurst {
+					w.chk.stats.NoticesForged++
+					rt.hear(noticePrefix + leaseName)
 				}
 			}
 		})
