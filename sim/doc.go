@@ -14,19 +14,22 @@
 // and with models of the Candidate's callback dispatcher and notifier
 // running the sim's callbacks. It simulates hours per second of wall time.
 //
-// The real tier (RunReal, from a test) runs tenure.Candidate itself, its
-// goroutines and callbacks, inside a testing/synctest bubble, with a clock
-// and a store supplied by the simulator, and an observer (internal/seam)
-// that reports the instants its loop begins and ends terms. After each event the
-// scheduler calls synctest.Wait, which returns once every goroutine is
-// blocked on something only the scheduler can provide, then fires the next
-// event. It fires one event at a time in (true time, sequence) order: the
-// Candidates' timers are the simulator's, so the runtime's order for timers
-// at equal instants never decides anything.
+// The real tier (RunReal, from a test) runs tenure.Candidate, tenure.Locker
+// and tenure.Group themselves, their goroutines and callbacks, inside a
+// testing/synctest bubble, with a clock and a store supplied by the
+// simulator, and typed hooks (internal/seam, the engine's tap) that report
+// what their loops do as they do it. After each event the scheduler calls
+// synctest.Wait, which returns once every goroutine is blocked on
+// something only the scheduler can provide, then fires the next event. It
+// fires one event at a time in (true time, sequence) order: the processes'
+// timers are the simulator's, so the runtime's order for timers at equal
+// instants never decides anything.
 //
 // Both tiers leave the same trace for the same seed, line for line: the
-// fast tier is a faithful model of the Candidate (TestRealTier checks it
-// for every scenario), so its millions of events speak for the real code.
+// fast tier runs the production entries and host core below the API, the
+// real tier the API's goroutines and channels around them too (TestRealTier
+// checks every scenario), so the fast tier's millions of events speak for
+// the real code.
 //
 // # Determinism
 //

@@ -13,15 +13,13 @@ func realSeeds() uint64 {
 	return 3
 }
 
-// TestRealTier runs the real tenure.Candidate through every scenario. Every
-// promised invariant must hold, I6 included, and the trace must equal the
-// fast tier's: the fast tier is then a faithful model of the Candidate, and
-// its millions of events speak for the real code.
+// TestRealTier runs the real tenure.Candidate, tenure.Locker and
+// tenure.Group through every scenario. Every promised invariant must hold,
+// I6 included, and the trace must equal the fast tier's: the fast tier is
+// then a faithful model of their goroutines, and its millions of events
+// speak for the real code.
 func TestRealTier(t *testing.T) {
 	for _, sc := range Scenarios() {
-		if sc.FastOnly() {
-			continue // the fast tier runs the lock and group entries itself
-		}
 		t.Run(sc.Name, func(t *testing.T) {
 			for seed := uint64(1); seed <= realSeeds(); seed++ {
 				real := RunReal(t, sc, seed, Options{})
@@ -40,7 +38,7 @@ func TestRealTier(t *testing.T) {
 
 // TestRealTierDeterministic: the real tier replays too, goroutines and all.
 func TestRealTierDeterministic(t *testing.T) {
-	for _, name := range []string{"swarm", "slow-callbacks", "stop-during-renewal"} {
+	for _, name := range []string{"swarm", "slow-callbacks", "stop-during-renewal", "lock-sem-resize", "group-faults"} {
 		a := RunReal(t, Lookup(name), 2, Options{})
 		b := RunReal(t, Lookup(name), 2, Options{})
 		if a.Hash != b.Hash || a.Lines != b.Lines {

@@ -36,7 +36,7 @@ func RunReal(t *testing.T, sc *Scenario, seed uint64, opt Options) *Result {
 	start := time.Now()
 	var r *Result
 	synctest.Test(t, func(t *testing.T) {
-		w := newWorld(sc, seed, opt, newRealRun)
+		w := newWorld(sc, seed, opt, newRealProcess)
 		w.shared = true
 		w.settle = w.settleReal
 		before := bubble()
@@ -67,9 +67,65 @@ func (w *world) settleReal(in *instance) {
 	}
 }
 
+// newRealProcess makes what runs an instance on the real tier: a
+// tenure.Candidate, or in a lock scenario a lock client on tenure.Locker,
+// or in a group scenario a tenure.Group.
+func newRealProcess(in *instance) instRuntime {
+	p := realProc{in: in, gone: make(chan struct{})}
+	switch {
+	case in.w.plan.Locks != nil:
+		return newRealLocker(p)
+	case in.w.plan.Group != nil:
+		return newRealMember(p)
+	}
+	return &realRun{realProc: p}
+}
+
+// realProc is what every process of the real tier has.
+type realProc struct {
+	in   *instance
+	conn *simConn // its wake-up listener (guarded by world.mu); nil: none
+	// gone is closed when the process crashes: a call of a goroutine that
+	// does not end with its context (a leader's wake-up of its standby, a
+	// lock's release) returns, cut off from the world.
+	gone chan struct{}
+}
+
+func (p *realProc) proc() *realProc { return p }
+
+// realProcess is a process of the real tier.
+type realProcess interface{ proc() *realProc }
+
+func (p *realProc) fire(tm *timer) {
+	select {
+	case tm.ch <- p.in.local():
+	default:
+	}
+}
+
+func (p *realProc) deliver(req *request) {
+	select {
+	case req.ch <- req.res:
+	default:
+	}
+}
+
+// hear takes a message of the wake-up network.
+func (p *realProc) hear(msg string) {
+	w := p.in.w
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if c := p.conn; c != nil && !c.closed {
+		select {
+		case c.ch <- msg:
+		default: // the socket's buffer is full
+		}
+	}
+}
+
 // realRun is an instance of the real tier: a tenure.Candidate.
 type realRun struct {
-	in     *instance
+	realProc
 	c      *tenure.Candidate
 	cancel context.CancelFunc
 	inCb   atomic.Int32 // callbacks running: more than one breaks I4
@@ -78,15 +134,8 @@ type realRun struct {
 	ctx    context.Context
 	ctxTok uint64
 
-	conn *simConn // its wake-up listener (guarded by world.mu); nil: none
-	// gone is closed when the process crashes: a call of a goroutine that
-	// does not end with Run's context (a leader's wake-up of its standby)
-	// returns, cut off from the world.
-	gone     chan struct{}
 	priority int // Config.Priority
 }
-
-func newRealRun(in *instance) instRuntime { return &realRun{in: in, gone: make(chan struct{})} }
 
 func (r *realRun) start() {
 	in := r.in
@@ -132,37 +181,10 @@ func (r *realRun) hotStandby() bool {
 
 func (r *realRun) prio() int { return r.priority }
 
-// hear takes a message of the wake-up network.
-func (r *realRun) hear(msg string) {
-	w := r.in.w
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if c := r.conn; c != nil && !c.closed {
-		select {
-		case c.ch <- msg:
-		default: // the socket's buffer is full
-		}
-	}
-}
-
 func (r *realRun) stop() { r.cancel() }
 func (r *realRun) crash() { // its goroutines wind down cut off from the world
 	close(r.gone)
 	r.cancel()
-}
-
-func (r *realRun) fire(tm *timer) {
-	select {
-	case tm.ch <- r.in.local():
-	default:
-	}
-}
-
-func (r *realRun) deliver(req *request) {
-	select {
-	case req.ch <- req.res:
-	default:
-	}
 }
 
 func (r *realRun) observed() election.Leader {
@@ -337,8 +359,10 @@ func (s realStore) callStale(ctx context.Context, name string, kind election.OpK
 	// every call it starts.
 	w := s.in.w
 	req := &request{in: s.in, kind: kind, rec: rec.Clone(), expect: expect, stale: stale, ch: make(chan reply, 1)}
-	if name == leaseName+election.StandbySuffix {
-		req.reg = w.store.sb // a leader's reads of the standby record
+	if name != leaseName { // the standby's record, a lock's
+		w.mu.Lock()
+		req.reg = w.store.register(name)
+		w.mu.Unlock()
 	}
 	it := item{in: s.in, src: srcOf(req.reg, w.store), kind: itRequest, req: req}
 	switch n, ok := seam.CallOrderOf(ctx); {
@@ -355,13 +379,13 @@ func (s realStore) callStale(ctx context.Context, name string, kind election.OpK
 	select {
 	case rep := <-req.ch:
 		return rep
-	case <-s.in.rt.(*realRun).gone:
+	case <-s.in.rt.(realProcess).proc().gone:
 		return reply{err: fmt.Errorf("%v lease %q: the process is gone", kind, name)}
 	case <-ctx.Done():
 		w.mu.Lock()
 		req.abandoned = true
 		w.mu.Unlock()
-		return reply{err: fmt.Errorf("%v lease %q: %w", kind, leaseName, ctx.Err())}
+		return reply{err: fmt.Errorf("%v %q: %w", kind, name, ctx.Err())}
 	}
 }
 
@@ -377,19 +401,32 @@ func (s realStore) WakeNet() seam.WakeNet { return simNet(s) }
 // whose ID it is sent to.
 type simNet struct{ in *instance }
 
-// Listen publishes the instance's ID, as the fast tier does.
+// Listen publishes the instance's ID, as the fast tier does, or advertise
+// where it is set.
 func (n simNet) Listen(addr, advertise string) (seam.WakeConn, string, error) {
 	c := &simConn{in: n.in, ch: make(chan string, 64)}
 	w := n.in.w
 	w.mu.Lock()
-	n.in.rt.(*realRun).conn = c
+	n.in.rt.(realProcess).proc().conn = c
 	w.mu.Unlock()
+	if advertise != "" {
+		return c, advertise, nil
+	}
 	return c, n.in.ID, nil
+}
+
+// hostOf is the ID of the instance addr names: its host, where it has a
+// port.
+func hostOf(addr string) string {
+	if host, _, err := net.SplitHostPort(addr); err == nil {
+		return host
+	}
+	return addr
 }
 
 // Send: the leader's wake-up of its standby, on a goroutine of its own.
 func (n simNet) Send(addr string, msg []byte) error {
-	n.in.w.stage(item{in: n.in, src: srcWake, kind: itWake, s: addr, msg: string(msg)})
+	n.in.w.stage(item{in: n.in, src: srcWake, kind: itWake, s: hostOf(addr), msg: string(msg)})
 	return nil
 }
 
@@ -411,7 +448,7 @@ func (c *simConn) Recv(buf []byte) (int, error) {
 
 // Send: the listener's sender goroutine.
 func (c *simConn) Send(addr string, msg []byte) error {
-	c.in.w.stage(item{in: c.in, src: srcSend, kind: itWake, s: addr, msg: string(msg)})
+	c.in.w.stage(item{in: c.in, src: srcSend, kind: itWake, s: hostOf(addr), msg: string(msg)})
 	return nil
 }
 

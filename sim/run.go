@@ -106,8 +106,9 @@ func (r *Result) String() string {
 	return b.String()
 }
 
-// Run runs scenario sc with seed on the fast tier: election.Machine (or the
-// naive strategy) driven single-threaded by a model of the Candidate's loop.
+// Run runs scenario sc with seed on the fast tier: the production entries
+// (internal/engine) on the production host.Core, stepped on one goroutine,
+// with election.Machine or the naive strategy.
 func Run(sc *Scenario, seed uint64, opt Options) *Result {
 	start := time.Now()
 	w := newWorld(sc, seed, opt, newProcess)

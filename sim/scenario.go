@@ -19,12 +19,6 @@ type Scenario struct {
 	build   func(p *plan, r *rand.Rand)
 }
 
-// FastOnly reports whether only the fast tier runs the scenario: lock and
-// group scenarios, whose real tier (tenure.Locker and tenure.Group under
-// synctest) is not built yet. Standby scenarios run in both: the real
-// Candidate's wake-ups travel on the simulated network (seam.WakeNet).
-func (s *Scenario) FastOnly() bool { return s.locks || s.group }
-
 // plan is what a Scenario draws for one seed: the nodes, the store, the
 // actions over time, and the invariants the run must keep.
 type plan struct {

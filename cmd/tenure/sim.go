@@ -22,11 +22,11 @@ import (
 
 const simUsage = `usage: tenure sim [flags]
 
-Runs the fast tier of the deterministic simulator (election.Machine driven
-by a model of the Candidate's loop) over named fault scenarios and checks
-invariants I1 to I8 at every event. The same seed always replays the same
-run. The real tier (tenure.Candidate under testing/synctest) runs under
-go test ./sim.
+Runs the fast tier of the deterministic simulator (tenure's production
+entries and host core, stepped by the simulator on one goroutine) over
+named fault scenarios and checks invariants I1 to I8 at every event. The
+same seed always replays the same run. The real tier (tenure.Candidate,
+Locker and Group under testing/synctest) runs under go test ./sim.
 
 exit status: 0 when every run kept the invariants its scenario promises; 1
 when one did not (each such seed is printed with the command that replays
