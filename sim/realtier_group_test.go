@@ -18,8 +18,7 @@ import (
 // engine's tap, on the Group's loop.
 type realMember struct {
 	realProc
-	g      *groupMember
-	cancel context.CancelFunc
+	g *groupMember
 	// The shards revoked whose callbacks have not yet returned, in the
 	// order revoked, and for each a channel closed when its turn to return
 	// comes: the callbacks hand the shards back one at a time, in that
@@ -82,17 +81,6 @@ func (r *realMember) stop() {
 	r.cancel()
 }
 
-func (r *realMember) crash() { // its goroutines wind down cut off from the world
-	r.in.w.mu.Lock()
-	r.g.dead = true
-	r.in.w.mu.Unlock()
-	close(r.gone)
-	r.cancel()
-}
-
-func (r *realMember) observed() election.Leader { return election.Leader{} }
-func (r *realMember) poll()                     {}
-
 // memberTap is the engine's tap on a real Group: what its member does,
 // told to the group member under the world's lock, as the fast tier tells
 // it what the member it steps does (memberFx). A dead process's goroutines
@@ -104,7 +92,7 @@ func (t memberTap) fx() *memberFx { return (*memberFx)(t.r.g) }
 // hold takes the world's lock and reports whether the process is alive.
 func (t memberTap) hold() bool {
 	t.r.in.w.mu.Lock()
-	return !t.r.g.dead
+	return !t.r.dead
 }
 
 func (t memberTap) release() { t.r.in.w.mu.Unlock() }

@@ -20,11 +20,10 @@ import (
 // same checks.
 type realLocker struct {
 	realProc
-	l      *lockClient
-	lkr    *tenure.Locker
-	cancel context.CancelFunc
-	done   chan struct{} // the current call retired (size 1)
-	gave   bool          // the current call's context ended at its deadline (guarded by world.mu)
+	l    *lockClient
+	lkr  *tenure.Locker
+	done chan struct{} // the current call retired (size 1)
+	gave bool          // the current call's context ended at its deadline (guarded by world.mu)
 }
 
 func newRealLocker(p realProc) *realLocker {
@@ -46,7 +45,7 @@ func (r *realLocker) gaveUp() bool { return r.gave }
 
 // TapLocker: the store hands the Locker the lock client's tap.
 func (s realStore) TapLocker() engine.LockerTap {
-	return lockTap{s.in.rt.(*realLocker).l}
+	return lockTap{s.in.rt.(*realLocker)}
 }
 
 func (r *realLocker) start() {
@@ -168,39 +167,34 @@ func (r *realLocker) crashed() bool {
 	}
 }
 
-func (r *realLocker) stop() { r.cancel() }
-
-func (r *realLocker) crash() { // its goroutines wind down cut off from the world
+// crash: the checker sees the lock client dead, as on the fast tier.
+func (r *realLocker) crash() {
 	r.in.w.mu.Lock()
 	r.l.dead = true
 	r.in.w.mu.Unlock()
-	close(r.gone)
-	r.cancel()
+	r.realProc.crash()
 }
-
-func (r *realLocker) observed() election.Leader { return election.Leader{} }
-func (r *realLocker) poll()                     {}
 
 // lockTap is the engine's tap on a real Locker: what the Locker's entries
 // do, told to the lock client under the world's lock, as the fast tier
 // tells it what the entries it steps do (lockFx). A dead process's
 // goroutines wind down unseen.
-type lockTap struct{ l *lockClient }
+type lockTap struct{ r *realLocker }
 
-func (t lockTap) fx() *lockFx { return (*lockFx)(t.l) }
+func (t lockTap) fx() *lockFx { return (*lockFx)(t.r.l) }
 
 // hold takes the world's lock and reports whether the process is alive.
 func (t lockTap) hold() bool {
-	t.l.w.mu.Lock()
-	return !t.l.dead
+	t.r.in.w.mu.Lock()
+	return !t.r.dead
 }
 
-func (t lockTap) release() { t.l.w.mu.Unlock() }
+func (t lockTap) release() { t.r.in.w.mu.Unlock() }
 
 func (t lockTap) Added(e *engine.Entry) {
 	defer t.release()
 	if t.hold() {
-		t.l.entry = e
+		t.r.l.entry = e
 	}
 }
 
@@ -244,7 +238,7 @@ func (t lockTap) Retired(e *engine.Entry) {
 	if t.hold() {
 		t.fx().Retired(e)
 	} else {
-		t.l.real.over()
+		t.r.over()
 	}
 }
 
@@ -258,13 +252,13 @@ func (t lockTap) WakeNext(name, addr string) {
 func (t lockTap) Answered(f *host.Flight, res election.Result) {
 	defer t.release()
 	if t.hold() {
-		t.l.engineAnswered(f, res, f.TimedOut())
+		t.r.l.engineAnswered(f, res, f.TimedOut())
 	}
 }
 
 func (t lockTap) Woken(e *engine.Entry, turn bool) {
 	defer t.release()
 	if t.hold() {
-		t.l.tookWake(e, turn)
+		t.r.l.tookWake(e, turn)
 	}
 }

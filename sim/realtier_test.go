@@ -88,10 +88,26 @@ type realProc struct {
 	// gone is closed when the process crashes: a call of a goroutine that
 	// does not end with its context (a leader's wake-up of its standby, a
 	// lock's release) returns, cut off from the world.
-	gone chan struct{}
+	gone   chan struct{}
+	dead   bool               // crashed (guarded by world.mu)
+	cancel context.CancelFunc // ends the process's context: Run's, or its program's
 }
 
 func (p *realProc) proc() *realProc { return p }
+
+func (p *realProc) stop() { p.cancel() }
+
+// crash: the process's goroutines wind down cut off from the world.
+func (p *realProc) crash() {
+	p.in.w.mu.Lock()
+	p.dead = true
+	p.in.w.mu.Unlock()
+	close(p.gone)
+	p.cancel()
+}
+
+func (p *realProc) observed() election.Leader { return election.Leader{} }
+func (p *realProc) poll()                     {}
 
 // realProcess is a process of the real tier.
 type realProcess interface{ proc() *realProc }
@@ -126,9 +142,8 @@ func (p *realProc) hear(msg string) {
 // realRun is an instance of the real tier: a tenure.Candidate.
 type realRun struct {
 	realProc
-	c      *tenure.Candidate
-	cancel context.CancelFunc
-	inCb   atomic.Int32 // callbacks running: more than one breaks I4
+	c    *tenure.Candidate
+	inCb atomic.Int32 // callbacks running: more than one breaks I4
 
 	// The context of the latest OnElected (guarded by world.mu).
 	ctx    context.Context
@@ -180,12 +195,6 @@ func (r *realRun) hotStandby() bool {
 }
 
 func (r *realRun) prio() int { return r.priority }
-
-func (r *realRun) stop() { r.cancel() }
-func (r *realRun) crash() { // its goroutines wind down cut off from the world
-	close(r.gone)
-	r.cancel()
-}
 
 func (r *realRun) observed() election.Leader {
 	st := r.c.Status()

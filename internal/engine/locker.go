@@ -38,6 +38,11 @@ type Locker struct {
 type LockerEffects interface {
 	Now() time.Time
 	Log(level slog.Level, msg string, args ...any)
+	LockerEvents
+}
+
+// LockerEvents are the events of a Locker's entries.
+type LockerEvents interface {
 	// Granted answers e's caller: it holds the record name (the lock's,
 	// or a semaphore's slot's) for term t.
 	Granted(e *Entry, name string, t election.Term)

@@ -32,6 +32,11 @@ type Member struct {
 type MemberEffects interface {
 	Now() time.Time
 	Log(level slog.Level, msg string, args ...any)
+	MemberEvents
+}
+
+// MemberEvents are the events of a group member's campaign.
+type MemberEvents interface {
 	Assigned(shard int, t election.Term)
 	Publish(shard int, s driver.Snapshot)
 	Revoked(shard int, t election.Term, r election.Reason)

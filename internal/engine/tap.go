@@ -21,14 +21,8 @@ type Tapped interface {
 // process has it; each answer of their calls, before the entry has it; and
 // each wake-up taken, with whether the lock was its waiter's turn before.
 type LockerTap interface {
+	LockerEvents
 	Added(e *Entry)
-	Granted(e *Entry, name string, t election.Term)
-	Busy(e *Entry, ld election.Leader, slots []election.Leader)
-	Refused(e *Entry, err error)
-	Published(e *Entry, s driver.Snapshot)
-	Ended(e *Entry, t election.Term, r election.Reason)
-	Retired(e *Entry)
-	WakeNext(name, addr string)
 	Answered(f *host.Flight, res election.Result)
 	Woken(e *Entry, turn bool)
 }
@@ -85,12 +79,7 @@ func (x tee) WakeNext(name, addr string) {
 // has them, and each wake-up and each shard's callbacks' return as the
 // member takes them.
 type MemberTap interface {
-	Assigned(shard int, t election.Term)
-	Publish(shard int, s driver.Snapshot)
-	Revoked(shard int, t election.Term, r election.Reason)
-	Wake(addr string, shard int)
-	Changed(live []groupcore.Member)
-	Done()
+	MemberEvents
 	Woken(shard int)
 	Returned(shard int)
 }
