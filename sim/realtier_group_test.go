@@ -89,31 +89,23 @@ type memberTap struct{ r *realMember }
 
 func (t memberTap) fx() *memberFx { return (*memberFx)(t.r.g) }
 
-// hold takes the world's lock and reports whether the process is alive.
-func (t memberTap) hold() bool {
-	t.r.in.w.mu.Lock()
-	return !t.r.dead
-}
-
-func (t memberTap) release() { t.r.in.w.mu.Unlock() }
-
 func (t memberTap) Assigned(shard int, tm election.Term) {
-	defer t.release()
-	if t.hold() {
+	defer t.r.release()
+	if t.r.hold() {
 		t.fx().Assigned(shard, tm)
 	}
 }
 
 func (t memberTap) Publish(shard int, s driver.Snapshot) {
-	defer t.release()
-	if t.hold() {
+	defer t.r.release()
+	if t.r.hold() {
 		t.fx().Publish(shard, s)
 	}
 }
 
 func (t memberTap) Revoked(shard int, tm election.Term, reason election.Reason) {
-	defer t.release()
-	if t.hold() {
+	defer t.r.release()
+	if t.r.hold() {
 		t.fx().Revoked(shard, tm, reason)
 	}
 	r := t.r
@@ -126,8 +118,8 @@ func (t memberTap) Revoked(shard int, tm election.Term, reason election.Reason) 
 }
 
 func (t memberTap) Returned(shard int) {
-	defer t.release()
-	t.hold()
+	defer t.r.release()
+	t.r.hold()
 	r := t.r
 	if len(r.queue) == 0 || r.queue[0] != shard {
 		panic(fmt.Sprintf("sim: %s: shard %d returned out of turn (%v)", r.in.label, shard, r.queue))
@@ -140,15 +132,15 @@ func (t memberTap) Returned(shard int) {
 }
 
 func (t memberTap) Wake(addr string, shard int) {
-	defer t.release()
-	if t.hold() {
+	defer t.r.release()
+	if t.r.hold() {
 		t.fx().Wake(addr, shard)
 	}
 }
 
 func (t memberTap) Changed(live []groupcore.Member) {
-	defer t.release()
-	if t.hold() {
+	defer t.r.release()
+	if t.r.hold() {
 		t.fx().Changed(live)
 	}
 }
@@ -156,8 +148,8 @@ func (t memberTap) Changed(live []groupcore.Member) {
 func (t memberTap) Done() {}
 
 func (t memberTap) Woken(shard int) {
-	defer t.release()
-	if t.hold() {
+	defer t.r.release()
+	if t.r.hold() {
 		t.r.g.tookWake(shard)
 	}
 }

@@ -183,59 +183,51 @@ type lockTap struct{ r *realLocker }
 
 func (t lockTap) fx() *lockFx { return (*lockFx)(t.r.l) }
 
-// hold takes the world's lock and reports whether the process is alive.
-func (t lockTap) hold() bool {
-	t.r.in.w.mu.Lock()
-	return !t.r.dead
-}
-
-func (t lockTap) release() { t.r.in.w.mu.Unlock() }
-
 func (t lockTap) Added(e *engine.Entry) {
-	defer t.release()
-	if t.hold() {
+	defer t.r.release()
+	if t.r.hold() {
 		t.r.l.entry = e
 	}
 }
 
 func (t lockTap) Granted(e *engine.Entry, name string, tm election.Term) {
-	defer t.release()
-	if t.hold() {
+	defer t.r.release()
+	if t.r.hold() {
 		t.fx().Granted(e, name, tm)
 	}
 }
 
 func (t lockTap) Busy(e *engine.Entry, ld election.Leader, slots []election.Leader) {
-	defer t.release()
-	if t.hold() {
+	defer t.r.release()
+	if t.r.hold() {
 		t.fx().Busy(e, ld, slots)
 	}
 }
 
 func (t lockTap) Refused(e *engine.Entry, err error) {
-	defer t.release()
-	if t.hold() {
+	defer t.r.release()
+	if t.r.hold() {
 		t.fx().Refused(e, err)
 	}
 }
 
 func (t lockTap) Published(e *engine.Entry, s driver.Snapshot) {
-	defer t.release()
-	if t.hold() {
+	defer t.r.release()
+	if t.r.hold() {
 		t.fx().Published(e, s)
 	}
 }
 
 func (t lockTap) Ended(e *engine.Entry, tm election.Term, r election.Reason) {
-	defer t.release()
-	if t.hold() {
+	defer t.r.release()
+	if t.r.hold() {
 		t.fx().Ended(e, tm, r)
 	}
 }
 
 func (t lockTap) Retired(e *engine.Entry) {
-	defer t.release()
-	if t.hold() {
+	defer t.r.release()
+	if t.r.hold() {
 		t.fx().Retired(e)
 	} else {
 		t.r.over()
@@ -243,22 +235,22 @@ func (t lockTap) Retired(e *engine.Entry) {
 }
 
 func (t lockTap) WakeNext(name, addr string) {
-	defer t.release()
-	if t.hold() {
+	defer t.r.release()
+	if t.r.hold() {
 		t.fx().WakeNext(name, addr)
 	}
 }
 
 func (t lockTap) Answered(f *host.Flight, res election.Result) {
-	defer t.release()
-	if t.hold() {
+	defer t.r.release()
+	if t.r.hold() {
 		t.r.l.engineAnswered(f, res, f.TimedOut())
 	}
 }
 
 func (t lockTap) Woken(e *engine.Entry, turn bool) {
-	defer t.release()
-	if t.hold() {
+	defer t.r.release()
+	if t.r.hold() {
 		t.r.l.tookWake(e, turn)
 	}
 }

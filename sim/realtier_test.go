@@ -106,6 +106,15 @@ func (p *realProc) crash() {
 	p.cancel()
 }
 
+// hold takes the world's lock, for a tap, and reports whether the process
+// is alive: a dead one's goroutines wind down unseen. release lets go.
+func (p *realProc) hold() bool {
+	p.in.w.mu.Lock()
+	return !p.dead
+}
+
+func (p *realProc) release() { p.in.w.mu.Unlock() }
+
 func (p *realProc) observed() election.Leader { return election.Leader{} }
 func (p *realProc) poll()                     {}
 
