@@ -166,13 +166,6 @@ func (w *world) hook(on hook, in *instance) {
 	}
 }
 
-// sendWake sends a wake-up, or a renewal notice, from in to the instance
-// with ID to, over the network of Plan.Wake; a lock client's wake-up names
-// its lock.
-func (w *world) sendWake(from *instance, to string, notice bool, lock string) {
-	w.send(from, to, notice, lock, "")
-}
-
 // A real-tier process hears the messages of the wake-up network as they
 // are sent: tenure's own.
 type hearer interface{ hear(msg string) }
@@ -184,7 +177,8 @@ const (
 )
 
 // sendMsg sends msg, a message of tenure's, from in to the instance with
-// ID to, as sendWake does: a real-tier process's.
+// ID to, over the network of Plan.Wake: a wake-up (which names its lock,
+// or the lease) or a renewal notice, staged by the process that sends it.
 func (w *world) sendMsg(from *instance, to, msg string) {
 	lock, _ := strings.CutPrefix(msg, wakePrefix)
 	w.send(from, to, strings.HasPrefix(msg, noticePrefix), lock, msg)
