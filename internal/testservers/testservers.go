@@ -1,12 +1,13 @@
 // Package testservers hands tests SDK clients configured for the real servers that
 // scripts/testservers.sh starts: DynamoDB Local, versitygw and MinIO; and the
-// addresses of the others it starts: PostgreSQL, etcd, fake-gcs-server and Azurite.
+// addresses of the others it starts: PostgreSQL, etcd, fake-gcs-server, Azurite and
+// kube-apiserver.
 //
 // The script exports the servers' addresses and keys in environment variables
 // (TENURE_DYNAMODB_ENDPOINT, TENURE_VERSITYGW_ENDPOINT, TENURE_VERSITYGW_ACCESS_KEY,
 // TENURE_VERSITYGW_SECRET_KEY, TENURE_MINIO_ENDPOINT, TENURE_MINIO_ACCESS_KEY,
 // TENURE_MINIO_SECRET_KEY, TENURE_POSTGRES_URL, TENURE_ETCD_ENDPOINT, TENURE_ETCD_AUTH_ENDPOINT, TENURE_GCS_ENDPOINT,
-// TENURE_AZURITE_ENDPOINT, TENURE_AZURITE_ACCOUNT, TENURE_AZURITE_KEY). A test that needs a server the environment does not
+// TENURE_AZURITE_ENDPOINT, TENURE_AZURITE_ACCOUNT, TENURE_AZURITE_KEY, TENURE_KUBE_URL). A test that needs a server the environment does not
 // name is skipped, or failed when Required reports true (in CI), so that a missing
 // server can never pass silently there.
 //
@@ -31,6 +32,9 @@ import (
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"k8s.io/client-go/rest"
+
+	"github.com/tenure-go/tenure/internal/testservers/servers"
 )
 
 // Environment variables read by this package.
@@ -49,6 +53,7 @@ const (
 	EnvAzuriteEndpoint    = "TENURE_AZURITE_ENDPOINT"
 	EnvAzuriteAccount     = "TENURE_AZURITE_ACCOUNT"
 	EnvAzuriteKey         = "TENURE_AZURITE_KEY"
+	EnvKubeURL            = "TENURE_KUBE_URL"
 	EnvRequireServers     = "TENURE_REQUIRE_SERVERS"
 )
 
@@ -127,6 +132,21 @@ func Etcd(t testing.TB) string {
 func EtcdAuth(t testing.TB) string {
 	t.Helper()
 	return need(t, EnvEtcdAuthEndpoint, "etcd with authentication")
+}
+
+// Kube returns the configuration of a client of the kube-apiserver at
+// $TENURE_KUBE_URL, as user: "admin" (in system:masters), or one of
+// "alice", "bob" and "carol", who may do nothing until a test binds them a
+// Role. Without it, it skips the test, or fails it when Required.
+func Kube(t testing.TB, user string) *rest.Config {
+	t.Helper()
+	url := need(t, EnvKubeURL, "kube-apiserver")
+	token := servers.KubeToken(user)
+	if user == "admin" {
+		token = servers.KubeAdminToken
+	}
+	// The API server's certificate is its own, self-signed, on loopback.
+	return &rest.Config{Host: url, BearerToken: token, TLSClientConfig: rest.TLSClientConfig{Insecure: true}, QPS: -1}
 }
 
 // GCS returns the base URL (http://HOST:PORT) of the fake-gcs-server at

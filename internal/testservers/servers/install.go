@@ -1,6 +1,6 @@
 // Package servers installs, starts and stops the real servers the backend
 // tests run against: DynamoDB Local, versitygw, MinIO, PostgreSQL, etcd,
-// fake-gcs-server and Azurite. The
+// fake-gcs-server, Azurite and kube-apiserver. The
 // command internal/testservers/cmd/testservers (behind
 // scripts/testservers.sh) is its user interface; package testservers hands
 // tests clients for what it started.
@@ -83,12 +83,12 @@ var (
 var launcherSource []byte
 
 // All names every server, in the order they start.
-var All = []string{"dynamodb", "versitygw", "minio", "postgres", "etcd", "gcs", "azurite"}
+var All = []string{"dynamodb", "versitygw", "minio", "postgres", "etcd", "gcs", "azurite", "kube"}
 
 // fromSystem are the servers installed from the system's packages, as
 // root: without them (not root, not Debian) their tests skip, unless
 // CI=true or they are asked for by name.
-var fromSystem = map[string]func() error{"postgres": needPostgres, "etcd": needEtcd}
+var fromSystem = map[string]func() error{"postgres": needPostgres, "etcd": needEtcd, "kube": needEtcd}
 
 // Config is read from the environment by FromEnv.
 type Config struct {
@@ -188,6 +188,13 @@ func (c Config) Check(servers []string) error {
 			if _, err := exec.LookPath("go"); err != nil {
 				return errors.New("versitygw, MinIO and fake-gcs-server are built with Go (1.26, the version in go.mod)")
 			}
+		case "kube":
+			if _, err := exec.LookPath("go"); err != nil {
+				return errors.New("kube-apiserver is built with Go (1.26, the version in go.mod)")
+			}
+			if err := needEtcd(); err != nil {
+				return fmt.Errorf("kube-apiserver keeps its objects in etcd: %w", err)
+			}
 		case "postgres":
 			if err := needPostgres(); err != nil {
 				return err
@@ -249,6 +256,8 @@ func (c Config) Install(servers []string) error {
 				return c.installGoTool(fakeGCS)
 			case "azurite":
 				return c.installAzurite()
+			case "kube":
+				return c.installKube()
 			}
 			apt.Lock()
 			defer apt.Unlock()

@@ -39,6 +39,7 @@ var EnvNames = []string{
 	"TENURE_VERSITYGW_ENDPOINT", "TENURE_VERSITYGW_ACCESS_KEY", "TENURE_VERSITYGW_SECRET_KEY",
 	"TENURE_MINIO_ENDPOINT", "TENURE_MINIO_ACCESS_KEY", "TENURE_MINIO_SECRET_KEY", "TENURE_POSTGRES_URL",
 	"TENURE_ETCD_ENDPOINT", "TENURE_ETCD_AUTH_ENDPOINT", "TENURE_GCS_ENDPOINT", "TENURE_AZURITE_ENDPOINT", "TENURE_AZURITE_ACCOUNT", "TENURE_AZURITE_KEY",
+	"TENURE_KUBE_URL",
 }
 
 // Set is a set of running servers.
@@ -95,7 +96,7 @@ func (c Config) Start(servers []string, detach bool) (*Set, error) {
 }
 
 func (s *Set) start(servers []string) error {
-	ports, err := freePorts(len(All) + 4) // one each, MinIO's console, etcd's peer port, a second etcd's
+	ports, err := freePorts(len(All) + 7) // one each, MinIO's console, etcd's peer port, a second etcd's, kube-apiserver's etcd's two
 	if err != nil {
 		return fmt.Errorf("pick free ports: %w", err)
 	}
@@ -134,6 +135,9 @@ func (s *Set) start(servers []string) error {
 		case "gcs":
 			err = s.startFakeGCS(port)
 			s.setenv("TENURE_GCS_ENDPOINT", "http://"+addr)
+		case "kube":
+			err = s.startKube(port, strconv.Itoa(ports[len(All)+4]), strconv.Itoa(ports[len(All)+5]))
+			s.setenv("TENURE_KUBE_URL", "https://"+addr)
 		case "azurite":
 			err = s.startAzurite(port)
 			s.setenv("TENURE_AZURITE_ENDPOINT", "http://"+addr+"/"+azuriteAccount)
