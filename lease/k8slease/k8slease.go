@@ -49,9 +49,15 @@
 //
 // A candidate's ServiceAccount needs a Role with get, create and update on
 // leases in the namespace (list for tenure list and gc, delete for tenure gc
-// and release --force): see deploy/kubernetes. A refusal (401 or 403) is
-// permanent, and its error names the verb and the resource, as the API
-// server does; so is a namespace that does not exist.
+// and release --force):
+//
+//	rules:
+//	- apiGroups: ["coordination.k8s.io"]
+//	  resources: ["leases"]
+//	  verbs: ["get", "list", "watch", "create", "update"]
+//
+// A refusal (401 or 403) is permanent, and its error names the verb and the
+// resource, as the API server does; so is a namespace that does not exist.
 package k8slease
 
 import (
@@ -355,7 +361,7 @@ func (s *Store) failed(ctx context.Context, op, name string, err error) error {
 	case namespaceMissing(err):
 		return lease.Permanent(fmt.Errorf("%w; the namespace %q does not exist: create it (kubectl create namespace %s), or name the right one", err, s.ns, s.ns))
 	case apierrors.IsForbidden(err):
-		return lease.Permanent(fmt.Errorf("%w; grant the ServiceAccount a Role with get, create and update on leases (coordination.k8s.io) in namespace %q: see deploy/kubernetes", err, s.ns))
+		return lease.Permanent(fmt.Errorf("%w; grant the ServiceAccount a Role with get, create and update on leases (coordination.k8s.io) in namespace %q (a rule of apiGroups [coordination.k8s.io], resources [leases], verbs [get list watch create update])", err, s.ns))
 	case apierrors.IsUnauthorized(err):
 		return lease.Permanent(fmt.Errorf("%w; the API server does not accept these credentials: check the token or kubeconfig", err))
 	case apierrors.IsInvalid(err), apierrors.IsBadRequest(err), apierrors.IsRequestEntityTooLargeError(err):
