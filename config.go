@@ -101,8 +101,8 @@ type Config struct {
 	Lease string
 	// Store keeps the lease: lease/memlease in one process, lease/filelease
 	// for the processes of one host, or across machines lease/dynamolease,
-	// lease/s3lease, lease/pglease, lease/etcdlease, lease/gcslease or
-	// lease/azbloblease.
+	// lease/s3lease, lease/pglease, lease/etcdlease, lease/gcslease,
+	// lease/azbloblease or lease/k8slease.
 	Store lease.Store
 	// Callbacks tell the program about its terms. All are optional.
 	Callbacks Callbacks

@@ -63,10 +63,10 @@ func TestIntegrationConformance(t *testing.T) {
 	leasetest.Run(t, func(t *testing.T) lease.Store { return s })
 }
 
-// TestIntegrationRace: 32 writers race on one Lease for 30 rounds; exactly
+// TestIntegrationRace: 64 writers race on one Lease for 50 rounds; exactly
 // one wins each.
 func TestIntegrationRace(t *testing.T) {
-	leasetest.Race(t, newStore(t, "admin", namespace(t)), 32, 30)
+	leasetest.Race(t, newStore(t, "admin", namespace(t)), 64, 50)
 }
 
 // grant binds user a Role of verbs on leases in ns.
