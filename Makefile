@@ -3,7 +3,8 @@
 # and, optionally, PostgreSQL with psql and etcd (Debian 12: apt-get install
 # postgresql-15 postgresql-client-15 etcd-server). scripts/testservers.sh (a wrapper
 # of internal/testservers/cmd/testservers) installs the servers, PostgreSQL and etcd
-# too when it runs as root; without them their tests skip, saying so (CI=true: fail).
+# too when it runs as root, and builds kube-apiserver (over etcd) from the Go module
+# proxy; without them their tests skip, saying so (CI=true: fail).
 #
 #   make test          no tracked binaries, gofmt, go vet, go mod tidy, staticcheck, then every
 #                      test (with -race) under the real servers, and the simulator's full seed
