@@ -177,8 +177,10 @@ func (c *Candidate) Status() Status {
 // If a read, or a write, fails with an error that retrying cannot cure
 // (lease.ErrPermanent: a missing table or bucket, access denied, a
 // read-only disk; or lease.ErrInvalidRecord: a record no one can decode)
-// before the store has once answered a call of that kind, Run returns it at
-// once: a store that never worked is misconfigured. Later such errors are
+// before the store has once answered a call of that kind (a read, a write of
+// a new record, a write over a version: stores grant them apart, as
+// Kubernetes' create and update), Run returns it at once: a store that never
+// worked is misconfigured. Later such errors are
 // logged, kept in Status().Err, and retried, since an operator may mend
 // them.
 //

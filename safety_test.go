@@ -439,15 +439,17 @@ func TestConfigNamesTheFieldSet(t *testing.T) {
 	}
 }
 
-// A permanent store error after the start is logged at error level, kept in
-// Status().Err and retried; it is logged again while it lasts.
+// A permanent store error after the start, once the store has answered
+// every kind of call (a read, a create, a renewal), is logged at error
+// level, kept in Status().Err and retried; it is logged again while it
+// lasts.
 func TestPermanentErrorLaterIsSurfaced(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		store := leasetest.NewFaults(memlease.New())
 		log := &logs{}
 		c := newCandidate(t, tenure.Config{Store: store, Runtime: tenure.Runtime{ID: "a", Logger: slog.New(log)}})
 		run(t, c, context.Background())
-		synctest.Wait()
+		wait(election.DefaultLeaseDuration) // elected, and renewed
 		denied := lease.Permanent(errors.New("AccessDeniedException: not authorized"))
 		store.SetHook(func(string, string) error { return denied })
 		wait(3 * time.Minute)
@@ -465,6 +467,39 @@ func TestPermanentErrorLaterIsSurfaced(t *testing.T) {
 		}
 		if st := c.Status(); st.Err != nil || !st.Leading && st.Leader.Holder == "" {
 			t.Fatalf("after the error cleared: %+v", st)
+		}
+	})
+}
+
+// noUpdates is a store that lets a lease be created and refuses every
+// write over a version: a Kubernetes Role with create and without update.
+type noUpdates struct{ lease.Store }
+
+func (s noUpdates) Put(ctx context.Context, name string, rec lease.Record, expect lease.Version) (lease.Version, error) {
+	if expect != lease.NoVersion {
+		return lease.NoVersion, lease.Permanent(errors.New(`leases "job" is forbidden: cannot update resource "leases"`))
+	}
+	return s.Store.Put(ctx, name, rec, expect)
+}
+
+// A store that lets a candidate take its lease and refuses it the first
+// renewal has never once answered a write over a version: Run returns the
+// refusal then, as at the start, rather than retrying forever.
+func TestPermanentFirstRenewalEndsRun(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		elected := false
+		c := newCandidate(t, tenure.Config{Store: noUpdates{memlease.New()}, Runtime: tenure.Runtime{ID: "a"},
+			Callbacks: tenure.Callbacks{OnElected: func(ctx context.Context, _ tenure.Term) { elected = true; <-ctx.Done() }}})
+		done := make(chan error, 1)
+		go func() { done <- c.Run(context.Background()) }()
+		wait(election.DefaultLeaseDuration)
+		select {
+		case err := <-done:
+			if !elected || !errors.Is(err, lease.ErrPermanent) || !strings.Contains(err.Error(), "cannot update") {
+				t.Fatalf("elected %v, Run = %v; want elected, then the refusal of the renewal", elected, err)
+			}
+		default:
+			t.Fatal("Run still running a lease after its renewals were refused for good")
 		}
 	})
 }

@@ -107,8 +107,10 @@ type Driver struct {
 	// The flags, together: a Driver per held lock adds up.
 	wakeSet  bool
 	answered bool // a read has been answered
-	wrote    bool // a write has been answered
+	created  bool // a write of a new record (lease.NoVersion) has been answered
+	updated  bool // a write over a version has been answered
 	opPut    bool // the call in flight (op) is a write
+	opNew    bool // and of a new record
 	stopping bool
 	held     bool // a Held barrier is pending
 	applying bool // inside step: a barrier reached now waits for its end
@@ -149,22 +151,39 @@ func (d *Driver) Tick() {
 }
 
 // Result reports the outcome of a store call. It returns the error when a
-// read, or a write, fails with an error that retrying cannot cure
-// (lease.ErrPermanent: a missing table, access denied, a read-only disk; or
+// call fails with an error that retrying cannot cure (lease.ErrPermanent: a
+// missing table, access denied, a read-only disk; or
 // lease.ErrInvalidRecord: a record that no one can decode) before a call of
 // that kind was ever answered in this run: the caller should give up at
 // once, since a store that never worked is misconfigured, while one that
-// worked may be mended by an operator and is retried.
+// worked may be mended by an operator and is retried. The kinds are a read,
+// a write of a new record and a write over a version, since stores grant
+// them apart (Kubernetes' create and update verbs, PostgreSQL's INSERT and
+// UPDATE): a candidate allowed to create a lease but not to renew it fails
+// at its first renewal.
 func (d *Driver) Result(res election.Result) error {
 	write := d.opPut && res.ID == d.op
-	if proven := d.answered && (!write || d.wrote); !proven {
+	kindProven := d.answered
+	if write {
+		kindProven = d.updated
+		if d.opNew {
+			kindProven = d.created
+		}
+	}
+	if !kindProven {
 		switch {
 		case res.Err != nil && (errors.Is(res.Err, lease.ErrPermanent) || errors.Is(res.Err, lease.ErrInvalidRecord)):
 			d.done = true
 			return res.Err
 		case res.Err == nil || errors.Is(res.Err, lease.ErrNotFound) || errors.Is(res.Err, lease.ErrConflict):
 			d.answered = true
-			d.wrote = d.wrote || write
+			switch {
+			case !write:
+			case d.opNew:
+				d.created = true
+			default:
+				d.updated = true
+			}
 		}
 	}
 	d.step(d.m.Done(d.fx.Now(), res))
@@ -327,6 +346,7 @@ func (d *Driver) step(out election.Output) {
 	}
 	if out.Op != nil {
 		d.op, d.opPut = out.Op.ID, out.Op.Kind == election.OpPut
+		d.opNew = d.opPut && out.Op.Expect == lease.NoVersion
 		d.fx.Send(*out.Op)
 	}
 	var s Snapshot
