@@ -58,6 +58,7 @@ var planStores = []struct {
 	{"azblob", "azblob", &azureHot, ""},
 	{"postgres", "postgres postgresql", nil, "PostgreSQL"},
 	{"etcd", "etcd", nil, "etcd"},
+	{"k8s", "k8s", nil, "The Kubernetes API server"},
 	{"file", "file", nil, "A file store"},
 }
 

@@ -20,8 +20,8 @@ Prints what a configuration means: how long a leader leads, how long a
 failover can take after a crash and after a release, what fencing changes,
 how many store requests the candidates make, and what they cost a month on
 DynamoDB on-demand, S3 Standard, Cloud Storage and Azure Blob at list
-prices (--store picks one: a name or a store URL; PostgreSQL and etcd have
-no per-request price). It refuses what a
+prices (--store picks one: a name or a store URL; PostgreSQL, etcd and
+Kubernetes have no per-request price). It refuses what a
 Candidate would refuse (the same election.Timing.Validate), and computes
 with the same functions the Candidate and the simulator use.
 
@@ -54,7 +54,7 @@ func planCommand(args []string, stdout, stderr io.Writer) int {
 	strong := fs.Bool("strong-polls", false, "price polls as strongly consistent reads (tenure.Config.StrongPolls); by default DynamoDB's are eventually consistent, at half the read units")
 	candidates := fs.Int("candidates", 3, "number of candidates")
 	rtt := fs.Duration("rtt", 20*time.Millisecond, "longest store round trip to assume")
-	store := fs.String("store", "all", "whose cost to print: dynamodb, s3, gcs, azblob, postgres, etcd, all, or a store URL")
+	store := fs.String("store", "all", "whose cost to print: dynamodb, s3, gcs, azblob, postgres, etcd, k8s, all, or a store URL")
 	fair := fs.Bool("fair", false, "also print what fair lock waiters cost (tenure.Fair(), tenure lock --fair): 2, 5, 10 and 50 queued behind a holder")
 	slots := fs.Int("slots", 0, "also print what a semaphore of this many slots costs per holder and per waiter (tenure.Slots, tenure lock --slots); with --fair, fair waiters")
 	shards := fs.Int("shards", 0, "also print what a group of this many shards promises and costs (tenure.Group, tenure run --group)")
@@ -88,7 +88,7 @@ func planCommand(args []string, stdout, stderr io.Writer) int {
 	}
 	prices, server, ok := planPrices(*store, ddb)
 	if !ok {
-		fmt.Fprintf(stderr, "tenure plan: --store %q: want dynamodb, s3, gcs, azblob, postgres, etcd, all, or a store URL\n", *store)
+		fmt.Fprintf(stderr, "tenure plan: --store %q: want dynamodb, s3, gcs, azblob, postgres, etcd, k8s, all, or a store URL\n", *store)
 		return exitUsage
 	}
 	switch {

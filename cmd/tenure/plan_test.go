@@ -197,6 +197,8 @@ func TestPlanStores(t *testing.T) {
 		{"postgres", "PostgreSQL has no per-request price", "cost per lease"},
 		{"postgresql://db.internal/app", "PostgreSQL has no per-request price", "cost per lease"},
 		{"etcd://10.0.0.1:2379/tenure/", "etcd has no per-request price", "cost per lease"},
+		{"k8s://jobs?context=prod", "The Kubernetes API server has no per-request price", "cost per lease"},
+		{"k8s", "The Kubernetes API server has no per-request price", "cost per lease"},
 		{"all", "Azure Blob Hot LRS", "no per-request price"},
 	} {
 		code, out, errs := runTenure(t, "plan", "--store", c.store)

@@ -70,7 +70,7 @@ func defaultStoreDir(home string, uid int, tmp string) string {
 }
 
 func (c *common) register(fs *flag.FlagSet) {
-	fs.StringVar(&c.store, "store", defaultStore(), "store URL: file:///DIR, dynamodb://TABLE?region=..., s3://BUCKET/PREFIX?region=..., postgres://HOST/DB, etcd://HOST:PORT/PREFIX, gs://BUCKET/PREFIX, azblob://ACCOUNT/CONTAINER/PREFIX")
+	fs.StringVar(&c.store, "store", defaultStore(), "store URL: file:///DIR, dynamodb://TABLE?region=..., s3://BUCKET/PREFIX?region=..., postgres://HOST/DB, etcd://HOST:PORT/PREFIX, gs://BUCKET/PREFIX, azblob://ACCOUNT/CONTAINER/PREFIX, k8s://NAMESPACE")
 	fs.BoolVar(&c.verbose, "v", false, "log every event, not only warnings")
 }
 

@@ -12,9 +12,10 @@ import (
 )
 
 // onServerStores runs f on each store beyond AWS, on its real server:
-// PostgreSQL, etcd, fake-gcs-server and Azurite, each with a table, prefix,
-// bucket or container of its own, made by create=true where the store has
-// it.
+// PostgreSQL, etcd, fake-gcs-server, Azurite and kube-apiserver, each with
+// a table, prefix, bucket, container or namespace of its own, made by
+// create=true where the store has it. On Kubernetes the user has the Role
+// the docs give: get, list, watch, create and update on leases.
 func onServerStores(t *testing.T, f func(t *testing.T, e *procEnv)) {
 	t.Run("postgres", func(t *testing.T) {
 		table := strings.ReplaceAll(testservers.UniqueName("tenure_cli"), "-", "_")
@@ -31,6 +32,11 @@ func onServerStores(t *testing.T, f func(t *testing.T, e *procEnv)) {
 		srv := testservers.Azurite(t)
 		cont := testservers.UniqueName("tenure-cli")
 		f(t, newProcEnv(t, "azblob://"+srv.Account+"/"+cont+"/tenure/?create=true&endpoint="+srv.Endpoint, "AZURE_STORAGE_KEY="+srv.Key))
+	})
+	t.Run("k8s", func(t *testing.T) {
+		ns := testservers.KubeNamespace(t)
+		testservers.KubeGrant(t, ns, "alice", "get", "list", "watch", "create", "update")
+		f(t, newProcEnv(t, "k8s://"+ns+"?kubeconfig="+testservers.KubeConfigFile(t, "alice")))
 	})
 }
 
@@ -97,6 +103,33 @@ func TestProcessServerStoresRefuse(t *testing.T) {
 			}
 			if took := time.Since(start); took > 5*time.Second {
 				t.Errorf("exit after %v; want it at once", took)
+			}
+		})
+	}
+}
+
+// TestProcessKubeRBAC: on Kubernetes, tenure run as a user whose Role
+// lacks a verb it needs ends with status 69, naming the verb and the
+// resource: without get at once, without update at its first renewal
+// (create took the lease), its command stopped. carol has no Role.
+func TestProcessKubeRBAC(t *testing.T) {
+	ns := testservers.KubeNamespace(t)
+	testservers.KubeGrant(t, ns, "bob", "get", "list", "watch", "create")
+	for _, c := range []struct{ user, want string }{
+		{"bob", `cannot update resource "leases"`},
+		{"carol", `cannot get resource "leases"`},
+	} {
+		t.Run(c.user, func(t *testing.T) {
+			store := "k8s://" + ns + "?kubeconfig=" + testservers.KubeConfigFile(t, c.user)
+			cmd := exec.Command(tenureBinary(t), "run", "--store", store, "--lease", "3s", "--id", c.user, "job-"+c.user, "--", "sleep", "60")
+			start := time.Now()
+			out, err := cmd.CombinedOutput()
+			ee, ok := err.(*exec.ExitError)
+			if !ok || ee.ExitCode() != exitUnavailable || !strings.Contains(string(out), c.want) {
+				t.Errorf("%v\n%s\nwant exit %d saying %q", err, out, exitUnavailable, c.want)
+			}
+			if took := time.Since(start); took > 10*time.Second {
+				t.Errorf("exit after %v; want it at the first refusal", took)
 			}
 		})
 	}

@@ -12,6 +12,8 @@
 //	gs://BUCKET/PREFIX?endpoint=http://127.0.0.1:4443&create=true&project=P
 //	azblob://ACCOUNT/CONTAINER/PREFIX                   lease/azbloblease
 //	azblob://ACCOUNT/CONTAINER/PREFIX?endpoint=http://127.0.0.1:10000/ACCOUNT&create=true
+//	k8s://NAMESPACE                                     lease/k8slease
+//	k8s://NAMESPACE?kubeconfig=/home/me/.kube/config&context=prod
 //	file:///var/lib/tenure                              lease/filelease (shared=true: a directory
 //	                                                    others may write, shared on purpose)
 //	mem:NAME                                            lease/memlease (one per NAME in the process)
@@ -52,6 +54,15 @@
 // DefaultAzureCredential finds (environment, workload or managed identity,
 // az login). endpoint is the account's URL (default
 // https://ACCOUNT.blob.core.windows.net).
+//
+// k8s: in a Pod, its ServiceAccount (rest.InClusterConfig); elsewhere, or
+// with kubeconfig=PATH or context=NAME, a kubeconfig as kubectl reads it
+// (kubeconfig=PATH, else $KUBECONFIG, else ~/.kube/config) at its current
+// context or the one named. The ServiceAccount needs a Role with get,
+// list, watch, create and update on leases in the namespace (see
+// lease/k8slease). client-go's client-side rate limit is off: the API
+// server's priority and fairness protects it, and a renewal held back
+// client-side would only miss its deadline unseen.
 //
 // The SDK's own retries are off in the clients Open makes: tenure retries a
 // failed call itself, with backoff bounded by the lease's timings, and an
@@ -160,10 +171,12 @@ func open(ctx context.Context, raw string) (lease.Store, error) {
 		return openGCS(ctx, u, q)
 	case "azblob":
 		return openAzblob(ctx, u, q)
+	case "k8s":
+		return openK8s(u, q)
 	case "":
-		return nil, errors.New("no scheme: want dynamodb://TABLE, s3://BUCKET/PREFIX, postgres://HOST/DB, etcd://HOST:PORT/PREFIX, gs://BUCKET/PREFIX, azblob://ACCOUNT/CONTAINER/PREFIX, file:///DIR or mem:NAME")
+		return nil, errors.New("no scheme: want dynamodb://TABLE, s3://BUCKET/PREFIX, postgres://HOST/DB, etcd://HOST:PORT/PREFIX, gs://BUCKET/PREFIX, azblob://ACCOUNT/CONTAINER/PREFIX, k8s://NAMESPACE, file:///DIR or mem:NAME")
 	}
-	return nil, fmt.Errorf("unknown scheme %q: want dynamodb, s3, postgres, etcd, gs, azblob, file or mem", u.Scheme)
+	return nil, fmt.Errorf("unknown scheme %q: want dynamodb, s3, postgres, etcd, gs, azblob, k8s, file or mem", u.Scheme)
 }
 
 var (

@@ -168,6 +168,45 @@ func TestIntegrationStoreURL(t *testing.T) {
 		t.Setenv("AZURE_STORAGE_KEY", srv.Key)
 		conformance(t, "azblob://"+srv.Account+"/"+testservers.UniqueName("tenure-url")+"/tenure/?create=true&endpoint="+srv.Endpoint, false)
 	})
+	t.Run("k8s", func(t *testing.T) {
+		ns := testservers.KubeNamespace(t)
+		testservers.KubeGrant(t, ns, "alice", "get", "list", "watch", "create", "update", "delete")
+		conformance(t, "k8s://"+ns+"?context=test&kubeconfig="+testservers.KubeConfigFile(t, "alice"), false)
+	})
+	t.Run("k8s-env", func(t *testing.T) { // as kubectl finds it: $KUBECONFIG, its current context
+		ns := testservers.KubeNamespace(t)
+		t.Setenv("KUBECONFIG", testservers.KubeConfigFile(t, "admin"))
+		t.Setenv("KUBERNETES_SERVICE_HOST", "")
+		conformance(t, "k8s://"+ns, false)
+	})
+}
+
+// TestK8sURLs: a k8s:// URL that cannot work is refused at Open, saying
+// what to write.
+func TestK8sURLs(t *testing.T) {
+	t.Setenv("KUBERNETES_SERVICE_HOST", "")
+	t.Setenv("KUBECONFIG", filepath.Join(t.TempDir(), "none"))
+	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := os.WriteFile(kubeconfig, []byte("apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster: {server: 'https://127.0.0.1:1'}\ncontexts:\n- name: c\n  context: {cluster: c}\ncurrent-context: c\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for raw, want := range map[string]string{
+		"k8s://":                         "want k8s://NAMESPACE",
+		"k8s:jobs":                       "want k8s://NAMESPACE",
+		"k8s://jobs/nightly":             "has no path",
+		"k8s://Jobs":                     "namespace \"Jobs\"",
+		"k8s://jobs?ns=x":                "unknown parameter \"ns\"",
+		"k8s://jobs":                     "add kubeconfig=PATH, or set KUBECONFIG",
+		"k8s://jobs?kubeconfig=/no/such": "no such file",
+		"k8s://jobs?kubeconfig=" + kubeconfig + "&context=prod": `context "prod" does not exist`,
+	} {
+		if _, err := storeurl.Open(t.Context(), raw); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("Open(%q) = %v, want an error saying %q", raw, err, want)
+		}
+	}
+	if _, err := storeurl.Open(t.Context(), "k8s://jobs?kubeconfig="+kubeconfig); err != nil {
+		t.Errorf("Open with a kubeconfig: %v", err)
+	}
 }
 
 // TestIntegrationEtcdLogin: etcd's login happens at the first call, so a

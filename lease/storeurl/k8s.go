@@ -1,0 +1,77 @@
+package storeurl
+
+import (
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/tenure-go/tenure/lease"
+	"github.com/tenure-go/tenure/lease/k8slease"
+)
+
+// openK8s opens k8s://NAMESPACE: the Pod's ServiceAccount in a cluster,
+// else a kubeconfig (kubeconfig=PATH, else $KUBECONFIG or ~/.kube/config,
+// as kubectl finds it), at its current context or context=NAME.
+func openK8s(u *url.URL, q url.Values) (lease.Store, error) {
+	if err := only(q, "kubeconfig", "context"); err != nil {
+		return nil, err
+	}
+	ns := u.Host
+	if ns == "" || u.Opaque != "" {
+		return nil, errors.New("want k8s://NAMESPACE")
+	}
+	if u.Path != "" && u.Path != "/" {
+		return nil, fmt.Errorf("k8s://%s%s: a Kubernetes store has no path: the Leases are in the namespace, named after the leases", ns, u.Path)
+	}
+	if errs := validation.IsDNS1123Label(ns); len(errs) > 0 { // before a kubeconfig is looked for
+		return nil, fmt.Errorf("namespace %q: %s", ns, strings.Join(errs, "; "))
+	}
+	cfg, err := kubeConfig(q.Get("kubeconfig"), q.Get("context"))
+	if err != nil {
+		return nil, err
+	}
+	// The API server's priority and fairness limits what it serves; a
+	// client-side token bucket (client-go's default: 5 a second) would
+	// only hold renewals back, unseen, past their deadlines.
+	cfg.QPS = -1
+	cfg.UserAgent = "tenure"
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return k8slease.New(cs.CoordinationV1(), k8slease.Config{Namespace: ns})
+}
+
+// kubeConfig returns the client configuration: in a Pod, the one its
+// ServiceAccount gives, unless a kubeconfig or context is named.
+func kubeConfig(path, context string) (*rest.Config, error) {
+	if path == "" && context == "" && os.Getenv("KUBERNETES_SERVICE_HOST") != "" {
+		cfg, err := rest.InClusterConfig()
+		if err != nil {
+			return nil, fmt.Errorf("in-cluster configuration: %w (is a ServiceAccount token mounted? automountServiceAccountToken must not be false)", err)
+		}
+		return cfg, nil
+	}
+	rules := clientcmd.NewDefaultClientConfigLoadingRules() // $KUBECONFIG, then ~/.kube/config
+	if path != "" {
+		if _, err := os.Stat(path); err != nil {
+			return nil, fmt.Errorf("kubeconfig: %w", err)
+		}
+		rules.ExplicitPath = path
+	}
+	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{CurrentContext: context}).ClientConfig()
+	if err != nil {
+		if clientcmd.IsEmptyConfig(err) {
+			return nil, errors.New("no Kubernetes configuration: not in a Pod (KUBERNETES_SERVICE_HOST is unset), and no kubeconfig: add kubeconfig=PATH, or set KUBECONFIG")
+		}
+		return nil, fmt.Errorf("kubeconfig: %w", err)
+	}
+	return cfg, nil
+}
