@@ -17,9 +17,12 @@ import (
 	"sync"
 	"time"
 
+	"k8s.io/client-go/kubernetes"
+
 	"github.com/tenure-go/tenure"
 	"github.com/tenure-go/tenure/lease"
 	"github.com/tenure-go/tenure/lease/dynamolease"
+	"github.com/tenure-go/tenure/lease/k8slease"
 	"github.com/tenure-go/tenure/lease/s3lease"
 	"github.com/tenure-go/tenure/lease/storeurl"
 )
@@ -300,6 +303,12 @@ before the shard moves to another process, and run again if it exits while
 the shard is held. SIGTERM hands every shard over, then tenure exits 0.
 --weight W takes W times a weight-1 member's share. See docs/groups.md.
 
+On Kubernetes, --label-pod labels this Pod (POD_NAME and POD_NAMESPACE, from
+the Downward API) tenure.dev/leader=true while this process leads, and takes
+the label off when the term ends, so that a Service selecting it reaches the
+leader. The label lags the term: clients must still send the token. See
+docs/kubernetes.md.
+
 exit status: the command's (128+N if signal N killed it); 2 for bad flags or
 configuration; 69 when the store refuses for good; 76 with --on-lost exit,
 when the lease was lost.
@@ -311,6 +320,7 @@ examples:
   tenure run --wake 10.0.0.5:7946 writer -- ./writer   # standby, woken on release
   tenure run --priority 2 writer -- ./writer   # preferred: leads once ready
   tenure run --group ingest --shards 64 -- ./consume   # a child per shard held
+  tenure run --store k8s://jobs --label-pod writer -- ./writer   # in a Pod: a Service reaches the leader
 `
 
 // runCommand implements "tenure run".
@@ -328,6 +338,7 @@ func runCommand(args []string, stdout, stderr io.Writer) int {
 	prio := fs.Int("priority", 0, "prefer this process to those of lower priority (higher wins; turns on --standby): a leader hands the lease to a live standby of higher priority, at most once per --priority-hold-off")
 	prioHoldOff := fs.Duration("priority-hold-off", 0, "a leader hands over to a standby of higher --priority only once its term is this old (default 3 × --cold-poll: 1m)")
 	strongPolls := fs.Bool("strong-polls", false, "poll with strongly consistent reads even where the store offers cheaper eventually consistent ones (DynamoDB)")
+	labelPod := fs.Bool("label-pod", false, "on Kubernetes: label this Pod (POD_NAME, POD_NAMESPACE) "+k8slease.LeaderLabel+"=true while it leads, for a Service that selects the leader")
 	var gf groupFlags
 	fs.StringVar(&gf.name, "group", "", "join the group NAME instead of campaigning for one lease: run the command once per shard this process holds (needs --shards)")
 	fs.IntVar(&gf.shards, "shards", 0, "with --group: the number of shards, NAME/0 … NAME/N-1 (every member must give the same)")
@@ -336,6 +347,10 @@ func runCommand(args []string, stdout, stderr io.Writer) int {
 	before, argv := splitArgs(args)
 	if ok, status := parseFlags(fs, before, stderr); !ok {
 		return status
+	}
+	if (gf.name != "" || isSet(fs, "shards")) && *labelPod {
+		fmt.Fprintln(stderr, "tenure run: --label-pod labels the Pod of a lease's leader; a group has no one leader")
+		return exitUsage
 	}
 	if gf.name != "" || isSet(fs, "shards") || isSet(fs, "weight") || isSet(fs, "watch") {
 		gf.wake, gf.wakeAdvertise, gf.strongPolls = *wake, *wakeAdvertise, *strongPolls
@@ -374,8 +389,16 @@ func runCommand(args []string, stdout, stderr io.Writer) int {
 	defer tel.close()
 	r := &runner{store: storeurl.Redact(c.store), holdOff: 2 * (c.lease / 5), argv: argv, grace: c.grace, jeopardySig: c.jeopardySig, onExit: *onExit, onLost: *onLost, maxRestarts: *maxRestarts,
 		log: log, stdout: stdout, stderr: stderr, ending: ending{cancel: cancel}, child: tel.child}
+	callbacks := tenure.Callbacks{OnElected: r.elected}
+	if *labelPod {
+		label, status := c.podLabel(ctx, log, stderr)
+		if label == nil {
+			return status
+		}
+		callbacks = label.Callbacks(callbacks)
+	}
 	cand, err := tenure.New(tenure.Config{
-		Lease: name, Store: store, Payload: []byte(c.payload), Callbacks: tenure.Callbacks{OnElected: r.elected},
+		Lease: name, Store: store, Payload: []byte(c.payload), Callbacks: callbacks,
 		Timing:  tenure.Timing{LeaseDuration: c.lease, ColdPollInterval: *coldPoll},
 		Runtime: tenure.Runtime{ID: c.id, Logger: log, MeterProvider: tel.mp, WakeAddr: *wake, WakeAdvertise: *wakeAdvertise},
 		Standby: *standby || *wake != "" && *wake != tenure.NoWake, Priority: *prio, PriorityHoldOff: *prioHoldOff,
@@ -632,4 +655,39 @@ func (r *runner) elected(ctx context.Context, term tenure.Term) {
 			}
 		}
 	}
+}
+
+// podLabel returns the labeller of --label-pod: the Pod from POD_NAME and
+// POD_NAMESPACE, the API server as the store's URL reaches it (k8s://),
+// else as the Pod's ServiceAccount does. A Pod that cannot be labelled
+// fails at once: 2 for the environment, 69 for the API server's refusal.
+func (c *holder) podLabel(ctx context.Context, log *slog.Logger, stderr io.Writer) (*k8slease.PodLabel, int) {
+	pod, err := k8slease.PodFromEnv()
+	if err != nil {
+		fmt.Fprintf(stderr, "tenure run: --label-pod: %v\n", err)
+		return nil, exitUsage
+	}
+	var kubeconfig, kubecontext string
+	if u, err := url.Parse(c.store); err == nil && u.Scheme == "k8s" {
+		kubeconfig, kubecontext = u.Query().Get("kubeconfig"), u.Query().Get("context")
+	}
+	cfg, err := k8slease.RESTConfig(kubeconfig, kubecontext)
+	if err != nil {
+		fmt.Fprintf(stderr, "tenure run: --label-pod: %v\n", err)
+		return nil, exitUsage
+	}
+	cfg.UserAgent = "tenure"
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		fmt.Fprintf(stderr, "tenure run: --label-pod: %v\n", err)
+		return nil, exitUsage
+	}
+	ctx, cancel := context.WithTimeout(ctx, startupWait(c.lease))
+	defer cancel()
+	label, err := k8slease.NewPodLabel(ctx, cs.CoreV1(), pod, log)
+	if err != nil {
+		fmt.Fprintf(stderr, "tenure run: --label-pod: %v\n", err)
+		return nil, exitUnavailable
+	}
+	return label, 0
 }

@@ -107,30 +107,3 @@ func TestProcessServerStoresRefuse(t *testing.T) {
 		})
 	}
 }
-
-// TestProcessKubeRBAC: on Kubernetes, tenure run as a user whose Role
-// lacks a verb it needs ends with status 69, naming the verb and the
-// resource: without get at once, without update at its first renewal
-// (create took the lease), its command stopped. carol has no Role.
-func TestProcessKubeRBAC(t *testing.T) {
-	ns := testservers.KubeNamespace(t)
-	testservers.KubeGrant(t, ns, "bob", "get", "list", "watch", "create")
-	for _, c := range []struct{ user, want string }{
-		{"bob", `cannot update resource "leases"`},
-		{"carol", `cannot get resource "leases"`},
-	} {
-		t.Run(c.user, func(t *testing.T) {
-			store := "k8s://" + ns + "?kubeconfig=" + testservers.KubeConfigFile(t, c.user)
-			cmd := exec.Command(tenureBinary(t), "run", "--store", store, "--lease", "3s", "--id", c.user, "job-"+c.user, "--", "sleep", "60")
-			start := time.Now()
-			out, err := cmd.CombinedOutput()
-			ee, ok := err.(*exec.ExitError)
-			if !ok || ee.ExitCode() != exitUnavailable || !strings.Contains(string(out), c.want) {
-				t.Errorf("%v\n%s\nwant exit %d saying %q", err, out, exitUnavailable, c.want)
-			}
-			if took := time.Since(start); took > 10*time.Second {
-				t.Errorf("exit after %v; want it at the first refusal", took)
-			}
-		})
-	}
-}

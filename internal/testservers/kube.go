@@ -49,10 +49,17 @@ func KubeNamespace(t testing.TB) string {
 // watch, lets user get a lease there.
 func KubeGrant(t testing.TB, ns, user string, verbs ...string) {
 	t.Helper()
+	KubeRole(t, ns, user, rbacv1.PolicyRule{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, Verbs: verbs})
+}
+
+// KubeRole binds user a Role of rules in ns, and waits until the API
+// server's authorizer lets user get a lease there: rules must allow that.
+func KubeRole(t testing.TB, ns, user string, rules ...rbacv1.PolicyRule) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), SetupTimeout)
 	defer cancel()
 	admin := KubeClient(t, "admin")
-	role := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: user}, Rules: []rbacv1.PolicyRule{{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, Verbs: verbs}}}
+	role := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: user}, Rules: rules}
 	if _, err := admin.RbacV1().Roles(ns).Create(ctx, role, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}

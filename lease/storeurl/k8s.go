@@ -4,13 +4,10 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
-	"os"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/tenure-go/tenure/lease"
 	"github.com/tenure-go/tenure/lease/k8slease"
@@ -33,7 +30,7 @@ func openK8s(u *url.URL, q url.Values) (lease.Store, error) {
 	if errs := validation.IsDNS1123Label(ns); len(errs) > 0 { // before a kubeconfig is looked for
 		return nil, fmt.Errorf("namespace %q: %s", ns, strings.Join(errs, "; "))
 	}
-	cfg, err := kubeConfig(q.Get("kubeconfig"), q.Get("context"))
+	cfg, err := k8slease.RESTConfig(q.Get("kubeconfig"), q.Get("context"))
 	if err != nil {
 		return nil, err
 	}
@@ -47,31 +44,4 @@ func openK8s(u *url.URL, q url.Values) (lease.Store, error) {
 		return nil, err
 	}
 	return k8slease.New(cs.CoordinationV1(), k8slease.Config{Namespace: ns})
-}
-
-// kubeConfig returns the client configuration: in a Pod, the one its
-// ServiceAccount gives, unless a kubeconfig or context is named.
-func kubeConfig(path, context string) (*rest.Config, error) {
-	if path == "" && context == "" && os.Getenv("KUBERNETES_SERVICE_HOST") != "" {
-		cfg, err := rest.InClusterConfig()
-		if err != nil {
-			return nil, fmt.Errorf("in-cluster configuration: %w (is a ServiceAccount token mounted? automountServiceAccountToken must not be false)", err)
-		}
-		return cfg, nil
-	}
-	rules := clientcmd.NewDefaultClientConfigLoadingRules() // $KUBECONFIG, then ~/.kube/config
-	if path != "" {
-		if _, err := os.Stat(path); err != nil {
-			return nil, fmt.Errorf("kubeconfig: %w", err)
-		}
-		rules.ExplicitPath = path
-	}
-	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{CurrentContext: context}).ClientConfig()
-	if err != nil {
-		if clientcmd.IsEmptyConfig(err) {
-			return nil, errors.New("no Kubernetes configuration: not in a Pod (KUBERNETES_SERVICE_HOST is unset), and no kubeconfig: add kubeconfig=PATH, or set KUBECONFIG")
-		}
-		return nil, fmt.Errorf("kubeconfig: %w", err)
-	}
-	return cfg, nil
 }
