@@ -471,6 +471,33 @@ func TestPermanentErrorLaterIsSurfaced(t *testing.T) {
 	})
 }
 
+// A store that answers reads and fails every write (writes throttled, a
+// permission missing) sees the writes back off to RetryMax, not repeat at
+// RetryMin: the read that follows each failed write answers for the read,
+// not for the write.
+func TestFailingWritesBackOff(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		store := leasetest.NewFaults(memlease.New())
+		c := newCandidate(t, tenure.Config{Store: store, Runtime: tenure.Runtime{ID: "a"}})
+		run(t, c, context.Background())
+		wait(election.DefaultLeaseDuration)
+		throttled := errors.New("ThrottlingException: rate of requests exceeds the allowed throughput")
+		store.SetHook(func(op, _ string) error {
+			if op == "put" {
+				return throttled
+			}
+			return nil
+		})
+		_, before := store.Counts()
+		wait(time.Minute)
+		// Defaults: RetryMax is a tenth of the 10s lease, each wait drawn
+		// from its upper half; RetryMin is a hundredth.
+		if _, puts := store.Counts(); puts-before > 2*60 {
+			t.Fatalf("%d writes in a minute of failing writes; want at most one per RetryMax/2 (120)", puts-before)
+		}
+	})
+}
+
 // noUpdates is a store that lets a lease be created and refuses every
 // write over a version: a Kubernetes Role with create and without update.
 type noUpdates struct{ lease.Store }

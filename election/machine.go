@@ -760,10 +760,16 @@ func (m *Machine) mint(now time.Time) uint64 {
 
 func (m *Machine) handle(now time.Time, op *flight, res Result) {
 	answered := res.Err == nil || errors.Is(res.Err, lease.ErrConflict) || errors.Is(res.Err, lease.ErrNotFound)
-	if answered {
+	switch {
+	case answered && op.do != doReadBack && op.do != doCheck:
 		m.changed = m.changed || m.lastErr != nil
 		m.lastErr, m.attempt = nil, 0
-	} else {
+	case answered:
+		// The read after a failed write answers for the read, not the
+		// write: a store that answers reads and refuses writes (a
+		// permission missing, writes throttled) must not see the
+		// backoff reset by it, or the writes repeat every RetryMin.
+	default:
 		m.lastErr, m.changed = res.Err, true
 	}
 	if !answered && !errors.Is(res.Err, ErrTimeout) && errors.Is(res.Err, lease.ErrInvalidRecord) && m.state == leading {
