@@ -14,6 +14,8 @@
 #   make servers       install the pinned servers into the cache (~/.cache/tenure), and
 #                      PostgreSQL and etcd from the system's packages (as root)
 #   make cron          run the cron-leader example
+#   make image         the container image of tenure, as bin/tenure-image-ARCH.tar
+#                      (IMAGE_ARCH=arm64, IMAGE_TAG=registry/tenure:v1 to change them)
 #
 # With CI=true a real-server test that would skip for want of a server fails instead.
 
@@ -33,7 +35,7 @@ ifeq ($(CI),true)
 export TENURE_REQUIRE_SERVERS := 1
 endif
 
-.PHONY: test integration lint fmt-check vet tidy-check staticcheck race-check servers cron no-binaries
+.PHONY: test integration lint fmt-check vet tidy-check staticcheck race-check servers cron no-binaries image
 
 test: no-binaries lint race-check
 	$(SERVERS) run -- $(GO) test -race -count=1 ./...
@@ -103,3 +105,14 @@ servers:
 
 cron:
 	$(GO) run ./examples/cron
+
+# The container image: a static tenure (no cgo: the image has no libc) at /tenure, its
+# entrypoint, on an empty base, built without a container daemon by
+# internal/tools/image (go-containerregistry) into a tarball for docker load, podman
+# load, kind load image-archive or crane push.
+IMAGE_ARCH ?= $(shell $(GO) env GOARCH)
+IMAGE_TAG ?= tenure:$(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+image:
+	CGO_ENABLED=0 GOOS=linux GOARCH=$(IMAGE_ARCH) $(GO) build -trimpath -ldflags='-s -w' -o bin/tenure-linux-$(IMAGE_ARCH) ./cmd/tenure
+	$(GO) run ./internal/tools/image -bin bin/tenure-linux-$(IMAGE_ARCH) -arch $(IMAGE_ARCH) -tag $(IMAGE_TAG) -o bin/tenure-image-$(IMAGE_ARCH).tar
+	@echo "bin/tenure-image-$(IMAGE_ARCH).tar: $(IMAGE_TAG) (docker load -i, podman load -i, or crane push bin/tenure-image-$(IMAGE_ARCH).tar REGISTRY/tenure:TAG)"
