@@ -10,6 +10,14 @@
 //	go run ./bench/handoff -store 'dynamodb://leases?region=eu-west-1'   # any store URL
 //	go run ./bench/handoff -trials 5 -window 10s                        # a quick run
 //	scripts/testservers.sh run -- go run ./bench/handoff -wake          # a standby, woken on release
+//	scripts/testservers.sh run -- go run ./bench/handoff -kube -systems tenure-wake,tenure-plain,client-go
+//
+// With -kube it runs on the kube-apiserver (a namespace of its own, deleted
+// after), and -systems client-go adds client-go's leaderelection
+// (ReleaseOnCancel), trial by trial with tenure's; every candidate's API
+// requests are counted the same way, at its HTTP transport. A paused
+// leader's stale answers (the term's context or Status for tenure,
+// IsLeader for client-go) are counted once it resumes.
 //
 // Without -store it uses DynamoDB Local at $TENURE_DYNAMODB_ENDPOINT (a new
 // table per run), else a file store in a temporary directory. Each
@@ -33,12 +41,17 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
+
+	"k8s.io/client-go/kubernetes"
 
 	"github.com/tenure-go/tenure"
 	"github.com/tenure-go/tenure/election"
 	"github.com/tenure-go/tenure/internal/benchkit"
+	"github.com/tenure-go/tenure/lease"
+	"github.com/tenure-go/tenure/lease/k8slease"
 	"github.com/tenure-go/tenure/lease/storeurl"
 )
 
@@ -55,6 +68,11 @@ func main() {
 		standby  = flag.Bool("standby", false, "candidates run with Config.Standby")
 		coldPoll = flag.Duration("cold-poll", 0, "with -standby: ColdPollInterval (default 10 × poll)")
 		wake     = flag.Bool("wake", false, "candidates listen for wake-ups on 127.0.0.1 (turns on -standby)")
+		kube     = flag.Bool("kube", false, "on the kube-apiserver at $TENURE_KUBE_URL, a namespace of its own (lease/k8slease)")
+		systems  = flag.String("systems", "tenure", "the systems compared, trial by trial: tenure (as -standby and -wake say), tenure-wake (standby and wake-ups), tenure-plain, client-go (leaderelection, ReleaseOnCancel; needs -kube)")
+		cgRenew  = flag.Duration("cg-renew-deadline", 0, "client-go's RenewDeadline (default 2/3 L: 10s at L = 15s)")
+		cgRetry  = flag.Duration("cg-retry", 0, "client-go's RetryPeriod (default 2/15 L: 2s at L = 15s)")
+		system   = flag.String("system", "", "candidate: tenure or client-go")
 		name     = flag.String("name", "", "candidate: lease name")
 		id       = flag.String("id", "", "candidate: ID")
 	)
@@ -64,6 +82,20 @@ func main() {
 		t.ColdPollInterval = 10 * t.PollInterval
 	}
 	wakeFlag = *wake
+	cg := cgTiming{*leaseDur, *cgRenew, *cgRetry}
+	if cg.renewDeadline == 0 {
+		cg.renewDeadline = *leaseDur * 2 / 3
+	}
+	if cg.retry == 0 {
+		cg.retry = *leaseDur * 2 / 15
+	}
+	if *role == "candidate" && *system == "client-go" {
+		if err := clientgoCandidate(*storeURL, *name, *id, cg); err != nil {
+			fmt.Fprintln(os.Stderr, "client-go candidate:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	if *role == "candidate" {
 		if err := candidate(*storeURL, *name, *id, t); err != nil {
 			fmt.Fprintln(os.Stderr, "candidate:", err)
@@ -71,10 +103,77 @@ func main() {
 		}
 		return
 	}
-	if err := bench(*storeURL, t, *trials, *window, *counts); err != nil {
+	sys, err := parseSystems(*systems, *kube, t)
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "handoff:", err)
+		os.Exit(2)
+	}
+	if *kube {
+		if *storeURL != "" {
+			fmt.Fprintln(os.Stderr, "handoff: -kube or -store, not both")
+			os.Exit(2)
+		}
+		url, done, err := benchkit.KubeStoreURL()
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "handoff:", err)
+			os.Exit(1)
+		}
+		cleanup = done
+		*storeURL = url
+	}
+	cgArgs = []string{"-cg-renew-deadline", cg.renewDeadline.String(), "-cg-retry", cg.retry.String()}
+	if slices.ContainsFunc(sys, func(s sysSpec) bool { return !s.tenure() }) {
+		fmt.Printf("client-go: LeaseDuration %v, RenewDeadline %v, RetryPeriod %v, ReleaseOnCancel\n", cg.lease, cg.renewDeadline, cg.retry)
+	}
+	if err := bench(*storeURL, sys, t, *trials, *window, *counts); err != nil {
+		fmt.Fprintln(os.Stderr, "handoff:", err)
+		cleanup()
 		os.Exit(1)
 	}
+	cleanup()
+}
+
+// cleanup deletes what the bench made on the API server (-kube).
+var cleanup = func() {}
+
+// cgArgs are the client-go timings, for its candidate processes.
+var cgArgs []string
+
+// sysSpec is one system compared: tenure with its timing and wake-ups,
+// or client-go.
+type sysSpec struct {
+	name string
+	t    election.Timing
+	wake bool
+}
+
+func (s sysSpec) tenure() bool { return s.name != "client-go" }
+
+// parseSystems reads -systems.
+func parseSystems(list string, kube bool, t election.Timing) ([]sysSpec, error) {
+	var out []sysSpec
+	for _, n := range strings.Split(list, ",") {
+		s := sysSpec{name: strings.TrimSpace(n), t: t}
+		switch s.name {
+		case "tenure":
+			s.wake = wakeFlag
+		case "tenure-plain":
+			s.t.ColdPollInterval = 0
+		case "tenure-wake":
+			s.wake = true
+			if s.t.ColdPollInterval == 0 {
+				s.t.ColdPollInterval = 10 * s.t.PollInterval
+			}
+		case "client-go":
+			if !kube {
+				return nil, errors.New("-systems client-go needs -kube")
+			}
+		default:
+			return nil, fmt.Errorf("-systems: unknown %q", s.name)
+		}
+		out = append(out, s)
+	}
+	return out, nil
 }
 
 // wakeFlag: candidates listen for wake-ups (-wake).
@@ -86,11 +185,27 @@ var wakeFlag bool
 func candidate(storeURL, name, id string, t election.Timing) error {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
-	s, err := storeurl.Open(ctx, storeURL)
-	if err != nil {
+	var s lease.Store
+	var err error
+	var count benchkit.HTTPCount // on Kubernetes: API requests, as client-go's are counted
+	kube := strings.HasPrefix(storeURL, "k8s:")
+	if kube {
+		ns, cfg, err := count.KubeConfig(storeURL)
+		if err != nil {
+			return err
+		}
+		cs, err := kubernetes.NewForConfig(cfg)
+		if err != nil {
+			return err
+		}
+		if s, err = k8slease.New(cs.CoordinationV1(), k8slease.Config{Namespace: ns}); err != nil {
+			return err
+		}
+	} else if s, err = storeurl.Open(ctx, storeURL); err != nil {
 		return err
 	}
 	store := &benchkit.Counting{Store: s}
+	var term atomic.Pointer[context.Context] // the term's, while one runs
 	say := func(format string, args ...any) {
 		fmt.Printf("%d %s\n", time.Now().UnixNano(), fmt.Sprintf(format, args...))
 	}
@@ -105,10 +220,11 @@ func candidate(storeURL, name, id string, t election.Timing) error {
 			Logger: slog.New(standbyLog{say}), // Status has no callback for the standby: its log says it
 		},
 		Callbacks: tenure.Callbacks{
-			OnElected: func(ctx context.Context, term tenure.Term) {
-				say("elected %d", term.Token)
+			OnElected: func(ctx context.Context, t tenure.Term) {
+				term.Store(&ctx)
+				say("elected %d", t.Token)
 				<-ctx.Done()
-				say("over %d", term.Token) // the term's context ended: the first "no"
+				say("over %d", t.Token) // the term's context ended: the first "no"
 			},
 			OnDemoted: func(term tenure.Term, r tenure.DemotionReason) {
 				say("demoted %s", strings.ReplaceAll(r.String(), " ", "_"))
@@ -125,9 +241,20 @@ func candidate(storeURL, name, id string, t election.Timing) error {
 			var ru syscall.Rusage
 			_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
 			cpu := time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-			say("stats %d %d %d %d", store.Gets.Load(), store.Puts.Load(), runtime.NumGoroutine(), cpu)
+			gets, puts := store.Gets.Load(), store.Puts.Load()
+			if kube {
+				gets, puts = count.Gets.Load(), count.Puts.Load()
+			}
+			say("stats %d %d %d %d", gets, puts, runtime.NumGoroutine(), cpu)
 		}
 	}()
+	// A stale answer: the term's context, or Status, says it leads.
+	go probe(ctx, func() bool {
+		if tc := term.Load(); tc != nil && (*tc).Err() == nil {
+			return true
+		}
+		return c.Status().Leading
+	}, say)
 	say("started")
 	err = c.Run(ctx)
 	if errors.Is(err, context.Canceled) {
@@ -180,14 +307,15 @@ type msg struct {
 // group runs candidates for one lease; their events arrive in one channel
 // that only the coordinator reads.
 type group struct {
+	sys   sysSpec
 	procs []*proc
 	ch    chan msg
 }
 
-func newGroup(self, storeURL, name string, n int, t election.Timing) (*group, error) {
-	g := &group{ch: make(chan msg, 4096)}
+func newGroup(self, storeURL, name string, n int, sys sysSpec) (*group, error) {
+	g := &group{sys: sys, ch: make(chan msg, 4096)}
 	for i := range n {
-		if err := g.start(self, storeURL, name, fmt.Sprintf("c%d", i), t); err != nil {
+		if err := g.start(self, storeURL, name, fmt.Sprintf("c%d", i), sys.t); err != nil {
 			g.stop()
 			return nil, err
 		}
@@ -204,7 +332,8 @@ func newGroup(self, storeURL, name string, n int, t election.Timing) (*group, er
 func (g *group) start(self, storeURL, name, id string, t election.Timing) error {
 	cmd := exec.Command(self, "-role", "candidate", "-store", storeURL, "-name", name, "-id", id,
 		"-lease", t.LeaseDuration.String(), "-renew", t.RenewInterval.String(), "-poll", t.PollInterval.String(),
-		"-cold-poll", t.ColdPollInterval.String(), "-wake="+strconv.FormatBool(wakeFlag))
+		"-cold-poll", t.ColdPollInterval.String(), "-wake="+strconv.FormatBool(g.sys.wake), "-system", g.sys.name)
+	cmd.Args = append(cmd.Args, cgArgs...)
 	cmd.Stderr = os.Stderr
 	out, err := cmd.StdoutPipe()
 	if err != nil {
@@ -310,7 +439,7 @@ func (g *group) stop() {
 	}
 }
 
-func bench(storeURL string, t election.Timing, trials int, window time.Duration, counts string) error {
+func bench(storeURL string, systems []sysSpec, t election.Timing, trials int, window time.Duration, counts string) error {
 	self, err := os.Executable()
 	if err != nil {
 		return err
@@ -324,41 +453,69 @@ func bench(storeURL string, t election.Timing, trials int, window time.Duration,
 		return err
 	}
 	fmt.Printf("store %s\nlease L = %v, renew %v, poll %v; %d trials each\n", storeURL, t.LeaseDuration, t.RenewInterval, t.PollInterval, trials)
-	if t.ColdPollInterval > 0 {
-		fmt.Printf("standby, cold poll %v; wake-ups %t\n", t.ColdPollInterval, wakeFlag)
+	for _, s := range systems {
+		if s.tenure() && s.t.ColdPollInterval > 0 {
+			fmt.Printf("%s: standby, cold poll %v; wake-ups %t\n", s.name, s.t.ColdPollInterval, s.wake)
+		}
 	}
 	fmt.Println()
 	L := t.LeaseDuration
 	long := 3*L + 10*time.Second
 
-	var crash, handoff, zombie []time.Duration
+	crash := make([][]time.Duration, len(systems))
+	handoff := make([][]time.Duration, len(systems))
 	for i := range trials {
-		g, err := newGroup(self, storeURL, fmt.Sprintf("bench/%d/%d", time.Now().UnixNano(), i), 3, t)
-		if err != nil {
-			return err
+		for k, sys := range systems { // interleaved: trial i of each, in turn
+			g, err := newGroup(self, storeURL, fmt.Sprintf("bench/%d/%d", time.Now().UnixNano(), i), 3, sys)
+			if err != nil {
+				return err
+			}
+			c, h, err := crashThenHandoff(g, long)
+			g.stop()
+			if err != nil {
+				return fmt.Errorf("%s trial %d: %w", sys.name, i+1, err)
+			}
+			crash[k], handoff[k] = append(crash[k], c), append(handoff[k], h)
+			fmt.Printf("%-12s trial %2d: crash failover %v (%.2f L), graceful handoff %v\n", sys.name, i+1, c.Round(time.Millisecond), ratio(c, L), h.Round(time.Millisecond))
 		}
-		c, h, err := crashThenHandoff(g, t, long)
-		g.stop()
-		if err != nil {
-			return fmt.Errorf("trial %d: %w", i+1, err)
-		}
-		crash, handoff = append(crash, c), append(handoff, h)
-		fmt.Printf("trial %2d: crash failover %v (%.2f L), graceful handoff %v\n", i+1, c.Round(time.Millisecond), ratio(c, L), h.Round(time.Millisecond))
 	}
+	zombie := make([][]time.Duration, len(systems))
+	stale := make([][]int, len(systems))
 	for i := range max(trials/4, 1) {
-		d, err := zombieTrial(self, storeURL, t, i, long)
-		if err != nil {
-			return fmt.Errorf("zombie %d: %w", i+1, err)
+		for k, sys := range systems {
+			d, n, err := zombieTrial(self, storeURL, sys, i, long)
+			if err != nil {
+				return fmt.Errorf("%s zombie %d: %w", sys.name, i+1, err)
+			}
+			zombie[k], stale[k] = append(zombie[k], d), append(stale[k], n)
+			fmt.Printf("%-12s zombie %2d: paused 2.5 L; after SIGCONT %d stale \"leading\" answers, over %v later\n", sys.name, i+1, n, d.Round(time.Microsecond))
 		}
-		zombie = append(zombie, d)
-		fmt.Printf("zombie %2d: its term's context ended %v after SIGCONT\n", i+1, d.Round(time.Microsecond))
+	}
+	for k, sys := range systems {
+		fmt.Printf("\n%s:\n", sys.name)
+		summary("crash failover ÷ L", crash[k], func(d time.Duration) string { return fmt.Sprintf("%.2f", ratio(d, L)) })
+		summary("graceful handoff", handoff[k], func(d time.Duration) string { return d.Round(time.Millisecond).String() })
+		summary("zombie's first \"no\"", zombie[k], func(d time.Duration) string { return d.Round(time.Microsecond).String() })
+		fmt.Printf("%-22s %d in all, %d trials with any\n", "stale answers", sum(stale[k]), count(stale[k]))
 	}
 	fmt.Println()
-	summary("crash failover ÷ L", crash, func(d time.Duration) string { return fmt.Sprintf("%.2f", ratio(d, L)) })
-	summary("graceful handoff", handoff, func(d time.Duration) string { return d.Round(time.Millisecond).String() })
-	summary("zombie's first \"no\"", zombie, func(d time.Duration) string { return d.Round(time.Microsecond).String() })
-	fmt.Println()
-	return requests(self, storeURL, t, window, counts)
+	return requests(self, storeURL, systems, window, counts)
+}
+
+func sum(ns []int) (s int) {
+	for _, n := range ns {
+		s += n
+	}
+	return s
+}
+
+func count(ns []int) (c int) {
+	for _, n := range ns {
+		if n > 0 {
+			c++
+		}
+	}
+	return c
 }
 
 // crashThenHandoff kills the leader (-9) at a random moment of a poll
@@ -367,12 +524,13 @@ func bench(storeURL string, t election.Timing, trials int, window time.Duration,
 // leader sends the standby renewal notices, as in a steady state: right
 // after an election it has yet to learn where the standby listens (within
 // a cold poll).
-func crashThenHandoff(g *group, t election.Timing, long time.Duration) (crash, handoff time.Duration, err error) {
+func crashThenHandoff(g *group, long time.Duration) (crash, handoff time.Duration, err error) {
+	t := g.sys.t
 	l, err := g.leader(long)
 	if err != nil {
 		return 0, 0, err
 	}
-	if wakeFlag && !l.notifying {
+	if g.sys.wake && !l.notifying {
 		if _, _, err := g.wait(long, func(p *proc, e event) bool { return p == l && e.what == "notifying" }); err != nil {
 			return 0, 0, fmt.Errorf("the leader sent no renewal notices: %w", err)
 		}
@@ -386,8 +544,10 @@ func crashThenHandoff(g *group, t election.Timing, long time.Duration) (crash, h
 	}
 	crash = e.at.Sub(t0)
 	time.Sleep(t.PollInterval + jitter(t.PollInterval))
-	if err := g.standbyReady(t, long, l, l2); err != nil {
-		return 0, 0, err
+	if g.sys.tenure() {
+		if err := g.standbyReady(t, long, l, l2); err != nil {
+			return 0, 0, err
+		}
 	}
 	t0 = time.Now()
 	_ = l2.cmd.Process.Signal(syscall.SIGTERM)
@@ -398,68 +558,81 @@ func crashThenHandoff(g *group, t election.Timing, long time.Duration) (crash, h
 	return crash, e.at.Sub(t0), nil
 }
 
-// zombieTrial pauses a leader past its lease, lets another take over,
-// resumes it, and returns how long after SIGCONT its term's context ended.
-func zombieTrial(self, storeURL string, t election.Timing, i int, long time.Duration) (time.Duration, error) {
-	g, err := newGroup(self, storeURL, fmt.Sprintf("bench/zombie/%d/%d", time.Now().UnixNano(), i), 2, t)
+// zombieTrial pauses a leader (SIGSTOP) for 2.5 L, during which another
+// is elected, resumes it, and returns how long after SIGCONT it said its
+// term was over, and how many times it answered that it still led.
+func zombieTrial(self, storeURL string, sys sysSpec, i int, long time.Duration) (time.Duration, int, error) {
+	g, err := newGroup(self, storeURL, fmt.Sprintf("bench/zombie/%d/%d", time.Now().UnixNano(), i), 2, sys)
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	defer g.stop()
 	l, err := g.leader(long)
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
+	paused := time.Now()
 	_ = l.cmd.Process.Signal(syscall.SIGSTOP)
 	if _, _, err := g.wait(long, electedOtherThan(l)); err != nil {
-		return 0, err
+		return 0, 0, err
 	}
-	time.Sleep(t.RenewInterval) // the new leader renews at least once
+	time.Sleep(time.Until(paused.Add(sys.t.LeaseDuration * 5 / 2)))
 	t0 := time.Now()
 	_ = l.cmd.Process.Signal(syscall.SIGCONT)
-	_, e, err := g.wait(10*time.Second, func(p *proc, e event) bool { return p == l && e.what == "over" })
-	if err != nil {
-		return 0, err
+	var over time.Duration
+	stale := -1
+	for over == 0 || stale < 0 {
+		_, e, err := g.wait(15*time.Second, func(p *proc, e event) bool { return p == l && (e.what == "over" || e.what == "stale") })
+		if err != nil {
+			return 0, 0, err
+		}
+		if e.what == "over" {
+			over = max(e.at.Sub(t0), time.Nanosecond)
+		} else {
+			stale, _ = strconv.Atoi(e.args[0])
+		}
 	}
-	return e.at.Sub(t0), nil
+	return over, stale, nil
 }
 
-// requests runs n idle candidates for window, for each n, and reports
-// their store requests per hour against the plan's, with idle CPU and
-// goroutines.
-func requests(self, storeURL string, t election.Timing, window time.Duration, counts string) error {
+// requests runs n idle candidates of each system for window, for each n,
+// and reports their store requests per hour (against the plan's, for
+// tenure), with idle CPU and goroutines.
+func requests(self, storeURL string, systems []sysSpec, window time.Duration, counts string) error {
 	fmt.Printf("requests per hour over %v (plan: tenure plan), idle CPU and goroutines per candidate:\n", window)
 	for _, f := range strings.Split(counts, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(f))
 		if err != nil || n < 1 {
 			return fmt.Errorf("-candidates %q", counts)
 		}
-		g, err := newGroup(self, storeURL, fmt.Sprintf("bench/requests/%d/%d", time.Now().UnixNano(), n), n, t)
-		if err != nil {
-			return err
-		}
-		if _, err := g.leader(3*t.LeaseDuration + 10*time.Second); err != nil {
-			g.stop()
-			return err
-		}
-		before, err := g.stats()
-		if err == nil {
-			time.Sleep(window)
-			var after []stats
-			after, err = g.stats()
-			if err == nil {
-				report(n, t, window, before, after)
+		for _, sys := range systems {
+			g, err := newGroup(self, storeURL, fmt.Sprintf("bench/requests/%d/%d", time.Now().UnixNano(), n), n, sys)
+			if err != nil {
+				return err
 			}
-		}
-		g.stop()
-		if err != nil {
-			return err
+			if _, err := g.leader(3*sys.t.LeaseDuration + 10*time.Second); err != nil {
+				g.stop()
+				return err
+			}
+			before, err := g.stats()
+			if err == nil {
+				time.Sleep(window)
+				var after []stats
+				after, err = g.stats()
+				if err == nil {
+					report(n, sys, window, before, after)
+				}
+			}
+			g.stop()
+			if err != nil {
+				return err
+			}
 		}
 	}
 	return nil
 }
 
-func report(n int, t election.Timing, window time.Duration, before, after []stats) {
+func report(n int, sys sysSpec, window time.Duration, before, after []stats) {
 	var reqs, cpu float64
 	var gor []int
 	for i := range after {
@@ -468,13 +641,17 @@ func report(n int, t election.Timing, window time.Duration, before, after []stat
 		gor = append(gor, after[i].goroutines)
 	}
 	perHour := reqs * float64(time.Hour) / float64(window)
-	p, _ := plan.New(t, n, 0)
-	if wakeFlag {
-		p = p.WithNotices() // the leader reads the standby's record
+	planned := ""
+	if sys.tenure() {
+		p, _ := plan.New(sys.t, n, 0)
+		if sys.wake {
+			p = p.WithNotices() // the leader reads the standby's record
+		}
+		planned = fmt.Sprintf(" (plan %8.0f)", p.RequestsPerHour)
 	}
 	slices.Sort(gor)
-	fmt.Printf("  %2d candidates: %8.0f requests/h (plan %8.0f), CPU %.3f%% of a core each, goroutines %d to %d\n",
-		n, perHour, p.RequestsPerHour, 100*cpu/float64(n)/float64(window), gor[0], gor[len(gor)-1])
+	fmt.Printf("  %-12s %2d candidates: %8.0f requests/h%s, CPU %.3f%% of a core each, goroutines %d to %d\n",
+		sys.name, n, perHour, planned, 100*cpu/float64(n)/float64(window), gor[0], gor[len(gor)-1])
 }
 
 type stats struct {
