@@ -13,7 +13,6 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/leaderelection"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 	"k8s.io/klog/v2"
@@ -37,11 +36,7 @@ func clientgoCandidate(storeURL, name, id string, cg cgTiming) error {
 	klog.LogToStderr(false) // its renewal messages are not the bench's
 	klog.SetOutput(io.Discard)
 	var count benchkit.HTTPCount
-	ns, cfg, err := count.KubeConfig(storeURL)
-	if err != nil {
-		return err
-	}
-	cs, err := kubernetes.NewForConfig(cfg)
+	ns, cs, err := count.Client(storeURL)
 	if err != nil {
 		return err
 	}
@@ -64,13 +59,7 @@ func clientgoCandidate(storeURL, name, id string, cg cgTiming) error {
 	if err != nil {
 		return err
 	}
-	usr := make(chan os.Signal, 1)
-	signal.Notify(usr, syscall.SIGUSR1)
-	go func() {
-		for range usr {
-			say("stats %d %d %d %d", count.Gets.Load(), count.Puts.Load(), runtime.NumGoroutine(), cpuTime())
-		}
-	}()
+	onStats(say, func() (int64, int64) { return count.Gets.Load(), count.Puts.Load() })
 	go probe(ctx, le.IsLeader, say)
 	say("started")
 	le.Run(ctx)
@@ -106,8 +95,16 @@ func probe(ctx context.Context, leading func() bool, say func(string, ...any)) {
 	}
 }
 
-func cpuTime() time.Duration {
-	var ru syscall.Rusage
-	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+// onStats answers SIGUSR1 with "stats GETS PUTS GOROUTINES CPU_NS".
+func onStats(say func(string, ...any), counts func() (gets, puts int64)) {
+	usr := make(chan os.Signal, 1)
+	signal.Notify(usr, syscall.SIGUSR1)
+	go func() {
+		for range usr {
+			var ru syscall.Rusage
+			_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+			gets, puts := counts()
+			say("stats %d %d %d %d", gets, puts, runtime.NumGoroutine(), time.Duration(ru.Utime.Nano()+ru.Stime.Nano()))
+		}
+	}()
 }

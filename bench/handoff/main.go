@@ -37,15 +37,12 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
-	"runtime"
 	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
 	"syscall"
 	"time"
-
-	"k8s.io/client-go/kubernetes"
 
 	"github.com/tenure-go/tenure"
 	"github.com/tenure-go/tenure/election"
@@ -190,11 +187,7 @@ func candidate(storeURL, name, id string, t election.Timing) error {
 	var count benchkit.HTTPCount // on Kubernetes: API requests, as client-go's are counted
 	kube := strings.HasPrefix(storeURL, "k8s:")
 	if kube {
-		ns, cfg, err := count.KubeConfig(storeURL)
-		if err != nil {
-			return err
-		}
-		cs, err := kubernetes.NewForConfig(cfg)
+		ns, cs, err := count.Client(storeURL)
 		if err != nil {
 			return err
 		}
@@ -234,20 +227,12 @@ func candidate(storeURL, name, id string, t election.Timing) error {
 	if err != nil {
 		return err
 	}
-	usr := make(chan os.Signal, 1)
-	signal.Notify(usr, syscall.SIGUSR1)
-	go func() {
-		for range usr {
-			var ru syscall.Rusage
-			_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
-			cpu := time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-			gets, puts := store.Gets.Load(), store.Puts.Load()
-			if kube {
-				gets, puts = count.Gets.Load(), count.Puts.Load()
-			}
-			say("stats %d %d %d %d", gets, puts, runtime.NumGoroutine(), cpu)
+	onStats(say, func() (int64, int64) {
+		if kube {
+			return count.Gets.Load(), count.Puts.Load()
 		}
-	}()
+		return store.Gets.Load(), store.Puts.Load()
+	})
 	// A stale answer: the term's context, or Status, says it leads.
 	go probe(ctx, func() bool {
 		if tc := term.Load(); tc != nil && (*tc).Err() == nil {

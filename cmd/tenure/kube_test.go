@@ -12,7 +12,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/tenure-go/tenure/internal/testservers"
@@ -55,9 +54,7 @@ func TestProcessKubeRBAC(t *testing.T) {
 func TestProcessLabelPod(t *testing.T) {
 	ns := testservers.KubeNamespace(t)
 	admin := testservers.KubeClient(t, "admin")
-	testservers.KubeRole(t, ns, "alice",
-		rbacv1.PolicyRule{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, Verbs: []string{"get", "create", "update"}},
-		rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"get", "patch"}})
+	testservers.KubeLabelRole(t, ns, "alice")
 	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "writer-0"}, Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "tenure"}}}}
 	if _, err := admin.CoreV1().Pods(ns).Create(t.Context(), pod, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)

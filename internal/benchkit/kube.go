@@ -14,7 +14,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
@@ -70,19 +69,20 @@ func KubeStoreURL() (_ string, done func(), err error) {
 	return "k8s://" + ns + "?kubeconfig=" + url.QueryEscape(path), done, nil
 }
 
-// KubeConfig returns the namespace and the client configuration of a
-// k8s:// store URL, its requests counted in c.
-func (c *HTTPCount) KubeConfig(storeURL string) (ns string, cfg *rest.Config, err error) {
+// Client returns the namespace of a k8s:// store URL and a client of its
+// API server, whose requests c counts.
+func (c *HTTPCount) Client(storeURL string) (ns string, cs *kubernetes.Clientset, err error) {
 	u, err := url.Parse(storeURL)
 	if err != nil || u.Scheme != "k8s" {
 		return "", nil, fmt.Errorf("%q: want k8s://NAMESPACE?kubeconfig=FILE", storeURL)
 	}
-	cfg, err = k8slease.RESTConfig(u.Query().Get("kubeconfig"), u.Query().Get("context"))
+	cfg, err := k8slease.RESTConfig(u.Query().Get("kubeconfig"), u.Query().Get("context"))
 	if err != nil {
 		return "", nil, err
 	}
 	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { return countingRT{rt, c} })
-	return u.Host, cfg, nil
+	cs, err = kubernetes.NewForConfig(cfg)
+	return u.Host, cs, err
 }
 
 // HTTPCount counts the requests of an API client: GETs as reads, the rest

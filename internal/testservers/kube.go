@@ -52,6 +52,16 @@ func KubeGrant(t testing.TB, ns, user string, verbs ...string) {
 	KubeRole(t, ns, user, rbacv1.PolicyRule{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, Verbs: verbs})
 }
 
+// KubeLabelRole binds user the Role of deploy/kubernetes in ns: get,
+// create and update on leases, get and patch on pods (tenure run
+// --label-pod).
+func KubeLabelRole(t testing.TB, ns, user string) {
+	t.Helper()
+	KubeRole(t, ns, user,
+		rbacv1.PolicyRule{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, Verbs: []string{"get", "create", "update"}},
+		rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"get", "patch"}})
+}
+
 // KubeRole binds user a Role of rules in ns, and waits until the API
 // server's authorizer lets user get a lease there: rules must allow that.
 func KubeRole(t testing.TB, ns, user string, rules ...rbacv1.PolicyRule) {

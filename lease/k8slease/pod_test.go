@@ -8,7 +8,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
@@ -71,9 +70,7 @@ func awaitLeaders(t *testing.T, cs kubernetes.Interface, ns string, want ...stri
 func TestIntegrationPodLabel(t *testing.T) {
 	ns := testservers.KubeNamespace(t)
 	admin := testservers.KubeClient(t, "admin")
-	testservers.KubeRole(t, ns, "alice",
-		rbacv1.PolicyRule{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, Verbs: []string{"get", "create", "update"}},
-		rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"get", "patch"}})
+	testservers.KubeLabelRole(t, ns, "alice")
 	cs := testservers.KubeClient(t, "alice")
 	makePod(t, admin, ns, "job-a", map[string]string{"app": "job"})
 	makePod(t, admin, ns, "job-b", map[string]string{"app": "job", k8slease.LeaderLabel: "true"}) // left by a run before
