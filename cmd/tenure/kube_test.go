@@ -78,11 +78,19 @@ func TestProcessLabelPod(t *testing.T) {
 	}
 	exited := make(chan error, 1)
 	go func() { exited <- cmd.Wait() }()
+	waited := false
+	t.Cleanup(func() { // a test that failed first still waits for it
+		if !waited {
+			_ = cmd.Process.Kill()
+			<-exited
+		}
+	})
 	tick := time.NewTicker(20 * time.Millisecond)
 	defer tick.Stop()
 	for ok := false; !ok; {
 		select {
 		case err := <-exited:
+			waited = true
 			t.Fatalf("tenure run exited: %v\n%s", err, &out)
 		case <-tick.C:
 			_, err := os.Stat(started)
@@ -93,6 +101,7 @@ func TestProcessLabelPod(t *testing.T) {
 		t.Fatal(err)
 	}
 	err := <-exited
+	waited = true
 	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 128+int(syscall.SIGTERM) {
 		t.Errorf("tenure run: %v, want the command's SIGTERM status\n%s", err, &out)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -82,7 +83,7 @@ func TestIntegrationPodLabel(t *testing.T) {
 	}
 
 	store := newStore(t, "alice", ns)
-	start := func(pod string) (stop func()) {
+	start := func(pod string) func() {
 		label, err := k8slease.NewPodLabel(context.Background(), cs.CoreV1(), types.NamespacedName{Namespace: ns, Name: pod}, nil)
 		if err != nil {
 			t.Fatal(err)
@@ -95,17 +96,21 @@ func TestIntegrationPodLabel(t *testing.T) {
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan error, 1)
 		go func() { done <- c.Run(ctx) }()
-		return func() {
-			cancel()
-			if err := <-done; err != nil {
-				t.Errorf("%s: Run: %v", pod, err)
-			}
+		var once sync.Once
+		stop := func() {
+			once.Do(func() {
+				cancel()
+				if err := <-done; err != nil {
+					t.Errorf("%s: Run: %v", pod, err)
+				}
+			})
 		}
+		t.Cleanup(stop) // also when the test fails before it stops it
+		return stop
 	}
 	stopA := start("job-a")
 	awaitLeaders(t, admin, ns, "job-a", "job-b") // b's label is stale until b starts
-	stopB := start("job-b")
-	defer stopB()
+	start("job-b")
 	if got := leaders(t, admin, ns); !slices.Equal(got, []string{"job-a"}) {
 		t.Fatalf("with job-b following: labelled %v, want [job-a]", got)
 	}
