@@ -277,6 +277,8 @@ type runner struct {
 
 	conn    seam.WakeConn // the wake-up listener; nil without one
 	notices *sender       // renewal notices, one queued at most
+
+	feedLive atomic.Bool // the store's change feed tells of the lease's writes
 }
 
 func (r *runner) loop(ctx context.Context) error {
@@ -285,7 +287,9 @@ func (r *runner) loop(ctx context.Context) error {
 	if r.notify != nil {
 		r.h.Go(r.notify.run)
 	}
+	stopFeed := r.startFeed()
 	defer func() {
+		stopFeed()
 		if r.tctx != nil { // not reached: Stop ends the term
 			r.tctx.cancel(errStopped)
 		}

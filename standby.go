@@ -115,9 +115,10 @@ func (r *runner) wake() {
 }
 
 // Notice queues a renewal notice to addr, dropping it if the one before
-// is still on its way: the loop never waits on the network.
+// is still on its way: the loop never waits on the network. Where the
+// store's change feed tells of each renewal, it sends none.
 func (r *runner) Notice(addr string) {
-	if r.notices != nil {
+	if r.notices != nil && !r.feedNotices() {
 		r.notices.send(addr, noticeMsg(r.c.cfg.Lease))
 	}
 }

@@ -71,6 +71,37 @@ type StaleGetter interface {
 	GetStale(ctx context.Context, name string) (Record, Version, error)
 }
 
+// Watcher is a Store that can tell of each write of a record as it
+// happens: a change feed (a Kubernetes or etcd watch, PostgreSQL
+// LISTEN/NOTIFY). tenure's followers read on its events instead of waiting
+// for their next poll, so that a follower sees each renewal a round trip
+// after it was made and a release at once, without knowing anyone's
+// address.
+//
+// An event carries no authority. A follower only reads sooner on one: what
+// the read finds decides, and a takeover waits, as always, from the
+// follower's own reads. So a feed may be late, lose events, repeat them or
+// reorder them: that costs at most a poll of failover, never safety.
+type Watcher interface {
+	// Watch calls fn once it listens, and then after each write of the
+	// record under name, until ctx is done; then it returns an error
+	// wrapping ctx's. Calls of fn come from one goroutine at a time and
+	// must not block for long. When the feed breaks, Watch listens again
+	// by itself and calls fn with NoVersion (something may have been
+	// missed). It returns early, with an error, only when the store will
+	// not tell (permissions, a server without a feed): callers then poll.
+	Watch(ctx context.Context, name string, fn func(Event)) error
+}
+
+// Event is a write a Watcher tells of.
+type Event struct {
+	// Version is the version written; NoVersion when the feed (re)started
+	// or a record was deleted, or the store does not say.
+	Version Version
+	// Released is set when the write gave the lease back.
+	Released bool
+}
+
 // AnyVersion, as Deleter.Delete's expect, deletes whatever is stored: a
 // record that no one can decode (ErrInvalidRecord) has no version to name.
 const AnyVersion Version = "*"

@@ -301,3 +301,7 @@ func TestFaultsConcurrent(t *testing.T) {
 		t.Errorf("Counts() = %d, %d; want %d, %d", g, p, gets, puts)
 	}
 }
+
+func TestFeedConformance(t *testing.T) {
+	leasetest.Run(t, func(*testing.T) lease.Store { return leasetest.NewFeed(memlease.New()) })
+}

@@ -32,6 +32,10 @@
 //  9. Every name lease.ValidateName accepts is its own lease, including
 //     names with "." and ".." path segments, "//" or a trailing "/", and
 //     names that differ only in case.
+//  10. A lease.Watcher tells of every write of the watched name, with the
+//     version written and whether it released the lease, after a first
+//     event once it listens, and of no other name's; it returns soon after
+//     its context is done, with an error that matches the context's.
 //
 // Each subtest makes its own store and uses lease names unique to the run, so
 // the suite may run against a table or bucket shared with other runs. Subtests
@@ -95,6 +99,7 @@ var cases = []struct {
 	{"StaleReads", testStaleReads},
 	{"ListByPrefix", testListByPrefix},
 	{"DeleteByVersion", testDeleteByVersion},
+	{"Watch", testWatch},
 }
 
 // env is what one subtest works with.
@@ -792,4 +797,68 @@ func (u unconditional) List(ctx context.Context, prefix string, fn func(string) 
 
 func (u unconditional) Delete(ctx context.Context, name string, expect lease.Version) error {
 	return u.Store.(lease.Deleter).Delete(ctx, name, expect)
+}
+
+// watchWait bounds each wait for an event: a feed that works answers in
+// milliseconds.
+const watchWait = 30 * time.Second
+
+func testWatch(e *env) {
+	w, ok := e.s.(lease.Watcher)
+	if !ok {
+		e.t.Skip("not a lease.Watcher")
+	}
+	if err := w.Watch(e.ctx, "", func(lease.Event) {}); !errors.Is(err, lease.ErrInvalidName) {
+		e.t.Errorf("Watch of an empty name: %v, want an error matching lease.ErrInvalidName", err)
+	}
+	name, other := e.name("watched"), e.name("other")
+	events := make(chan lease.Event, 64)
+	ctx, cancel := context.WithCancel(e.ctx)
+	done := make(chan error, 1)
+	go func() { done <- w.Watch(ctx, name, func(ev lease.Event) { events <- ev }) }()
+	defer func() {
+		cancel()
+		select {
+		case err := <-done:
+			if !errors.Is(err, context.Canceled) {
+				e.t.Errorf("Watch returned %v once its context was cancelled, want an error matching context.Canceled", err)
+			}
+		case <-time.After(watchWait):
+			e.t.Errorf("Watch did not return within %s of its context's cancellation", watchWait)
+		}
+	}()
+	var otherV lease.Version
+	next := func(what string, want func(lease.Event) bool) {
+		e.t.Helper()
+		for {
+			select {
+			case ev := <-events:
+				if ev.Version != lease.NoVersion && ev.Version == otherV {
+					e.t.Fatalf("Watch(%q) told of a write of %q (version %q)", name, other, ev.Version)
+				}
+				if want(ev) {
+					return
+				}
+			case err := <-done:
+				e.t.Fatalf("Watch returned before its context was done, waiting for %s: %v", what, err)
+			case <-time.After(watchWait):
+				e.t.Fatalf("no event for %s within %s", what, watchWait)
+			}
+		}
+	}
+	next("listening", func(ev lease.Event) bool { return ev.Version == lease.NoVersion })
+	otherV = e.put(other, e.record("b", 1), lease.NoVersion)
+	v1 := e.put(name, e.record("a", 1), lease.NoVersion)
+	next("the record's creation", func(ev lease.Event) bool { return ev.Version == v1 && !ev.Released })
+	v2 := e.put(name, e.record("a", 1), v1)
+	next("a renewal", func(ev lease.Event) bool { return ev.Version == v2 && !ev.Released })
+	rel := e.record("a", 1)
+	rel.Released = true
+	v3 := e.put(name, rel, v2)
+	next("a release", func(ev lease.Event) bool {
+		if ev.Version == v3 && !ev.Released {
+			e.t.Fatalf("the event of the release (version %q) does not say Released", v3)
+		}
+		return ev.Version == v3
+	})
 }

@@ -1,0 +1,113 @@
+package tenure_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/tenure-go/tenure"
+	"github.com/tenure-go/tenure/lease"
+	"github.com/tenure-go/tenure/lease/leasetest"
+	"github.com/tenure-go/tenure/lease/memlease"
+)
+
+// watched is a node's store: its Faults, over a Feed that every node
+// writes through, whose events it hears.
+type watched struct {
+	*leasetest.Faults
+	feed *leasetest.Feed
+}
+
+func (w watched) Watch(ctx context.Context, name string, fn func(lease.Event)) error {
+	return w.feed.Watch(ctx, name, fn)
+}
+
+// onFeed makes a node follow the world's Feed.
+func onFeed(feed *leasetest.Feed) func(*tenure.Config) {
+	return func(c *tenure.Config) { c.Store = watched{c.Store.(*leasetest.Faults), feed} }
+}
+
+// lastPut records when n last wrote the lease.
+func lastPut(n *node) func() time.Time {
+	var mu sync.Mutex
+	var at time.Time
+	n.faults.SetHook(func(op, name string) error {
+		if op == "put" && name == leaseName {
+			mu.Lock()
+			at = time.Now()
+			mu.Unlock()
+		}
+		return nil
+	})
+	return func() time.Time {
+		mu.Lock()
+		defer mu.Unlock()
+		return at
+	}
+}
+
+// On a store with a change feed, a follower reads on each renewal it
+// tells of, so that after a crash it takes over exactly L×(1+ρ) after the
+// leader's last renewal (store calls take no time in the bubble), not up
+// to a poll later; and a graceful handoff takes no poll at all. Its polls
+// wait the longest poll, so it reads no more often than without a feed.
+func TestFeedFollowerReadsOnRenewals(t *testing.T) {
+	for _, crashAfter := range []time.Duration{300 * time.Millisecond, 1100 * time.Millisecond, 1900 * time.Millisecond} {
+		synctest.Test(t, func(t *testing.T) {
+			w := newWorld(t)
+			feed := leasetest.NewFeed(memlease.New())
+			w.store = feed
+			a := w.start("a", nil, onFeed(feed))
+			synctest.Wait()
+			b := w.start("b", nil, onFeed(feed))
+			reads := leaseReads(b)
+			wait(time.Minute)
+			// One read a renewal (every 2s), as often as it would poll, and
+			// two at the start (one for the feed's first event).
+			if got := reads.Load(); got > 32 {
+				t.Errorf("b read the lease %d times in its first minute, want 32 at most", got)
+			}
+			renewed := lastPut(a)
+			wait(2*time.Second - time.Nanosecond) // just before a renewal: one came 2s before
+			synctest.Wait()
+			wait(crashAfter)
+			a.faults.FailAll()
+			last := renewed()
+			if err := a.stop(); !errors.Is(err, leasetest.ErrInjected) {
+				t.Fatalf("a's Run = %v", err)
+			}
+			wait(time.Minute)
+			tm := w.lastTerm()
+			if tm.node != "b" {
+				t.Fatalf("after the crash: %+v, want b", tm)
+			}
+			if d, want := tm.elected.Sub(last), 10010*time.Millisecond; d != want {
+				t.Errorf("crash %v after a renewal: b elected %v after it, want %v", crashAfter, d, want)
+			}
+		})
+	}
+}
+
+// A graceful release reaches a follower on the feed at once.
+func TestFeedHandoff(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w := newWorld(t)
+		feed := leasetest.NewFeed(memlease.New())
+		w.store = feed
+		a := w.start("a", nil, onFeed(feed))
+		synctest.Wait()
+		w.start("b", nil, onFeed(feed))
+		wait(time.Minute + 700*time.Millisecond)
+		stopped := time.Now()
+		if err := a.stop(); err != nil {
+			t.Fatalf("a's Run = %v", err)
+		}
+		synctest.Wait()
+		if tm := w.lastTerm(); tm.node != "b" || !tm.elected.Equal(stopped) {
+			t.Fatalf("after a's release at %v: %+v, want b elected at once", stopped, tm)
+		}
+	})
+}

@@ -1,0 +1,112 @@
+package k8slease
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/watch"
+
+	"github.com/tenure-go/tenure/lease"
+)
+
+var _ lease.Watcher = (*Store)(nil)
+
+// Watch implements lease.Watcher with a watch on the lease's Lease object
+// (the list and watch verbs on leases), from a list of it. A watch the API server ends (they last
+// minutes) is resumed from the last resourceVersion seen, so nothing is
+// missed; one resumed too late (410 Gone: etcd compacted past it) or
+// broken by an error starts over from the current state and tells fn so.
+func (s *Store) Watch(ctx context.Context, name string, fn func(lease.Event)) error {
+	if err := lease.CheckGet(ctx, name); err != nil {
+		return err
+	}
+	opts := metav1.ListOptions{
+		FieldSelector:       fields.OneTermEqualSelector("metadata.name", ObjectName(name)).String(),
+		AllowWatchBookmarks: true,
+	}
+	pause := time.Duration(0)
+	for {
+		fresh := opts.ResourceVersion == ""
+		var w watch.Interface
+		err := s.start(ctx, &opts)
+		if err == nil {
+			w, err = s.leases.Watch(ctx, opts)
+		}
+		if err == nil {
+			if fresh {
+				fn(lease.Event{}) // listening from now: what came before, a read finds
+			}
+			var ok bool
+			opts.ResourceVersion, ok = s.follow(w, fn, opts.ResourceVersion)
+			w.Stop()
+			if ok {
+				pause = 0 // the server ended it, as it does every few minutes: resume at once
+				continue
+			}
+			opts.ResourceVersion = "" // start over
+		} else if err = s.failed(ctx, "watch", name, err); errors.Is(err, lease.ErrPermanent) {
+			return err
+		}
+		if ctx.Err() != nil {
+			return s.failed(ctx, "watch", name, ctx.Err())
+		}
+		// Unreachable, or failing: try again, less and less often.
+		pause = min(max(2*pause, 250*time.Millisecond), 30*time.Second)
+		t := time.NewTimer(pause)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return s.failed(ctx, "watch", name, ctx.Err())
+		case <-t.C:
+		}
+	}
+}
+
+// start sets where a watch starts from, when it does not resume: the
+// resourceVersion of a list of the one Lease, a consistent read. (A watch
+// from "now" without one needs etcd's progress requests, which not every
+// API server has.)
+func (s *Store) start(ctx context.Context, opts *metav1.ListOptions) error {
+	if opts.ResourceVersion != "" {
+		return nil
+	}
+	l, err := s.leases.List(ctx, metav1.ListOptions{FieldSelector: opts.FieldSelector})
+	if err != nil {
+		return err
+	}
+	opts.ResourceVersion = l.ResourceVersion
+	return nil
+}
+
+// follow passes w's events to fn until w ends. It returns the
+// resourceVersion to resume from, and false if w failed (410 Gone above
+// all: that version is compacted away).
+func (s *Store) follow(w watch.Interface, fn func(lease.Event), rv string) (string, bool) {
+	for ev := range w.ResultChan() {
+		switch ev.Type {
+		case watch.Added, watch.Modified:
+			obj, ok := ev.Object.(*coordinationv1.Lease)
+			if !ok {
+				continue
+			}
+			rv = obj.ResourceVersion
+			fn(lease.Event{Version: lease.Version(rv), Released: obj.Annotations[AnnotationReleased] == "true"})
+		case watch.Deleted:
+			if obj, ok := ev.Object.(*coordinationv1.Lease); ok {
+				rv = obj.ResourceVersion
+			}
+			fn(lease.Event{})
+		case watch.Bookmark:
+			if obj, ok := ev.Object.(*coordinationv1.Lease); ok {
+				rv = obj.ResourceVersion
+			}
+		case watch.Error:
+			return rv, false
+		}
+	}
+	return rv, true
+}
