@@ -55,8 +55,10 @@
 //     docs/protocol.md), but a term ends early. Use synchronous replication
 //     with synchronous_commit = on (or remote_apply) where a failover must
 //     not end terms.
-//   - a pooler in transaction mode (PgBouncer) is fine: every call is one
-//     statement.
+//   - a pooler in transaction mode (PgBouncer) is fine for the store: every
+//     call is one statement. Its change feed needs a session of its own
+//     (LISTEN): through such a pooler Watch hears nothing, and followers
+//     read on their polls.
 //
 // # The table
 //
@@ -77,6 +79,18 @@
 // record (written by hand) is reported by Get as a *lease.RecordError naming
 // the field, and is never taken over: a Put expecting lease.NoVersion
 // conflicts with it.
+//
+// # The change feed
+//
+// Each write statement also sends a NOTIFY, delivered at its commit, on the
+// table's channel (Channel: "tenure_" and a hash of the table's name), and
+// Store.Watch (lease.Watcher) listens on it: a candidate's followers then
+// read a round trip after each renewal and each release instead of on their
+// next poll. The watchers of one Store share one connection from the pool,
+// kept while any watches. Notifications carry the lease's name and the new
+// version, never the record; like any event, they only make a follower read
+// sooner. PostgreSQL serializes the commits of transactions that notify, a
+// cost that matters only at thousands of writes a second.
 //
 // # Permissions
 //

@@ -74,8 +74,10 @@ func quoted(t string) string {
 // Store is a lease.Store on a PostgreSQL table. It is safe for concurrent
 // use. Make one with New.
 type Store struct {
-	db    DB
-	table string
+	db      DB
+	table   string
+	channel string // NOTIFY's, for Watch
+	feed    feed
 	// The statements, built once for the table.
 	get, insert, update, list, del, delAny string
 }
@@ -99,16 +101,29 @@ func New(db DB, cfg Config) (*Store, error) {
 		return nil, err
 	}
 	t := quoted(cfg.Table)
+	ch := Channel(cfg.Table)
+	// Every write and delete tells the table's channel (NOTIFY, sent at
+	// commit) which lease changed, for Watch: "w VERSION NAME", "r
+	// VERSION NAME" for a release, "d - NAME" for a delete.
+	notify := func(write string) string {
+		return "WITH w AS (" + write + ") SELECT pg_notify('" + ch + "', " +
+			"CASE WHEN w.released THEN 'r ' ELSE 'w ' END || w.version || ' ' || w.name) FROM w"
+	}
+	deleted := func(del string) string {
+		return "WITH d AS (" + del + " RETURNING name) SELECT pg_notify('" + ch + "', 'd - ' || d.name) FROM d"
+	}
 	return &Store{
-		db:     db,
-		table:  cfg.Table,
-		get:    "SELECT " + columns + " FROM " + t + " WHERE name = $1",
-		insert: "INSERT INTO " + t + " (name, " + columns + ") VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) ON CONFLICT (name) DO NOTHING",
-		update: "UPDATE " + t + " SET version = $3, holder = $4, token = $5, duration_ns = $6, released = $7, nonce = $8, written_at = $9, payload = $10" +
-			" WHERE name = $1 AND version = $2",
+		db:      db,
+		table:   cfg.Table,
+		channel: ch,
+		get:     "SELECT " + columns + " FROM " + t + " WHERE name = $1",
+		insert: notify("INSERT INTO " + t + " (name, " + columns + ") VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) ON CONFLICT (name) DO NOTHING" +
+			" RETURNING name, version, released"),
+		update: notify("UPDATE " + t + " SET version = $3, holder = $4, token = $5, duration_ns = $6, released = $7, nonce = $8, written_at = $9, payload = $10" +
+			" WHERE name = $1 AND version = $2 RETURNING name, version, released"),
 		list:   "SELECT name FROM " + t + " WHERE left(name, char_length($1)) = $1",
-		del:    "DELETE FROM " + t + " WHERE name = $1 AND version = $2",
-		delAny: "DELETE FROM " + t + " WHERE name = $1",
+		del:    deleted("DELETE FROM " + t + " WHERE name = $1 AND version = $2"),
+		delAny: deleted("DELETE FROM " + t + " WHERE name = $1"),
 	}, nil
 }
 

@@ -1,0 +1,242 @@
+package pglease
+
+import (
+	"context"
+	"crypto/sha256"
+	"database/sql"
+	"database/sql/driver"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5/stdlib"
+
+	"github.com/tenure-go/tenure/lease"
+)
+
+var _ lease.Watcher = (*Store)(nil)
+
+// Channel returns the NOTIFY channel of a table's writes:
+// "tenure_" and 16 hex digits of the table name's SHA-256, so that any
+// table name makes a channel name PostgreSQL accepts.
+func Channel(table string) string {
+	sum := sha256.Sum256([]byte(table))
+	return "tenure_" + hex.EncodeToString(sum[:8])
+}
+
+// Watch implements lease.Watcher with LISTEN on the table's channel
+// (Channel): every write and delete of a lease sends a NOTIFY at its
+// commit. The watchers of one Store share one connection, held from the
+// pool while any watches (a *sql.DB with the pgx driver,
+// github.com/jackc/pgx/v5/stdlib); one that breaks is opened again, and the
+// watchers told (what was sent meanwhile is lost: PostgreSQL keeps
+// notifications only for connections that listen).
+func (s *Store) Watch(ctx context.Context, name string, fn func(lease.Event)) error {
+	if err := lease.CheckGet(ctx, name); err != nil {
+		return err
+	}
+	db, ok := s.db.(*sql.DB)
+	if !ok {
+		return lease.Permanent(fmt.Errorf("watch lease %q: pglease.New was given a DB that cannot listen (%T): pass a *sql.DB with the pgx driver", name, s.db))
+	}
+	w := &watcher{ch: make(chan lease.Event, 16), err: make(chan error, 1)}
+	if err := s.feed.add(name, w, func(ctx context.Context) { s.listen(ctx, db) }); err != nil {
+		return fmt.Errorf("watch lease %q: %w", name, err)
+	}
+	defer s.feed.remove(name, w)
+	for {
+		select {
+		case <-ctx.Done():
+			return s.failed(ctx, "watch", name, ctx.Err())
+		case err := <-w.err:
+			return fmt.Errorf("watch lease %q: %w", name, err)
+		case ev := <-w.ch:
+			fn(ev)
+		}
+	}
+}
+
+// feed is a Store's one listening connection and who it tells.
+type feed struct {
+	mu   sync.Mutex
+	subs map[string]map[*watcher]bool // by lease name
+	n    int                          // watchers in subs
+	stop context.CancelFunc           // ends the listener; nil while none runs
+	done chan struct{}                // closed once the listener returned
+	err  error                        // why the feed cannot work (permanent)
+}
+
+// watcher is one Watch call: its events, dropped when it falls 16 behind,
+// and the error that ends it.
+type watcher struct {
+	ch  chan lease.Event
+	err chan error
+}
+
+// add registers w for name, and starts the listener if none runs.
+func (f *feed) add(name string, w *watcher, listen func(context.Context)) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.err != nil {
+		return f.err
+	}
+	if f.subs == nil {
+		f.subs = map[string]map[*watcher]bool{}
+	}
+	if f.subs[name] == nil {
+		f.subs[name] = map[*watcher]bool{}
+	}
+	f.subs[name][w] = true
+	f.n++
+	if f.stop == nil {
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		f.stop, f.done = cancel, done
+		go func() {
+			defer close(done)
+			listen(ctx)
+		}()
+	} else if f.n > 1 {
+		tell(w, lease.Event{}) // joins a feed that already listens
+	}
+	return nil
+}
+
+// remove unregisters w; the last watcher out stops the listener and waits
+// for it, so that no goroutine outlives the Watch calls.
+func (f *feed) remove(name string, w *watcher) {
+	f.mu.Lock()
+	delete(f.subs[name], w)
+	if len(f.subs[name]) == 0 {
+		delete(f.subs, name)
+	}
+	f.n--
+	var done chan struct{}
+	if f.n == 0 && f.stop != nil {
+		f.stop()
+		done, f.stop = f.done, nil
+	}
+	f.mu.Unlock()
+	if done != nil {
+		<-done
+	}
+}
+
+// each calls do for every watcher of name, or of every name with "".
+func (f *feed) each(name string, do func(*watcher)) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for n, ws := range f.subs {
+		if name == "" || n == name {
+			for w := range ws {
+				do(w)
+			}
+		}
+	}
+}
+
+// fail ends every Watch with err, and every later one.
+func (f *feed) fail(err error) {
+	f.each("", func(w *watcher) {
+		select {
+		case w.err <- err:
+		default:
+		}
+	})
+	f.mu.Lock()
+	f.err = err
+	f.mu.Unlock()
+}
+
+func tell(w *watcher, ev lease.Event) {
+	select {
+	case w.ch <- ev:
+	default: // it lags: lost, as a feed may lose events
+	}
+}
+
+// listen keeps a connection listening until ctx is done.
+func (s *Store) listen(ctx context.Context, db *sql.DB) {
+	pause := time.Duration(0)
+	for {
+		listened, err := s.listenOnce(ctx, db)
+		if ctx.Err() != nil {
+			return
+		}
+		if errors.Is(err, lease.ErrPermanent) {
+			s.feed.fail(err)
+			return
+		}
+		if listened {
+			pause = 0
+		}
+		pause = min(max(2*pause, 250*time.Millisecond), 30*time.Second)
+		t := time.NewTimer(pause)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// listenOnce takes a connection from the pool, listens on it and passes
+// on what comes until it breaks or ctx is done. The connection goes back
+// as broken, so that the pool never hands out one that listens.
+func (s *Store) listenOnce(ctx context.Context, db *sql.DB) (listened bool, err error) {
+	conn, err := db.Conn(ctx)
+	if err != nil {
+		return false, err
+	}
+	defer conn.Close()
+	_ = conn.Raw(func(dc any) error {
+		sc, ok := dc.(*stdlib.Conn)
+		if !ok {
+			err = lease.Permanent(fmt.Errorf("pglease: a change feed needs the pgx driver (github.com/jackc/pgx/v5/stdlib), not %T", dc))
+			return driver.ErrBadConn
+		}
+		pc := sc.Conn()
+		if _, err = pc.Exec(ctx, "LISTEN "+s.channel); err != nil {
+			err = classify(err)
+			return driver.ErrBadConn
+		}
+		listened = true
+		s.feed.each("", func(w *watcher) { tell(w, lease.Event{}) })
+		for {
+			n, werr := pc.WaitForNotification(ctx)
+			if werr != nil {
+				err = werr
+				return driver.ErrBadConn
+			}
+			name, ev, ok := parseNotice(n.Payload)
+			if ok {
+				s.feed.each(name, func(w *watcher) { tell(w, ev) })
+			}
+		}
+	})
+	return listened, err
+}
+
+// parseNotice reads a notification's payload: "w VERSION NAME",
+// "r VERSION NAME" or "d - NAME".
+func parseNotice(p string) (string, lease.Event, bool) {
+	kind, rest, ok := strings.Cut(p, " ")
+	if !ok {
+		return "", lease.Event{}, false
+	}
+	v, name, ok := strings.Cut(rest, " ")
+	if !ok {
+		return "", lease.Event{}, false
+	}
+	switch kind {
+	case "w", "r":
+		return name, lease.Event{Version: lease.Version(v), Released: kind == "r"}, true
+	case "d":
+		return name, lease.Event{}, true
+	}
+	return "", lease.Event{}, false
+}
