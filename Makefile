@@ -40,7 +40,7 @@ endif
 test: no-binaries lint race-check
 	$(SERVERS) run -- $(GO) test -race -count=1 ./...
 	@# The race detector slows the simulator tenfold, so under -race it runs
-	@# 8 seeds per scenario; this pass runs its full 54,800 seeds (100 per scenario, 2,000 per standby, wake-up, renewal-notice, priority, stale-read or lock scenario), one in ten of them twice.
+	@# 8 seeds per scenario; this pass runs its full 60,800 seeds (100 per scenario, 2,000 per standby, wake-up, renewal-notice, change-feed, priority, stale-read or lock scenario), one in ten of them twice.
 	$(GO) test -count=1 ./sim
 
 integration: race-check

@@ -46,6 +46,12 @@ func (w *world) failoverBound(in *instance) time.Duration {
 	l := w.store.lat.Bound()
 	wire := max(in.lastArrival-w.now, l)
 	wait := trueSpan(election.WaitBeforeTakeover(ttl, rho), ppb) + w.staleMax()
+	if at, ok := w.lastFeed(in); ok {
+		// The feed bound: the event leaves as the write lands, and the
+		// rest is the notice bound's.
+		w.chk.stats.FeedBounds++
+		return at - w.now + 5*l + trueSpan(election.WaitBeforeTakeover(ttl, rho), ppb) + 4*l + time.Millisecond
+	}
 	if sent, ok := w.lastNotice(in); ok {
 		// The notice bound: see noticeBound.
 		w.chk.stats.NoticeBounds++
@@ -159,10 +165,18 @@ func (w *world) lockHandoffBound() time.Duration {
 }
 
 // handoffBound is releaseBound, or wakeBound where a standby reads and
-// wake-ups cross a clean network.
+// wake-ups cross a clean network, or a hot follower hears a clean change
+// feed.
 func (w *world) handoffBound(in *instance) time.Duration {
 	if wf := w.plan.Wake; wf != nil && *wf == (wakeFaults{}) && w.hotStandbyBesides(in) {
 		return w.wakeBound()
+	}
+	if ff := w.plan.Feed; ff != nil && *ff == (wakeFaults{}) {
+		if _, ok := w.lastFeed(in); ok {
+			// The release's event reaches a hot follower as the release
+			// lands: as a wake-up would.
+			return w.wakeBound()
+		}
 	}
 	return w.releaseBound(in)
 }

@@ -51,6 +51,9 @@ type runStats struct {
 	ColdBounds, WakeBounds int
 	// I5 checks made with the notice bound (noticeBound).
 	NoticeBounds int
+	// Events of the store's change feed (Plan.Feed) sent and lost, and
+	// I5 checks made with the feed bound (feedBound).
+	FeedEvents, FeedLost, FeedBounds int
 	// I5 checks made with the lock handoff bound (lockHandoffBound).
 	LockWakeBounds int
 	// SemFull counts grants of a semaphore's last free slot: its every

@@ -118,8 +118,10 @@
 //     1.1·poll/(1-ρ) + 4 round trips. Where the leader had sent the standby a
 //     renewal notice for its last write over a clean network, the poll drops
 //     out: ttl×(1+ρ)/(1-ρ) + 9 one-way delays from the notice's send
-//     (world.lastNotice). After every fault heals, one leader emerges, keeps
-//     its term and is seen by all.
+//     (world.lastNotice); likewise from the last write's landing where a
+//     clean change feed tells a hot follower of it (world.lastFeed). After
+//     every fault heals, one leader emerges, keeps its term and is seen by
+//     all.
 //   - I6: every Run returns, and in the real tier no goroutine outlives the
 //     run.
 //

@@ -12,6 +12,7 @@ import (
 	"github.com/tenure-go/tenure/internal/engine"
 	"github.com/tenure-go/tenure/internal/host"
 	"github.com/tenure-go/tenure/internal/standby"
+	"github.com/tenure-go/tenure/lease"
 )
 
 // fastRun is the fast tier's Candidate: the production run below the API
@@ -22,6 +23,8 @@ import (
 // and single-threaded models of the Candidate's callback dispatcher and
 // notifier running the sim's callbacks.
 type fastRun struct {
+	trusted bool // Options.trustFeed: a feed event came; take the lease at the next read
+
 	in  *instance
 	w   *world
 	eng *engineHost
@@ -80,6 +83,9 @@ func newFastRun(in *instance) instRuntime {
 	if in.w.opt.Strategy == Naive {
 		f.m = newNaive(ec, in.wallNow)
 	} else {
+		if in.w.opt.trustFeed {
+			ec.Preempt = func(lease.Record) bool { return f.trusted }
+		}
 		m, err := election.New(ec)
 		if err != nil {
 			panic(fmt.Sprintf("sim: %s: %v", in.label, err)) // the timing passed Validate
@@ -122,6 +128,11 @@ func (f *fastRun) after(src source, d time.Duration, fn func()) *timer {
 func (f *fastRun) start() {
 	f.run.Start()
 	f.loop()
+	if f.w.plan.Feed != nil {
+		// The feed's first event, once it listens (lease.Watcher): after
+		// Start, as the Candidate's loop takes it.
+		f.noticed()
+	}
 }
 
 func (f *fastRun) fire(tm *timer) {

@@ -7,7 +7,7 @@ import (
 )
 
 // scenarios: leadership first, with a standby next, with stale reads, then locks.
-var scenarios = append(append(append(append(append(leaderScenarios[:len(leaderScenarios):len(leaderScenarios)], standbyScenarios...), preferScenarios...), staleScenarios...), lockScenarios...), groupScenarios...)
+var scenarios = append(append(append(append(append(append(leaderScenarios[:len(leaderScenarios):len(leaderScenarios)], standbyScenarios...), feedScenarios...), preferScenarios...), staleScenarios...), lockScenarios...), groupScenarios...)
 
 var lockScenarios = []*Scenario{
 	lockScenario("lock-contention", "12 clients contend for 2 locks with TryLock and Lock, waiting 1 to 40s", 12,

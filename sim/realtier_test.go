@@ -84,7 +84,8 @@ func newRealProcess(in *instance) instRuntime {
 // realProc is what every process of the real tier has.
 type realProc struct {
 	in   *instance
-	conn *simConn // its wake-up listener (guarded by world.mu); nil: none
+	conn *simConn      // its wake-up listener (guarded by world.mu); nil: none
+	feed chan struct{} // its Watch's events (guarded by world.mu); nil: none
 	// gone is closed when the process crashes: a call of a goroutine that
 	// does not end with its context (a leader's wake-up of its standby, a
 	// lock's release) returns, cut off from the world.
@@ -164,8 +165,12 @@ type realRun struct {
 func (r *realRun) start() {
 	in := r.in
 	w := in.w
+	var store lease.Store = realStore{in}
+	if w.plan.Feed != nil {
+		store = feedStore{realStore{in}}
+	}
 	cfg := tenure.Config{
-		Lease: leaseName, Store: realStore{in}, Callbacks: r.callbacks(), Timing: in.timing,
+		Lease: leaseName, Store: store, Callbacks: r.callbacks(), Timing: in.timing,
 		Runtime:     tenure.Runtime{ID: in.ID, Clock: realClock{in, srcRunner}, Rand: w.machineRand(in)},
 		StrongPolls: !w.plan.StaleReads,
 	}
@@ -348,6 +353,46 @@ func (c realClock) After(d time.Duration) <-chan time.Time {
 // scheduler, which sends it over the simulated link; the call returns when
 // the answer arrives, or when its context is done (the request may still
 // land: that is a delayed write).
+// heard takes an event of the store's change feed (Plan.Feed), for the
+// Candidate's Watch.
+func (p *realProc) heard() {
+	w := p.in.w
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if p.feed != nil {
+		select {
+		case p.feed <- struct{}{}:
+		default: // it lags
+		}
+	}
+}
+
+// feedStore is realStore with the world's change feed (Plan.Feed).
+type feedStore struct{ realStore }
+
+var _ lease.Watcher = feedStore{}
+
+// Watch takes the events the world delivers to the process (world.feed).
+func (s feedStore) Watch(ctx context.Context, name string, fn func(lease.Event)) error {
+	p := s.in.rt.(realProcess).proc()
+	ch := make(chan struct{}, 64)
+	w := s.in.w
+	w.mu.Lock()
+	p.feed = ch
+	w.mu.Unlock()
+	fn(lease.Event{})
+	for {
+		select {
+		case <-ch:
+			fn(lease.Event{Version: "?"})
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-p.gone:
+			return errors.New("the process is gone")
+		}
+	}
+}
+
 type realStore struct{ in *instance }
 
 var _ lease.Store = realStore{}

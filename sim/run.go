@@ -49,6 +49,12 @@ type Options struct {
 	Resource Resource
 	Trace    io.Writer // the event trace as text; nil for none (its hash is always kept)
 	Timeline bool      // keep what Result.WriteSVG draws
+
+	// trustFeed makes every Candidate take the lease on the next read
+	// after a feed event, whoever holds it (election.Config.Preempt): a
+	// follower that lets an event shorten its takeover, for the tests
+	// that prove the checker catches one.
+	trustFeed bool
 }
 
 // Result is what a run found.

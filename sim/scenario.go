@@ -47,6 +47,10 @@ type plan struct {
 	// notice after each confirmed renewal (Runtime.WakeAddr), over a
 	// network with these faults; nil: no wake-ups, no notices.
 	Wake *wakeFaults
+	// Feed: the store has a change feed (lease.Watcher) with these faults:
+	// every write of the lease is told to every live Candidate, which reads
+	// on it as on a renewal notice; nil: none.
+	Feed *wakeFaults
 
 	actions []action
 }

@@ -27,10 +27,10 @@ func seedsPerScenario() uint64 {
 }
 
 // seedsFor is seedsPerScenario, but 2,000 for the scenarios of the
-// standby, wake-ups, renewal notices, stale reads and locks (the fair
-// queue): they are cheap, and new.
+// standby, wake-ups, renewal notices, change feeds, stale reads and locks
+// (the fair queue): they are cheap, and new.
 func seedsFor(sc *Scenario) uint64 {
-	if n := seedsPerScenario(); !sc.standby && sc.Name != "stale-reads" && !strings.HasPrefix(sc.Name, "lock-") || n < 100 {
+	if n := seedsPerScenario(); !sc.standby && sc.Name != "stale-reads" && !strings.HasPrefix(sc.Name, "lock-") && !strings.HasPrefix(sc.Name, "feed-") || n < 100 {
 		return n
 	}
 	return 2000
@@ -178,6 +178,21 @@ func TestScenariosDoWhatTheySay(t *testing.T) {
 		},
 		"notice-zombie": func(r *Result) string {
 			return want(r.stats.Pauses >= 1 && r.stats.NoticeBounds >= 2, "zombies, held to the notice bound")
+		},
+		"feed-crash": func(r *Result) string {
+			return want(r.stats.Crashes == 4 && r.stats.FeedBounds >= 1 && r.stats.WakeBounds >= 1 && r.stats.FeedEvents > 500,
+				"crashes and handoffs held to the feed bound")
+		},
+		"feed-faults": func(r *Result) string {
+			// As notice-faults: forged events read no more often than the
+			// fastest poll, give or take the burst.
+			poll := election.Timing{}.WithDefaults().PollInterval
+			limit := int(r.stats.HotTime/(poll-poll/10)) + 2*r.stats.HotStints
+			return want(r.stats.NoticesForged > 100 && r.stats.FeedLost > 0 && r.stats.HotReads <= limit,
+				fmt.Sprintf("forged and lost events, the standby's reads (%d) within %d", r.stats.HotReads, limit))
+		},
+		"feed-zombie": func(r *Result) string {
+			return want(r.stats.Pauses >= 1 && r.stats.FeedBounds >= 2, "zombies, held to the feed bound")
 		},
 		"prefer-rolling": func(r *Result) string {
 			return want(r.stats.Handovers >= 1 && r.stats.PreferredChecks == 1 && r.stats.Releases >= 7,
@@ -373,6 +388,7 @@ func TestScenarioNames(t *testing.T) {
 		lost-takeover-response delayed-write simultaneous-takeover partition-flapping store-brownout
 		restart-same-identity mixed-ttl slow-callbacks stop-during-renewal swarm record-lost foreign-restore
 		standby-leader-crash standby-crash standby-pause wake-handoff wake-faults notice-crash notice-faults notice-zombie
+		feed-crash feed-faults feed-zombie
 		prefer-rolling prefer-flap prefer-faults prefer-defaults stale-reads
 		lock-contention lock-fair lock-holder-crash lock-holder-pause lock-give-up lock-skew-drift lock-partition
 		lock-wake lock-wake-fair lock-wake-faults lock-sem lock-sem-resize lock-sem-fair

@@ -210,8 +210,11 @@ func forgingWake(r *rand.Rand) *wakeFaults {
 // forgeNotices has forged renewal notices (Plan.Wake's ForgeBurst at
 // once) reach a live instance at random, one burst every ForgeEvery on
 // average, from the start to the end of the plan.
-func forgeNotices(p *plan, r *rand.Rand) {
-	wf := p.Wake
+func forgeNotices(p *plan, r *rand.Rand) { forge(p, r, p.Wake) }
+
+// forge has forged renewal notices, or feed events where wf is
+// Plan.Feed, come as wf says.
+func forge(p *plan, r *rand.Rand, wf *wakeFaults) {
 	for t := uniform(r, 0, 2*wf.ForgeEvery); t < p.Duration; t += uniform(r, 0, 2*wf.ForgeEvery) {
 		p.at(t, func(w *world) {
 			live := w.liveInstances()
@@ -219,6 +222,14 @@ func forgeNotices(p *plan, r *rand.Rand) {
 				return
 			}
 			in := live[w.rng.IntN(len(live))]
+			if fl, ok := in.rt.(feedListener); ok && wf == w.plan.Feed {
+				w.trace(in, line{what: mFault, text: "forged feed events"})
+				for range wf.ForgeBurst {
+					w.chk.stats.NoticesForged++
+					fl.heard()
+				}
+				return
+			}
 			switch rt := in.rt.(type) {
 			case *fastRun:
 				w.trace(in, line{what: mFault, text: "forged renewal notices"})

@@ -1,0 +1,75 @@
+package sim
+
+import (
+	"time"
+
+	"github.com/tenure-go/tenure/election"
+)
+
+// feed tells every live Candidate of a write of the lease, as a store's
+// change feed does (lease.Watcher): an event per write, over the faults
+// of Plan.Feed (lost, duplicated, delayed and so reordered), to a process
+// that can reach the store. The Candidate reads on it as on a renewal
+// notice; the writer hears its own, as it would.
+func (w *world) feed(from *instance) {
+	ff := w.plan.Feed
+	for _, o := range w.liveInstances() {
+		rt, ok := o.rt.(feedListener)
+		if !ok {
+			continue
+		}
+		w.chk.stats.FeedEvents++
+		if chance(w.rng, ff.LossPPM) {
+			w.chk.stats.FeedLost++
+			w.trace(from, line{what: mFault, text: "feed event to " + o.label + " lost"})
+			continue
+		}
+		copies := 1
+		if chance(w.rng, ff.DupPPM) {
+			copies = 2
+		}
+		for range copies {
+			d := w.store.lat.draw(w.rng)
+			if chance(w.rng, ff.DelayPPM) {
+				d += uniform(w.rng, time.Millisecond, max(ff.DelayMax, time.Millisecond))
+			}
+			w.at(w.now+d, o, func() {
+				if !o.node.cut { // cut off from the store, it hears nothing of it
+					rt.heard()
+				}
+			})
+		}
+	}
+}
+
+// feedListener is a Candidate's process on a store with a change feed.
+type feedListener interface {
+	heard() // an event of the feed
+}
+
+// heard takes an event of the feed: the Machine reads on it, as on a
+// renewal notice, rate limit and all.
+func (f *fastRun) heard() {
+	f.trusted = f.w.opt.trustFeed
+	f.noticed()
+}
+
+// lastFeed reports whether the store's change feed, clean, tells a hot
+// follower of in's last write as in stops: in's write is the record's,
+// none of in's is still on its way, and a follower that reads at the hot
+// cadence is live, running and reaches the store. Then the failover bound
+// is the feed bound: see failoverBound.
+func (w *world) lastFeed(in *instance) (time.Duration, bool) {
+	ff := w.plan.Feed
+	f, ok := in.rt.(*fastRun)
+	if ff == nil || *ff != (wakeFaults{}) || !ok || !w.store.exists || w.store.rec.Holder != in.ID ||
+		f.eng.leaseCall() != nil && f.eng.leaseCall().kind == election.OpPut || in.lastArrival > w.now {
+		return 0, false
+	}
+	for _, o := range w.liveInstances() {
+		if g, ok := o.rt.(*fastRun); ok && o != in && !o.paused && !o.node.cut && !g.dead && !g.exited && (!g.hasSB || !g.cold) {
+			return w.store.writtenAt, true
+		}
+	}
+	return 0, false
+}

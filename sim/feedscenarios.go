@@ -1,0 +1,92 @@
+package sim
+
+import (
+	"math/rand/v2"
+	"time"
+)
+
+var quickLatency = latency{Min: 500 * time.Microsecond, Max: 10 * time.Millisecond}
+
+// feedScenarios run on a store with a change feed (Plan.Feed, as
+// lease.Watcher): every write of the lease reaches every Candidate, which
+// reads on it as on a renewal notice, with no wake-up address anywhere.
+// With a clean feed a crash is held to the feed bound (world.lastFeed),
+// L×(1+ρ) and a few round trips from the leader's last write; with a
+// faulty one, to the general bounds: an event only ever moves a read.
+//
+// Their store answers within 10ms, without the healthy store's tail, so
+// that the feed bound (9 one-way delays beyond the wait) is far below a
+// poll: a follower that read on its polls and not on the events would
+// break it.
+var feedScenarios = []*Scenario{
+	{
+		Name:    "feed-crash",
+		Summary: "a change feed, no standby: the leader crashes four times, half of them with a renewal on its way, and shuts down twice: a new leader within the feed bound, or the general one, and a handoff within a few round trips",
+		build: func(p *plan, r *rand.Rand) {
+			p.Feed = &wakeFaults{}
+			p.Latency = quickLatency // so that the bound is tight: a read a poll late breaks it
+			t := uniform(r, 30*second, 50*second)
+			for i := range 6 {
+				switch {
+				case i%3 == 2:
+					stopLeader(p, t, uniform(r, 5*second, 15*second))
+				case i%3 == 0:
+					crashLeader(p, t, uniform(r, 10*second, 40*second), false)
+				default:
+					p.atLeader(t, "crash", func(w *world, l *instance) {
+						w.arm(l, hookRenewalSent, func() {
+							w.crash(l)
+							w.expectLeader(w.failoverBound(l), "crash of "+l.label+" with a renewal on its way")
+							restartLater(w, l.node, 20*second, false)
+						})
+					})
+				}
+				t += uniform(r, 50*second, 70*second)
+			}
+			p.Duration = t
+		},
+	},
+	{
+		Name:    "feed-faults",
+		Summary: "a change feed that loses up to half its events, repeats, delays (up to 5s, so reorders) and forges them in bursts of up to 20, beside a standby; leaders crash and shut down: every failover within the general bound, and the standby reads no more often than its fastest poll",
+		standby: true,
+		build: func(p *plan, r *rand.Rand) {
+			withStandby(p)
+			p.Feed = forgingWake(r)
+			t := uniform(r, 40*second, 60*second)
+			for i := range 4 {
+				if i%2 == 0 {
+					crashLeader(p, t, uniform(r, 10*second, 40*second), false)
+				} else {
+					stopLeader(p, t, uniform(r, 5*second, 15*second))
+				}
+				t += uniform(r, 60*second, 90*second)
+			}
+			p.Duration = t
+			forge(p, r, p.Feed)
+		},
+	},
+	{
+		Name:    "feed-zombie",
+		Summary: "a change feed, no standby: the leader pauses past its lease or is cut off from the store, and comes back a zombie: a follower takes over within the feed bound, and the zombie's term has ended",
+		build: func(p *plan, r *rand.Rand) {
+			p.Feed = &wakeFaults{}
+			p.Latency = quickLatency            // so that the bound is tight: a read a poll late breaks it
+			p.Requires = All.Without(OneLeader) // a paused leader acts until it checks: fencing (I3) protects
+			t := uniform(r, 40*second, 60*second)
+			for i := range 4 {
+				d := uniform(r, 15*second, 40*second)
+				p.atLeader(t, "pause or cut off", func(w *world, l *instance) {
+					if i%2 == 0 {
+						w.pause(l, d, false)
+						w.expectLeader(w.failoverBound(l), "pause of "+l.label)
+						return
+					}
+					cutOffFor(w, l, d)
+				})
+				t += d + uniform(r, 60*second, 90*second)
+			}
+			p.Duration = t
+		},
+	},
+}
