@@ -68,6 +68,7 @@ func main() {
 		kube     = flag.Bool("kube", false, "on the kube-apiserver at $TENURE_KUBE_URL, a namespace of its own (lease/k8slease)")
 		systems  = flag.String("systems", "tenure", "the systems compared, trial by trial: tenure (as -standby and -wake say), tenure-wake (standby and wake-ups), tenure-plain, client-go (leaderelection, ReleaseOnCancel; needs -kube)")
 		cgRenew  = flag.Duration("cg-renew-deadline", 0, "client-go's RenewDeadline (default 2/3 L: 10s at L = 15s)")
+		crashAt  = flag.Duration("crash-after", 0, "crash the leader this long after its election, plus up to a renewal interval at random (default: at a random moment of a poll once it sends renewal notices)")
 		cgRetry  = flag.Duration("cg-retry", 0, "client-go's RetryPeriod (default 2/15 L: 2s at L = 15s)")
 		system   = flag.String("system", "", "candidate: tenure or client-go")
 		name     = flag.String("name", "", "candidate: lease name")
@@ -78,7 +79,7 @@ func main() {
 	if (*standby || *wake) && t.ColdPollInterval == 0 {
 		t.ColdPollInterval = 10 * t.PollInterval
 	}
-	wakeFlag = *wake
+	wakeFlag, crashAfter = *wake, *crashAt
 	cg := cgTiming{*leaseDur, *cgRenew, *cgRetry}
 	if cg.renewDeadline == 0 {
 		cg.renewDeadline = *leaseDur * 2 / 3
@@ -132,6 +133,9 @@ func main() {
 
 // cleanup deletes what the bench made on the API server (-kube).
 var cleanup = func() {}
+
+// crashAfter is -crash-after.
+var crashAfter time.Duration
 
 // cgArgs are the client-go timings, for its candidate processes.
 var cgArgs []string
@@ -272,7 +276,8 @@ func (h standbyLog) WithGroup(string) slog.Handler      { return h }
 type proc struct {
 	id        string
 	cmd       *exec.Cmd
-	leading   bool // its latest news: elected, and not yet over
+	leading   bool      // its latest news: elected, and not yet over
+	electedAt time.Time // when it said so
 	standby   bool
 	notifying bool // a leader that sends the standby renewal notices
 	exited    bool
@@ -353,7 +358,7 @@ func (g *group) wait(d time.Duration, pred func(*proc, event) bool) (*proc, even
 		case m := <-g.ch:
 			switch m.e.what {
 			case "elected":
-				m.p.leading = true
+				m.p.leading, m.p.electedAt = true, m.e.at
 			case "over", "demoted":
 				m.p.leading, m.p.notifying = false, false
 			case "exit":
@@ -455,7 +460,7 @@ func bench(storeURL string, systems []sysSpec, t election.Timing, trials int, wi
 			if err != nil {
 				return err
 			}
-			c, h, err := crashThenHandoff(g, long)
+			c, h, err := crashThenHandoff(g, long, crashAfter)
 			g.stop()
 			if err != nil {
 				return fmt.Errorf("%s trial %d: %w", sys.name, i+1, err)
@@ -506,21 +511,30 @@ func count(ns []int) (c int) {
 // crashThenHandoff kills the leader (-9) at a random moment of a poll
 // interval and times the next election; then stops the new leader with
 // SIGTERM and times the next. With wake-ups, the crash comes once the
-// leader sends the standby renewal notices, as in a steady state: right
-// after an election it has yet to learn where the standby listens (within
-// a cold poll).
-func crashThenHandoff(g *group, long time.Duration) (crash, handoff time.Duration, err error) {
+// leader sends the standby renewal notices, as in a steady state. With
+// after > 0, it comes after plus up to a renewal interval after the
+// leader's election, whatever it sends.
+func crashThenHandoff(g *group, long, after time.Duration) (crash, handoff time.Duration, err error) {
 	t := g.sys.t
 	l, err := g.leader(long)
 	if err != nil {
 		return 0, 0, err
 	}
-	if g.sys.wake && !l.notifying {
+	if after > 0 {
+		at := l.electedAt.Add(after + rand.N(t.RenewInterval))
+		if d := time.Until(at); d > 0 {
+			time.Sleep(d)
+		} else {
+			return 0, 0, fmt.Errorf("the leader was elected %v ago, more than -crash-after", time.Since(l.electedAt))
+		}
+	} else if g.sys.wake && !l.notifying {
 		if _, _, err := g.wait(long, func(p *proc, e event) bool { return p == l && e.what == "notifying" }); err != nil {
 			return 0, 0, fmt.Errorf("the leader sent no renewal notices: %w", err)
 		}
 	}
-	time.Sleep(t.PollInterval + jitter(t.PollInterval)) // followers have polled
+	if after == 0 {
+		time.Sleep(t.PollInterval + jitter(t.PollInterval)) // followers have polled
+	}
 	t0 := time.Now()
 	_ = l.cmd.Process.Kill()
 	l2, e, err := g.wait(long, electedOtherThan(l))

@@ -344,6 +344,9 @@ func (sb *sbEntry) CallDone(f *host.Flight, res election.Result) {
 		sb.flight = nil
 	}
 	sb.s.Result(res)
+	if addr := sb.s.Owed(); addr != "" {
+		sb.r.fx.Notice(addr)
+	}
 }
 
 // The standby.Host of a Run.

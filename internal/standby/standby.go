@@ -135,6 +135,7 @@ type Standby struct {
 	handing  bool          // HandOver asked this term
 	target   string        // the standby's address, as last read; "" if none
 	deadline time.Time     // the term's deadline when a notice was last due
+	owed     bool          // a renewal went without its notice: send one once the address is known
 }
 
 // readID marks the IDs of the notifier's reads, apart from the campaign's
@@ -216,7 +217,7 @@ func (s *Standby) Lead(on bool) {
 		return
 	}
 	now := s.h.Now()
-	s.leading, s.target, s.deadline, s.lastSeen, s.handing = on, "", time.Time{}, false, false
+	s.leading, s.target, s.deadline, s.lastSeen, s.handing, s.owed = on, "", time.Time{}, false, false, false
 	s.ledAt, s.watchAt = now, now
 	if !on && s.reading != 0 {
 		s.reading = 0
@@ -230,11 +231,36 @@ func (s *Standby) Lead(on bool) {
 // deadline. A notice is due when the deadline moved on (a write of the
 // leader's confirmed). "" when none is due, no standby is known, or this
 // candidate listens for no wake-ups (it sends no notices either).
+//
+// Early in a term (its first cold poll), while no standby's address is
+// known, a renewal also reads the record at once, and the notice it went
+// without is sent once a read finds the address (Owed): a leader learns
+// where its standby listens by its first renewals, not a cold poll later,
+// so that notices flow from a term's first renewal.
 func (s *Standby) Renewed(leading bool, deadline time.Time) string {
 	if !s.leading || s.addr == "" || !leading || !deadline.After(s.deadline) {
 		return ""
 	}
 	s.deadline = deadline
+	if s.target == "" {
+		if now := s.h.Now(); now.Before(s.ledAt.Add(s.cfg.PollInterval)) {
+			s.owed = true
+			if s.reading == 0 && now.Before(s.watchAt) {
+				s.watchAt = now
+				s.h.Reschedule()
+			}
+		}
+	}
+	return s.target
+}
+
+// Owed returns the address to send the notice a renewal went without,
+// once a read found it (Renewed); "" if none is owed.
+func (s *Standby) Owed() string {
+	if !s.owed || s.target == "" || !s.leading {
+		return ""
+	}
+	s.owed = false
 	return s.target
 }
 

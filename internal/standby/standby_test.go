@@ -317,3 +317,59 @@ func maxTime(a, b time.Time) time.Time {
 	}
 	return a
 }
+
+// A leader that finds no standby at its election reads the record again
+// at its first renewal, not a cold poll later, and sends the notice that
+// renewal went without as soon as the read finds where the standby
+// listens; later renewals name it at once. Past the term's first cold
+// poll, a renewal reads nothing more.
+func TestLeaderLearnsTheStandbyAtItsFirstRenewal(t *testing.T) {
+	h := &host{t: t, now: time.Unix(1e9, 0), store: memlease.New()}
+	h.s = New(h, "job", standbyConfig("a"), "10.0.0.1:7946", Preference{})
+	start := h.now
+	h.s.Lead(true)
+	h.next() // at election: no standby yet
+	if len(h.calls) != 0 || !h.s.Due().Equal(start.Add(h.s.cfg.PollInterval)) {
+		t.Fatalf("after a read that found none: calls %v, next read at %v", h.calls, h.s.Due())
+	}
+	rec := lease.Record{Holder: "b", Token: 1, Duration: time.Minute, Nonce: "b1", Payload: Payload("10.0.0.2:7946", 0)}
+	if _, err := h.store.Put(context.Background(), "job::standby", rec, lease.NoVersion); err != nil {
+		t.Fatal(err)
+	}
+	h.now = h.now.Add(2 * time.Second) // the first renewal
+	if addr := h.s.Renewed(true, h.now.Add(9*time.Second)); addr != "" {
+		t.Fatalf("first renewal: notice to %q before any read found it", addr)
+	}
+	if owed := h.s.Owed(); owed != "" {
+		t.Fatalf("owed %q before the read", owed)
+	}
+	if !h.s.Due().Equal(h.now) {
+		t.Fatalf("first renewal: the record's next read at %v, want now (%v)", h.s.Due(), h.now)
+	}
+	h.next()
+	if owed := h.s.Owed(); owed != "10.0.0.2:7946" {
+		t.Fatalf("after the read: owed notice to %q, want the standby's address", owed)
+	}
+	if owed := h.s.Owed(); owed != "" {
+		t.Fatalf("owed twice: %q", owed)
+	}
+	h.now = h.now.Add(2 * time.Second)
+	if addr := h.s.Renewed(true, h.now.Add(9*time.Second)); addr != "10.0.0.2:7946" {
+		t.Fatalf("second renewal: notice to %q", addr)
+	}
+	// A term past its first cold poll reads at the cold cadence only.
+	h2 := &host{t: t, now: time.Unix(1e9, 0), store: memlease.New()}
+	h2.s = New(h2, "job", standbyConfig("a"), "10.0.0.1:7946", Preference{})
+	h2.s.Lead(true)
+	h2.next()
+	next := h2.s.Due()
+	h2.now = next.Add(-time.Second)
+	h2.s.Renewed(true, h2.now.Add(9*time.Second))
+	h2.now = next.Add(time.Second)
+	h2.next()
+	h2.now = h2.now.Add(2 * time.Second)
+	h2.s.Renewed(true, h2.now.Add(9*time.Second))
+	if d := h2.s.Due(); !d.After(h2.now) {
+		t.Fatalf("a renewal a cold poll into the term reads the record at once (due %v, now %v)", d, h2.now)
+	}
+}
