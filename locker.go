@@ -261,6 +261,30 @@ func (l *Locker) woken(name string) {
 	}
 }
 
+// feed listens to the store's change feed for the lock name while a Lock
+// call waits for it, when the store has one (lease.Watcher): each write of
+// the lock is taken as a renewal notice (engine.Locker.Noticed), so that
+// the waiter reads a round trip after each renewal and after the unlock,
+// without a wake-up address. It returns the function that stops it.
+func (l *Locker) feed(name string) (stop func()) {
+	w, ok := l.cfg.Store.(lease.Watcher)
+	if !ok {
+		return func() {}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	l.h.Go(func() {
+		err := w.Watch(ctx, name, func(lease.Event) {
+			if !l.do(func() { l.lk.Noticed(name) }) {
+				cancel() // closed
+			}
+		})
+		if ctx.Err() == nil {
+			l.log(slog.LevelWarn, "no change feed from the store: waiting by polls", "lock", name, "err", err)
+		}
+	})
+	return cancel
+}
+
 // ID returns the identity this Locker writes into the locks it holds.
 func (l *Locker) ID() string { return l.cfg.ID }
 
@@ -407,6 +431,9 @@ func (l *Locker) take(ctx context.Context, name string, try bool, opts []LockOpt
 	e := l.lk.NewEntry(engine.Call{Name: name, Config: ec, Try: try, Fair: o.fair, Keep: o.every != 0, Slots: o.slots}, &lockCall{result: result})
 	if !l.do(func() { l.lk.Add(e) }) {
 		return nil, ErrClosed
+	}
+	if !try && !o.sem {
+		defer l.feed(name)()
 	}
 	select {
 	case r := <-result:

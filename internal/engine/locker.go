@@ -218,6 +218,18 @@ func (l *Locker) Woken(name string) bool {
 	return ok
 }
 
+// Noticed takes an event of the store's change feed for the lock name:
+// the entry of this process that waits for it, if any, reads it now
+// (lockcore.Lock.Noticed). A semaphore's does not: its slots are records
+// of their own.
+func (l *Locker) Noticed(name string) bool {
+	e := l.names[name]
+	if e == nil || !e.live || e.sem != nil {
+		return false
+	}
+	return e.Lock.Noticed()
+}
+
 // begin starts e.
 func (l *Locker) begin(e *Entry) {
 	if e.Answered() { // its caller gave up while it waited in this process

@@ -129,6 +129,21 @@ func (l *Lock) Wake() bool {
 	return true
 }
 
+// Noticed takes an event of the store's change feed for the lock (a write
+// of its record): a waiting lock reads the record now, within its
+// Machine's notice rate limit, as a standby on a renewal notice; a fair
+// waiter behind the head ignores it, as it ignores the lock between its
+// gated polls. It needs no wake-up address. It reports whether the lock
+// waits.
+func (l *Lock) Noticed() bool {
+	if l.held || l.answered || l.retired || l.try {
+		return false
+	}
+	l.d.Notice()
+	l.after()
+	return true
+}
+
 // wakeBusy reports whether a call on the wake record is in flight: the
 // queue's calls wait for it, and it for them.
 func (l *Lock) wakeBusy() bool { return l.wk != nil && l.wk.op != 0 }
