@@ -199,7 +199,11 @@ func (w *world) send(from *instance, to string, notice bool, lock, msg string) {
 	} else {
 		w.chk.stats.WakesSent++
 	}
-	if target == nil || chance(w.rng, wf.LossPPM) {
+	var delays []time.Duration
+	if target != nil {
+		delays = w.delays(wf)
+	}
+	if delays == nil {
 		if notice {
 			w.chk.stats.NoticesLost++
 		} else {
@@ -208,15 +212,7 @@ func (w *world) send(from *instance, to string, notice bool, lock, msg string) {
 		w.trace(from, line{what: mFault, text: what + " to " + to + " lost"})
 		return
 	}
-	copies := 1
-	if chance(w.rng, wf.DupPPM) {
-		copies = 2
-	}
-	for range copies {
-		d := w.store.lat.draw(w.rng)
-		if chance(w.rng, wf.DelayPPM) {
-			d += uniform(w.rng, time.Millisecond, max(wf.DelayMax, time.Millisecond))
-		}
+	for _, d := range delays {
 		w.at(w.now+d, target, func() {
 			switch rt := target.rt.(type) {
 			case *fastRun:
@@ -234,6 +230,27 @@ func (w *world) send(from *instance, to string, notice bool, lock, msg string) {
 			}
 		})
 	}
+}
+
+// delays draws what a network with faults wf does to one message: nil
+// if it is lost, else when each copy arrives from now (one, or two when
+// duplicated), at the store's latency and maybe delayed.
+func (w *world) delays(wf *wakeFaults) []time.Duration {
+	if chance(w.rng, wf.LossPPM) {
+		return nil
+	}
+	copies := 1
+	if chance(w.rng, wf.DupPPM) {
+		copies = 2
+	}
+	ds := make([]time.Duration, copies)
+	for i := range ds {
+		ds[i] = w.store.lat.draw(w.rng)
+		if chance(w.rng, wf.DelayPPM) {
+			ds[i] += uniform(w.rng, time.Millisecond, max(wf.DelayMax, time.Millisecond))
+		}
+	}
+	return ds
 }
 
 // endBrownout restores the store's planned behaviour, unless heal came first.

@@ -19,20 +19,13 @@ func (w *world) feed(from *instance) {
 			continue
 		}
 		w.chk.stats.FeedEvents++
-		if chance(w.rng, ff.LossPPM) {
+		delays := w.delays(ff)
+		if delays == nil {
 			w.chk.stats.FeedLost++
 			w.trace(from, line{what: mFault, text: "feed event to " + o.label + " lost"})
 			continue
 		}
-		copies := 1
-		if chance(w.rng, ff.DupPPM) {
-			copies = 2
-		}
-		for range copies {
-			d := w.store.lat.draw(w.rng)
-			if chance(w.rng, ff.DelayPPM) {
-				d += uniform(w.rng, time.Millisecond, max(ff.DelayMax, time.Millisecond))
-			}
+		for _, d := range delays {
 			w.at(w.now+d, o, func() {
 				if !o.node.cut { // cut off from the store, it hears nothing of it
 					rt.heard()

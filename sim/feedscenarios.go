@@ -33,13 +33,7 @@ var feedScenarios = []*Scenario{
 				case i%3 == 0:
 					crashLeader(p, t, uniform(r, 10*second, 40*second), false)
 				default:
-					p.atLeader(t, "crash", func(w *world, l *instance) {
-						w.arm(l, hookRenewalSent, func() {
-							w.crash(l)
-							w.expectLeader(w.failoverBound(l), "crash of "+l.label+" with a renewal on its way")
-							restartLater(w, l.node, 20*second, false)
-						})
-					})
+					crashOnRenewal(p, t)
 				}
 				t += uniform(r, 50*second, 70*second)
 			}
@@ -53,16 +47,7 @@ var feedScenarios = []*Scenario{
 		build: func(p *plan, r *rand.Rand) {
 			withStandby(p)
 			p.Feed = forgingWake(r)
-			t := uniform(r, 40*second, 60*second)
-			for i := range 4 {
-				if i%2 == 0 {
-					crashLeader(p, t, uniform(r, 10*second, 40*second), false)
-				} else {
-					stopLeader(p, t, uniform(r, 5*second, 15*second))
-				}
-				t += uniform(r, 60*second, 90*second)
-			}
-			p.Duration = t
+			crashesAndStops(p, r)
 			forge(p, r, p.Feed)
 		},
 	},
@@ -71,22 +56,8 @@ var feedScenarios = []*Scenario{
 		Summary: "a change feed, no standby: the leader pauses past its lease or is cut off from the store, and comes back a zombie: a follower takes over within the feed bound, and the zombie's term has ended",
 		build: func(p *plan, r *rand.Rand) {
 			p.Feed = &wakeFaults{}
-			p.Latency = quickLatency            // so that the bound is tight: a read a poll late breaks it
-			p.Requires = All.Without(OneLeader) // a paused leader acts until it checks: fencing (I3) protects
-			t := uniform(r, 40*second, 60*second)
-			for i := range 4 {
-				d := uniform(r, 15*second, 40*second)
-				p.atLeader(t, "pause or cut off", func(w *world, l *instance) {
-					if i%2 == 0 {
-						w.pause(l, d, false)
-						w.expectLeader(w.failoverBound(l), "pause of "+l.label)
-						return
-					}
-					cutOffFor(w, l, d)
-				})
-				t += d + uniform(r, 60*second, 90*second)
-			}
-			p.Duration = t
+			p.Latency = quickLatency // so that the bound is tight: a read a poll late breaks it
+			zombieLeaders(p, r)
 		},
 	},
 }

@@ -195,8 +195,10 @@ func TestScenariosDoWhatTheySay(t *testing.T) {
 			return want(r.stats.Pauses >= 1 && r.stats.FeedBounds >= 2, "zombies, held to the feed bound")
 		},
 		"prefer-rolling": func(r *Result) string {
-			return want(r.stats.Handovers >= 1 && r.stats.PreferredChecks == 1 && r.stats.Releases >= 7,
-				"hand-overs to the new version, 7 graceful restarts, the preference check")
+			// Of the 7 graceful restarts, a leader's or a standby's gives
+			// a record back, a cold follower's none: 6 to 10 over seeds 1-40.
+			return want(r.stats.Handovers >= 1 && r.stats.PreferredChecks == 1 && r.stats.Releases >= 5,
+				"hand-overs to the new version, graceful restarts that gave records back, the preference check")
 		},
 		"prefer-flap": func(r *Result) string {
 			return want(r.stats.Handovers >= 1 && r.stats.Crashes >= 3 && r.stats.PreferredChecks == 1,

@@ -86,13 +86,7 @@ var standbyScenarios = []*Scenario{
 				if i%2 == 0 {
 					crashLeader(p, t, uniform(r, 10*second, 40*second), false)
 				} else {
-					p.atLeader(t, "crash", func(w *world, l *instance) {
-						w.arm(l, hookRenewalSent, func() {
-							w.crash(l)
-							w.expectLeader(w.failoverBound(l), "crash of "+l.label+" with a renewal on its way")
-							restartLater(w, l.node, 20*second, false)
-						})
-					})
+					crashOnRenewal(p, t)
 				}
 				t += uniform(r, 60*second, 90*second)
 			}
@@ -106,16 +100,7 @@ var standbyScenarios = []*Scenario{
 		build: func(p *plan, r *rand.Rand) {
 			withStandby(p)
 			p.Wake = forgingWake(r)
-			t := uniform(r, 40*second, 60*second)
-			for i := range 4 {
-				if i%2 == 0 {
-					crashLeader(p, t, uniform(r, 10*second, 40*second), false)
-				} else {
-					stopLeader(p, t, uniform(r, 5*second, 15*second))
-				}
-				t += uniform(r, 60*second, 90*second)
-			}
-			p.Duration = t
+			crashesAndStops(p, r)
 			forgeNotices(p, r)
 		},
 	},
@@ -126,21 +111,7 @@ var standbyScenarios = []*Scenario{
 		build: func(p *plan, r *rand.Rand) {
 			withStandby(p)
 			p.Wake = &wakeFaults{}
-			p.Requires = All.Without(OneLeader) // a paused leader acts until it checks: fencing (I3) protects
-			t := uniform(r, 40*second, 60*second)
-			for i := range 4 {
-				d := uniform(r, 15*second, 40*second)
-				p.atLeader(t, "pause or cut off", func(w *world, l *instance) {
-					if i%2 == 0 {
-						w.pause(l, d, false)
-						w.expectLeader(w.failoverBound(l), "pause of "+l.label)
-						return
-					}
-					cutOffFor(w, l, d)
-				})
-				t += d + uniform(r, 60*second, 90*second)
-			}
-			p.Duration = t
+			zombieLeaders(p, r)
 		},
 	},
 }
@@ -197,6 +168,54 @@ var staleScenarios = []*Scenario{
 			p.Duration = t
 		},
 	},
+}
+
+// crashOnRenewal crashes whoever leads at t as it next sends a renewal,
+// which is then on its way, and restarts it 20s later.
+func crashOnRenewal(p *plan, t time.Duration) {
+	p.atLeader(t, "crash", func(w *world, l *instance) {
+		w.arm(l, hookRenewalSent, func() {
+			w.crash(l)
+			w.expectLeader(w.failoverBound(l), "crash of "+l.label+" with a renewal on its way")
+			restartLater(w, l.node, 20*second, false)
+		})
+	})
+}
+
+// crashesAndStops crashes the leader and shuts it down in turn, four times
+// from 40-60s on, 60 to 90s apart.
+func crashesAndStops(p *plan, r *rand.Rand) {
+	t := uniform(r, 40*second, 60*second)
+	for i := range 4 {
+		if i%2 == 0 {
+			crashLeader(p, t, uniform(r, 10*second, 40*second), false)
+		} else {
+			stopLeader(p, t, uniform(r, 5*second, 15*second))
+		}
+		t += uniform(r, 60*second, 90*second)
+	}
+	p.Duration = t
+}
+
+// zombieLeaders pauses the leader past its lease or cuts it off from the
+// store, in turn, four times, for 15 to 40s: it comes back a zombie. A
+// paused leader acts until it checks, so I1 is not promised.
+func zombieLeaders(p *plan, r *rand.Rand) {
+	p.Requires = All.Without(OneLeader) // a paused leader acts until it checks: fencing (I3) protects
+	t := uniform(r, 40*second, 60*second)
+	for i := range 4 {
+		d := uniform(r, 15*second, 40*second)
+		p.atLeader(t, "pause or cut off", func(w *world, l *instance) {
+			if i%2 == 0 {
+				w.pause(l, d, false)
+				w.expectLeader(w.failoverBound(l), "pause of "+l.label)
+				return
+			}
+			cutOffFor(w, l, d)
+		})
+		t += d + uniform(r, 60*second, 90*second)
+	}
+	p.Duration = t
 }
 
 // forgingWake is a wake-up network that loses up to half, duplicates and

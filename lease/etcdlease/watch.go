@@ -4,12 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"time"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/tenure-go/tenure/internal/recordjson"
+	"github.com/tenure-go/tenure/internal/relisten"
 	"github.com/tenure-go/tenure/lease"
 )
 
@@ -30,7 +30,7 @@ func (s *Store) Watch(ctx context.Context, name string, fn func(lease.Event)) er
 		return lease.Permanent(fmt.Errorf("watch lease %q: etcdlease.New was given a KV that cannot watch (%T): pass a *clientv3.Client", name, s.kv))
 	}
 	var next int64 // the revision to resume from; 0: start over
-	pause := time.Duration(0)
+	var pause relisten.Backoff
 	for {
 		resumed, err := s.watchOnce(ctx, w, name, &next, fn)
 		if ctx.Err() != nil {
@@ -40,15 +40,10 @@ func (s *Store) Watch(ctx context.Context, name string, fn func(lease.Event)) er
 			return err
 		}
 		if resumed {
-			pause = 0
+			pause.Reset()
 		}
-		pause = min(max(2*pause, 250*time.Millisecond), 30*time.Second)
-		t := time.NewTimer(pause)
-		select {
-		case <-ctx.Done():
-			t.Stop()
+		if !pause.Wait(ctx) {
 			return s.failed(ctx, "watch", name, ctx.Err())
-		case <-t.C:
 		}
 	}
 }

@@ -3,13 +3,13 @@ package k8slease
 import (
 	"context"
 	"errors"
-	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/watch"
 
+	"github.com/tenure-go/tenure/internal/relisten"
 	"github.com/tenure-go/tenure/lease"
 )
 
@@ -28,7 +28,7 @@ func (s *Store) Watch(ctx context.Context, name string, fn func(lease.Event)) er
 		FieldSelector:       fields.OneTermEqualSelector("metadata.name", ObjectName(name)).String(),
 		AllowWatchBookmarks: true,
 	}
-	pause := time.Duration(0)
+	var pause relisten.Backoff
 	for {
 		fresh := opts.ResourceVersion == ""
 		var w watch.Interface
@@ -44,7 +44,7 @@ func (s *Store) Watch(ctx context.Context, name string, fn func(lease.Event)) er
 			opts.ResourceVersion, ok = s.follow(w, fn, opts.ResourceVersion)
 			w.Stop()
 			if ok {
-				pause = 0 // the server ended it, as it does every few minutes: resume at once
+				pause.Reset() // the server ended it, as it does every few minutes: resume at once
 				continue
 			}
 			opts.ResourceVersion = "" // start over
@@ -54,14 +54,8 @@ func (s *Store) Watch(ctx context.Context, name string, fn func(lease.Event)) er
 		if ctx.Err() != nil {
 			return s.failed(ctx, "watch", name, ctx.Err())
 		}
-		// Unreachable, or failing: try again, less and less often.
-		pause = min(max(2*pause, 250*time.Millisecond), 30*time.Second)
-		t := time.NewTimer(pause)
-		select {
-		case <-ctx.Done():
-			t.Stop()
+		if !pause.Wait(ctx) { // unreachable, or failing: less and less often
 			return s.failed(ctx, "watch", name, ctx.Err())
-		case <-t.C:
 		}
 	}
 }

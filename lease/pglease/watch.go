@@ -10,10 +10,10 @@ import (
 	"fmt"
 	"strings"
 	"sync"
-	"time"
 
 	"github.com/jackc/pgx/v5/stdlib"
 
+	"github.com/tenure-go/tenure/internal/relisten"
 	"github.com/tenure-go/tenure/lease"
 )
 
@@ -160,7 +160,7 @@ func tell(w *watcher, ev lease.Event) {
 
 // listen keeps a connection listening until ctx is done.
 func (s *Store) listen(ctx context.Context, db *sql.DB) {
-	pause := time.Duration(0)
+	var pause relisten.Backoff
 	for {
 		listened, err := s.listenOnce(ctx, db)
 		if ctx.Err() != nil {
@@ -171,15 +171,10 @@ func (s *Store) listen(ctx context.Context, db *sql.DB) {
 			return
 		}
 		if listened {
-			pause = 0
+			pause.Reset()
 		}
-		pause = min(max(2*pause, 250*time.Millisecond), 30*time.Second)
-		t := time.NewTimer(pause)
-		select {
-		case <-ctx.Done():
-			t.Stop()
+		if !pause.Wait(ctx) {
 			return
-		case <-t.C:
 		}
 	}
 }
