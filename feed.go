@@ -11,9 +11,11 @@ import (
 // startFeed listens to the store's change feed for the lease, when the
 // store has one (lease.Watcher): each write it tells of is a renewal
 // notice (the Machine rate-limits them, and cold, gated or leading
-// machines ignore them), so that a follower reads a round trip after each
-// renewal and after a release, without anyone's address. It returns the
-// function that stops it; Run calls it before waiting for its goroutines.
+// machines ignore them), and a release a wake-up (rate-limited apart), so
+// that a follower reads a round trip after each renewal and after a
+// release, without anyone's address. The first event, "listening", is
+// dropped: the run reads as it starts. It returns the function that stops
+// it; Run calls it before waiting for its goroutines.
 func (r *runner) startFeed() (stop func()) {
 	w, ok := r.c.cfg.Store.(lease.Watcher)
 	if !ok {
@@ -21,18 +23,44 @@ func (r *runner) startFeed() (stop func()) {
 	}
 	ctx, cancel := context.WithCancel(context.WithoutCancel(r.runCtx))
 	r.h.Go(func() {
-		err := w.Watch(ctx, r.c.cfg.Lease, func(lease.Event) {
+		heard := feedHearer(func(released bool) {
 			r.feedLive.Store(true)
-			if !r.h.Do(r.noticed) {
+			f := r.noticed
+			if released {
+				// A wake-up where it may be one (a standby), else a notice.
+				f = func() {
+					if !r.readWoken() {
+						r.noticed()
+					}
+				}
+			}
+			if !r.h.Do(f) {
 				cancel() // the run is over
 			}
 		})
+		err := w.Watch(ctx, r.c.cfg.Lease, heard)
 		r.feedLive.Store(false)
 		if ctx.Err() == nil || !errors.Is(err, context.Canceled) {
 			r.log(slog.LevelWarn, "no change feed from the store: following by polls", "err", err)
 		}
 	})
 	return cancel
+}
+
+// feedHearer returns a Watch's fn that passes on whether each event
+// released the lease, but for the first, which says the feed listens: a
+// read as one starts to wait finds what came before it.
+func feedHearer(heard func(released bool)) func(lease.Event) {
+	listening := false
+	return func(ev lease.Event) {
+		if !listening {
+			listening = true
+			if ev.Version == lease.NoVersion {
+				return
+			}
+		}
+		heard(ev.Released)
+	}
 }
 
 // feedNotices reports whether the leader's renewal notices would only

@@ -156,3 +156,71 @@ func TestFeedLockHandoff(t *testing.T) {
 		})
 	}
 }
+
+// A group member on a store with a change feed listens to the shards it
+// waits for: a shard handed over on a join is taken by its next owner as
+// its release lands (store calls take no time in the bubble), and one
+// handed over on a graceful leave within a beat, with no wake-up address;
+// a poll is 20s away.
+func TestFeedGroupHandoff(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const k = 8
+		feed := leasetest.NewFeed(memlease.New())
+		var mu sync.Mutex
+		released := map[int]time.Time{}
+		var gaps []time.Duration
+		start := func(id string) (*tenure.Group, context.CancelFunc, chan error) {
+			g, err := tenure.NewGroup(tenure.GroupConfig{Store: feed, Name: "ingest", Shards: k, Runtime: tenure.Runtime{ID: id, WakeAddr: tenure.NoWake},
+				Timing: tenure.Timing{LeaseDuration: 30 * time.Second, RenewInterval: 300 * time.Millisecond, PollInterval: 20 * time.Second, OpTimeout: 300 * time.Millisecond},
+				OnAssigned: func(ctx context.Context, s tenure.Shard) {
+					mu.Lock()
+					defer mu.Unlock()
+					if at, ok := released[s.ID]; ok {
+						gaps = append(gaps, time.Since(at))
+						delete(released, s.ID)
+					}
+				},
+				OnRevoked: func(s tenure.Shard, _ tenure.DemotionReason) {
+					mu.Lock()
+					defer mu.Unlock()
+					released[s.ID] = time.Now()
+				},
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx, stop := context.WithCancel(context.Background())
+			done := make(chan error, 1)
+			go func() { done <- g.Run(ctx) }()
+			t.Cleanup(func() { stop(); <-done })
+			return g, stop, done
+		}
+		a, _, _ := start("a")
+		wait(time.Minute)
+		b, stopB, doneB := start("b")
+		wait(time.Minute)
+		if ha, hb := len(a.Status().Held), len(b.Status().Held); ha != k/2 || hb != k/2 {
+			t.Fatalf("after b's join: a holds %d shards, b %d; want %d each", ha, hb, k/2)
+		}
+		stopB()
+		if err := <-doneB; err != nil {
+			t.Fatal(err)
+		}
+		doneB <- nil
+		wait(time.Minute)
+		mu.Lock()
+		defer mu.Unlock()
+		if len(gaps) != k {
+			t.Fatalf("%d shards taken after a release, want %d (%d handed over on the join, as many on the leave)", len(gaps), k, k/2)
+		}
+		// On the join, b waits for its shards with a lock each and reads
+		// on their releases; on the leave, a learns from the release that
+		// something changed and reads the membership first (rate-limited
+		// as wake-ups are): within a beat.
+		for i, gap := range gaps {
+			if limit := map[bool]time.Duration{true: 0, false: 300 * time.Millisecond}[i < k/2]; gap > limit {
+				t.Fatalf("a shard unowned for %v between its release and its next owner's term (gaps %v): not read on the feed", gap, gaps)
+			}
+		}
+	})
+}

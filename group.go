@@ -133,7 +133,8 @@ type Group struct {
 
 	wakeAddr  string
 	wakes     *sender
-	closeWake func() // once the loop ended: send the last wake-ups, close the listener
+	closeWake func()                     // once the loop ended: send the last wake-ups, close the listener
+	feeds     map[int]context.CancelFunc // the loop's: the change feed of each shard waited for
 
 	mu       sync.Mutex // guards panicked and final
 	panicked *CallbackPanic
@@ -210,7 +211,7 @@ func NewGroup(cfg GroupConfig) (*Group, error) {
 		return nil, err
 	}
 	lc := cfg.machine(cfg.Timing, nil, staleReads(cfg.Store, cfg.StrongPolls))
-	g := &Group{cfg: cfg, lock: &lc, closeWake: func() {}}
+	g := &Group{cfg: cfg, lock: &lc, closeWake: func() {}, feeds: map[int]context.CancelFunc{}}
 	var meter metric.Meter
 	if g.ms, meter, err = newMetrics(cfg.MeterProvider, attribute.String("group", cfg.Name)); err != nil {
 		return nil, fmt.Errorf("tenure: metrics: %w", err)
@@ -261,6 +262,7 @@ func (g *Group) Run(ctx context.Context) error {
 			if g.e.c.Done() {
 				g.h.Exit()
 			}
+			g.syncFeed()
 		},
 	})
 	conn, addr, err := g.bindWake()
@@ -294,6 +296,7 @@ func (g *Group) Run(ctx context.Context) error {
 	g.mu.Unlock()
 	g.running.Store(false)
 	g.closeWake()
+	g.stopFeeds()
 	g.h.Wait()
 	g.log(slog.LevelInfo, "left the group")
 	g.mu.Lock()

@@ -263,8 +263,9 @@ func (l *Locker) woken(name string) {
 
 // feed listens to the store's change feed for the lock name while a Lock
 // call waits for it, when the store has one (lease.Watcher): each write of
-// the lock is taken as a renewal notice (engine.Locker.Noticed), so that
-// the waiter reads a round trip after each renewal and after the unlock,
+// the lock is taken as a renewal notice, and an unlock as a wake-up
+// (engine.Locker.Noticed), so that the waiter reads a round trip after
+// each renewal and after the unlock,
 // without a wake-up address. It returns the function that stops it.
 func (l *Locker) feed(name string) (stop func()) {
 	w, ok := l.cfg.Store.(lease.Watcher)
@@ -273,11 +274,11 @@ func (l *Locker) feed(name string) (stop func()) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	l.h.Go(func() {
-		err := w.Watch(ctx, name, func(lease.Event) {
-			if !l.do(func() { l.lk.Noticed(name) }) {
+		err := w.Watch(ctx, name, feedHearer(func(released bool) {
+			if !l.do(func() { l.lk.Noticed(name, released) }) {
 				cancel() // closed
 			}
-		})
+		}))
 		if ctx.Err() == nil {
 			l.log(slog.LevelWarn, "no change feed from the store: waiting by polls", "lock", name, "err", err)
 		}

@@ -104,14 +104,22 @@ func (r *runner) noticed() { r.run.Noticed() }
 
 // wake takes a wake-up: read the lease now, within the rate limit.
 func (r *runner) wake() {
-	if r.run.Woken() {
-		if o := r.c.obs; o != nil {
-			o.Woken()
-		}
-		r.log(slog.LevelDebug, "woken: reading the lease")
-		return
+	if !r.readWoken() {
+		r.log(slog.LevelDebug, "wake-up dropped: over the rate limit")
 	}
-	r.log(slog.LevelDebug, "wake-up dropped: over the rate limit")
+}
+
+// readWoken reads the lease now for a wake-up, and reports whether it did:
+// not over the rate limit, nor without a standby campaign.
+func (r *runner) readWoken() bool {
+	if !r.run.Woken() {
+		return false
+	}
+	if o := r.c.obs; o != nil {
+		o.Woken()
+	}
+	r.log(slog.LevelDebug, "woken: reading the lease")
+	return true
 }
 
 // Notice queues a renewal notice to addr, dropping it if the one before

@@ -128,11 +128,6 @@ func (f *fastRun) after(src source, d time.Duration, fn func()) *timer {
 func (f *fastRun) start() {
 	f.run.Start()
 	f.loop()
-	if f.w.plan.Feed != nil {
-		// The feed's first event, once it listens (lease.Watcher): after
-		// Start, as the Candidate's loop takes it.
-		f.noticed()
-	}
 }
 
 func (f *fastRun) fire(tm *timer) {

@@ -7,11 +7,12 @@ import (
 )
 
 // feed tells every live Candidate of a write of the lease, as a store's
-// change feed does (lease.Watcher): an event per write, over the faults
-// of Plan.Feed (lost, duplicated, delayed and so reordered), to a process
-// that can reach the store. The Candidate reads on it as on a renewal
-// notice; the writer hears its own, as it would.
-func (w *world) feed(from *instance) {
+// change feed does (lease.Watcher): an event per write, saying whether it
+// released the lease, over the faults of Plan.Feed (lost, duplicated,
+// delayed and so reordered), to a process that can reach the store. The
+// Candidate reads on it as on a renewal notice, or on a release as on a
+// wake-up; the writer hears its own, as it would.
+func (w *world) feed(from *instance, released bool) {
 	ff := w.plan.Feed
 	for _, o := range w.liveInstances() {
 		rt, ok := o.rt.(feedListener)
@@ -28,7 +29,7 @@ func (w *world) feed(from *instance) {
 		for _, d := range delays {
 			w.at(w.now+d, o, func() {
 				if !o.node.cut { // cut off from the store, it hears nothing of it
-					rt.heard()
+					rt.heard(released)
 				}
 			})
 		}
@@ -37,13 +38,23 @@ func (w *world) feed(from *instance) {
 
 // feedListener is a Candidate's process on a store with a change feed.
 type feedListener interface {
-	heard() // an event of the feed
+	heard(released bool) // an event of the feed
 }
 
-// heard takes an event of the feed: the Machine reads on it, as on a
-// renewal notice, rate limit and all.
-func (f *fastRun) heard() {
+// heard takes an event of the feed as the Candidate's feed goroutine does
+// (tenure's startFeed): a release as a wake-up where the standby takes
+// one, else as a renewal notice, rate limits and all.
+func (f *fastRun) heard(released bool) {
+	if f.dead || f.exited {
+		return
+	}
 	f.trusted = f.w.opt.trustFeed
+	if released && f.run.Woken() {
+		f.w.chk.stats.WakesUsed++
+		f.w.trace(f.in, line{what: mFault, text: "woken: reading the lease"})
+		f.loop()
+		return
+	}
 	f.noticed()
 }
 

@@ -245,7 +245,7 @@ func forge(p *plan, r *rand.Rand, wf *wakeFaults) {
 				w.trace(in, line{what: mFault, text: "forged feed events"})
 				for range wf.ForgeBurst {
 					w.chk.stats.NoticesForged++
-					fl.heard()
+					fl.heard(false)
 				}
 				return
 			}

@@ -260,6 +260,28 @@ func (m *Campaign) Woken(shard int) {
 	m.after()
 }
 
+// Waiting reports whether the member campaigns for shard i and does not
+// hold it: it waits for the shard's holder to give it back, or to go.
+func (m *Campaign) Waiting(i int) bool {
+	s := &m.sh[i]
+	return s.lk != nil && !s.held && !m.leaving && !m.done
+}
+
+// Noticed takes an event of the store's change feed for shard's record: a
+// lock waiting for it reads it now, within its Machine's notice rate
+// limit (lockcore.Lock.Noticed); a release is a wake-up (Woken).
+func (m *Campaign) Noticed(shard int, released bool) {
+	if shard < 0 || shard >= len(m.sh) {
+		return
+	}
+	if lk := m.sh[shard].lk; lk != nil && !m.sh[shard].held {
+		lk.Noticed(released)
+		m.after()
+	} else if released {
+		m.Woken(shard) // no lock waits: learn what changed
+	}
+}
+
 // Fire runs whatever is due at now.
 func (m *Campaign) Fire(now time.Time) {
 	if d := m.ms.Due(); !d.IsZero() && !now.Before(d) {

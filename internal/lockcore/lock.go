@@ -54,12 +54,15 @@ type Host interface {
 
 // Lock is one lock. The zero Lock is unusable: call Init.
 type Lock struct {
-	h      Host
-	name   string
-	d      driver.Driver // runs a Machine
-	fair   *fairState    // nil unless Fair
-	wk     *wakeState    // nil unless SetWake
-	giveUp time.Time     // the driver's release timer; its wake-up is d.Wake
+	h    Host
+	name string
+	d    driver.Driver // runs a Machine
+	fair *fairState    // nil unless Fair
+	wk   *wakeState    // nil unless SetWake
+	// feedLimit: the release events of a change feed read at most as
+	// often as wake-ups (Noticed), without SetWake.
+	feedLimit WakeLimit
+	giveUp    time.Time // the driver's release timer; its wake-up is d.Wake
 
 	try        bool // TryLock: give up at the first sight of a holder
 	gateClosed bool // another lock's turn holds this one back (setGate)

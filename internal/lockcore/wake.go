@@ -133,13 +133,27 @@ func (l *Lock) Wake() bool {
 // of its record): a waiting lock reads the record now, within its
 // Machine's notice rate limit, as a standby on a renewal notice; a fair
 // waiter behind the head ignores it, as it ignores the lock between its
-// gated polls. It needs no wake-up address. It reports whether the lock
-// waits.
-func (l *Lock) Noticed() bool {
+// gated polls. A release is a wake-up instead (WakeBurst at once, then one
+// every WakeEvery). It needs no wake-up address. It reports whether the
+// lock waits.
+func (l *Lock) Noticed(released bool) bool {
 	if l.held || l.answered || l.retired || l.try {
 		return false
 	}
-	l.d.Notice()
+	if !released {
+		l.d.Notice()
+		l.after()
+		return true
+	}
+	if l.wk != nil {
+		return l.Wake()
+	}
+	if !l.feedLimit.Allow(l.h.Now()) {
+		return false
+	}
+	if f := l.fair; f == nil || f.gone || f.open {
+		l.d.Hint()
+	}
 	l.after()
 	return true
 }
