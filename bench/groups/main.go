@@ -55,7 +55,7 @@ func main() {
 		fmt.Fprintln(os.Stderr, "groups:", err)
 		os.Exit(1)
 	}
-	store := &benchkit.Counting{Store: st}
+	wrapped, store := benchkit.Count(st)
 	var logger *slog.Logger
 	if *verbose {
 		logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
@@ -88,7 +88,7 @@ func main() {
 	for i := range *most {
 		id := fmt.Sprintf("m%d", i)
 		change("join "+id, func() {
-			g, err := tenure.NewGroup(tenure.GroupConfig{Store: store, Name: "bench", Shards: *shards, Runtime: tenure.Runtime{ID: id, WakeAddr: *wake, Logger: logger}, Timing: tenure.Timing{LeaseDuration: *leaseDur},
+			g, err := tenure.NewGroup(tenure.GroupConfig{Store: wrapped, Name: "bench", Shards: *shards, Runtime: tenure.Runtime{ID: id, WakeAddr: *wake, Logger: logger}, Timing: tenure.Timing{LeaseDuration: *leaseDur},
 				OnAssigned: func(ctx context.Context, s tenure.Shard) { b.assigned(id, s.ID) },
 				OnRevoked:  func(s tenure.Shard, _ tenure.DemotionReason) { b.revoked(id, s.ID) },
 			})

@@ -201,7 +201,7 @@ func candidate(storeURL, name, id string, t election.Timing) error {
 	} else if s, err = storeurl.Open(ctx, storeURL); err != nil {
 		return err
 	}
-	store := &benchkit.Counting{Store: s}
+	wrapped, store := benchkit.Count(s)
 	var term atomic.Pointer[context.Context] // the term's, while one runs
 	say := func(format string, args ...any) {
 		fmt.Printf("%d %s\n", time.Now().UnixNano(), fmt.Sprintf(format, args...))
@@ -211,7 +211,7 @@ func candidate(storeURL, name, id string, t election.Timing) error {
 		wakeAddr = "127.0.0.1:0"
 	}
 	c, err := tenure.New(tenure.Config{
-		Lease: name, Store: store, Timing: t, Standby: t.ColdPollInterval > 0,
+		Lease: name, Store: wrapped, Timing: t, Standby: t.ColdPollInterval > 0,
 		Runtime: tenure.Runtime{
 			ID: id, WakeAddr: wakeAddr,
 			Logger: slog.New(standbyLog{say}), // Status has no callback for the standby: its log says it

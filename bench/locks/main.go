@@ -324,8 +324,9 @@ func fairCostOf(storeURL string, t timing, window time.Duration, n int) error {
 	defer wg.Wait()
 	defer cancel()
 	for i := range n {
-		stores[i] = &benchkit.Counting{Store: s}
-		l, err := tenure.NewLocker(t.config(stores[i], fmt.Sprintf("w%d", i)))
+		var wrapped lease.Store
+		wrapped, stores[i] = benchkit.Count(s)
+		l, err := tenure.NewLocker(t.config(wrapped, fmt.Sprintf("w%d", i)))
 		if err != nil {
 			return err
 		}

@@ -46,6 +46,26 @@ func StoreURL(url string) (_ string, done func(), err error) {
 	return strings.Replace(url, "&create=true", "", 1), done, nil
 }
 
+// Count wraps s to count its calls: the store to hand on, which keeps s's
+// change feed if it has one (lease.Watcher), and its counts.
+func Count(s lease.Store) (lease.Store, *Counting) {
+	c := &Counting{Store: s}
+	if w, ok := s.(lease.Watcher); ok {
+		return countingWatcher{c, w}, c
+	}
+	return c, c
+}
+
+// countingWatcher is Counting that passes the feed on.
+type countingWatcher struct {
+	*Counting
+	w lease.Watcher
+}
+
+func (c countingWatcher) Watch(ctx context.Context, name string, fn func(lease.Event)) error {
+	return c.w.Watch(ctx, name, fn)
+}
+
 // Counting counts the calls that reach a store, and the writes refused.
 type Counting struct {
 	lease.Store
