@@ -19,6 +19,7 @@ import (
 	"github.com/tenure-go/tenure/internal/engine"
 	"github.com/tenure-go/tenure/internal/fencekey"
 	"github.com/tenure-go/tenure/internal/host"
+	"github.com/tenure-go/tenure/internal/lockcore"
 	"github.com/tenure-go/tenure/internal/seam"
 	"github.com/tenure-go/tenure/lease"
 )
@@ -278,7 +279,8 @@ type runner struct {
 	conn    seam.WakeConn // the wake-up listener; nil without one
 	notices *sender       // renewal notices, one queued at most
 
-	feedLive atomic.Bool // the store's change feed tells of the lease's writes
+	feedLive atomic.Bool        // the store's change feed tells of the lease's writes
+	feedWake lockcore.WakeLimit // the loop's: releases the feed tells of (feedReleased)
 }
 
 func (r *runner) loop(ctx context.Context) error {

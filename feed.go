@@ -27,12 +27,7 @@ func (r *runner) startFeed() (stop func()) {
 			r.feedLive.Store(true)
 			f := r.noticed
 			if released {
-				// A wake-up where it may be one (a standby), else a notice.
-				f = func() {
-					if !r.readWoken() {
-						r.noticed()
-					}
-				}
+				f = r.feedReleased
 			}
 			if !r.h.Do(f) {
 				cancel() // the run is over
@@ -45,6 +40,21 @@ func (r *runner) startFeed() (stop func()) {
 		}
 	})
 	return cancel
+}
+
+// feedReleased takes a release the feed tells of: a wake-up where the
+// candidate takes them (a standby), else a read now within a wake-up's
+// rate limit of its own (WakeBurst at once, then one every WakeEvery),
+// not the notices': a read or two just spent on renewals must not hold a
+// handoff back a poll.
+func (r *runner) feedReleased() {
+	switch {
+	case r.readWoken():
+	case r.feedWake.Allow(r.Now()):
+		r.d.Hint()
+	default:
+		r.noticed()
+	}
 }
 
 // feedHearer returns a Watch's fn that passes on whether each event

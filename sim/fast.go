@@ -11,6 +11,7 @@ import (
 	"github.com/tenure-go/tenure/internal/driver"
 	"github.com/tenure-go/tenure/internal/engine"
 	"github.com/tenure-go/tenure/internal/host"
+	"github.com/tenure-go/tenure/internal/lockcore"
 	"github.com/tenure-go/tenure/internal/standby"
 	"github.com/tenure-go/tenure/lease"
 )
@@ -23,7 +24,8 @@ import (
 // and single-threaded models of the Candidate's callback dispatcher and
 // notifier running the sim's callbacks.
 type fastRun struct {
-	trusted bool // Options.trustFeed: a feed event came; take the lease at the next read
+	trusted  bool               // Options.trustFeed: a feed event came; take the lease at the next read
+	feedWake lockcore.WakeLimit // releases the feed tells of (tenure's feedReleased)
 
 	in  *instance
 	w   *world

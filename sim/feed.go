@@ -42,20 +42,27 @@ type feedListener interface {
 }
 
 // heard takes an event of the feed as the Candidate's feed goroutine does
-// (tenure's startFeed): a release as a wake-up where the standby takes
-// one, else as a renewal notice, rate limits and all.
+// (tenure's startFeed, feedReleased): a release as a wake-up where the
+// standby takes one, else as a read now within a wake-up's rate limit of
+// its own; a renewal as a renewal notice, rate limit and all.
 func (f *fastRun) heard(released bool) {
 	if f.dead || f.exited {
 		return
 	}
 	f.trusted = f.w.opt.trustFeed
-	if released && f.run.Woken() {
+	switch {
+	case !released:
+		f.noticed()
+	case f.run.Woken():
 		f.w.chk.stats.WakesUsed++
 		f.w.trace(f.in, line{what: mFault, text: "woken: reading the lease"})
 		f.loop()
-		return
+	case f.feedWake.Allow(f.now()):
+		f.d.Hint()
+		f.loop()
+	default:
+		f.noticed()
 	}
-	f.noticed()
 }
 
 // lastFeed reports whether the store's change feed, clean, tells a hot
