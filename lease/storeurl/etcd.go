@@ -139,6 +139,32 @@ func (l *lazyEtcd) why(c *clientv3.Client, err error) error {
 	return fmt.Errorf("%w (not connected to etcd: %s)", err, strings.Join(dials, "; "))
 }
 
+// Watch makes the store's change feed (etcdlease.Store.Watch) work. Without
+// a client (etcd unreachable at the first call) it returns a closed
+// channel: the feed tries again later.
+func (l *lazyEtcd) Watch(ctx context.Context, key string, opts ...clientv3.OpOption) clientv3.WatchChan {
+	c, err := l.client(ctx)
+	if err != nil {
+		ch := make(chan clientv3.WatchResponse)
+		close(ch)
+		return ch
+	}
+	return c.Watch(ctx, key, opts...)
+}
+
+// RequestProgress and Close complete clientv3.Watcher.
+func (l *lazyEtcd) RequestProgress(ctx context.Context) error {
+	c, err := l.client(ctx)
+	if err != nil {
+		return err
+	}
+	return c.RequestProgress(ctx)
+}
+
+func (l *lazyEtcd) Close() error { return nil } // the client lives as long as the store
+
+var _ clientv3.Watcher = (*lazyEtcd)(nil)
+
 func (l *lazyEtcd) Delete(ctx context.Context, key string, opts ...clientv3.OpOption) (*clientv3.DeleteResponse, error) {
 	c, err := l.client(ctx)
 	if err != nil {
