@@ -87,7 +87,9 @@
 // Store.Watch (lease.Watcher) listens on it: a candidate's followers then
 // read a round trip after each renewal and each release instead of on their
 // next poll. The watchers of one Store share one connection from the pool,
-// kept while any watches. Notifications carry the lease's name and the new
+// kept while any watches: a pool capped at one connection
+// (SetMaxOpenConns(1)) would have none left for the store's calls, so
+// leave room for two. Notifications carry the lease's name and the new
 // version, never the record; like any event, they only make a follower read
 // sooner. PostgreSQL serializes the commits of transactions that notify, a
 // cost that matters only at thousands of writes a second.
