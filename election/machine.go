@@ -302,6 +302,9 @@ func (m *Machine) HandOver(now time.Time, holdOff time.Duration) Output {
 }
 
 func (m *Machine) resign(now time.Time, holdOff time.Duration, why Reason) Output {
+	// A term whose deadline passed (a process resumed from a pause, whose
+	// first event is this) ended by its clock, not by a hand-over.
+	m.checkDeadline(now)
 	if m.phase == running {
 		m.holdUntil = m.at(now.Add(holdOff))
 		switch m.state {

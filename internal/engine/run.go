@@ -401,6 +401,9 @@ func (sb *sbEntry) HandOver(holder string, priority int) {
 	if r.d.Stopping() {
 		return // the release under way wakes the standby
 	}
+	if t, ok := r.d.Machine().Term(); !ok || !r.fx.Now().Before(t.Deadline) {
+		return // the term is over by its clock (a read answered after a pause): nothing to hand over
+	}
 	r.planWake()
 	r.handing = true
 	r.fx.HandOver(holder, priority)
