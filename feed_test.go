@@ -189,10 +189,7 @@ func TestFeedGroupHandoff(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			ctx, stop := context.WithCancel(context.Background())
-			done := make(chan error, 1)
-			go func() { done <- g.Run(ctx) }()
-			t.Cleanup(func() { stop(); <-done })
+			stop, done := runGroup(t, g)
 			return g, stop, done
 		}
 		a, _, _ := start("a")

@@ -433,10 +433,7 @@ func TestGroupWakesNextOwner(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		ctx, stop := context.WithCancel(context.Background())
-		done := make(chan error, 1)
-		go func() { done <- g.Run(ctx) }()
-		t.Cleanup(func() { stop(); <-done })
+		stop, done := runGroup(t, g)
 		return g, stop, done
 	}
 	waitFor := func(what string, cond func() bool) {
@@ -488,6 +485,16 @@ func TestGroupWakesNextOwner(t *testing.T) {
 		}
 	}
 	t.Logf("unowned between release and the next term: %v", gaps)
+}
+
+// runGroup runs g until stop is called or the test ends; done carries
+// Run's result once.
+func runGroup(t *testing.T, g *tenure.Group) (stop context.CancelFunc, done chan error) {
+	ctx, stop := context.WithCancel(context.Background())
+	done = make(chan error, 1)
+	go func() { done <- g.Run(ctx) }()
+	t.Cleanup(func() { stop(); <-done })
+	return stop, done
 }
 
 // An advertised address the membership record cannot carry fails Run at
