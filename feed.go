@@ -23,10 +23,10 @@ func (r *runner) startFeed() (stop func()) {
 	}
 	ctx, cancel := context.WithCancel(context.WithoutCancel(r.runCtx))
 	r.h.Go(func() {
-		heard := feedHearer(func(released bool) {
+		heard := feedHearer(func(ev lease.Event) {
 			r.feedLive.Store(true)
-			f := r.noticed
-			if released {
+			f := r.noticed(ev.Version)
+			if ev.Released {
 				f = r.feedReleased
 			}
 			if !r.h.Do(f) {
@@ -53,14 +53,14 @@ func (r *runner) feedReleased() {
 	case r.feedWake.Allow(r.Now()):
 		r.d.Hint()
 	default:
-		r.noticed()
+		r.run.Noticed(lease.NoVersion) // a read, but for the notices' limit
 	}
 }
 
-// feedHearer returns a Watch's fn that passes on whether each event
-// released the lease, but for the first, which says the feed listens: a
-// read as one starts to wait finds what came before it.
-func feedHearer(heard func(released bool)) func(lease.Event) {
+// feedHearer returns a Watch's fn that passes on each event but the
+// first, which says the feed listens: a read as one starts to wait finds
+// what came before it.
+func feedHearer(heard func(lease.Event)) func(lease.Event) {
 	listening := false
 	return func(ev lease.Event) {
 		if !listening {
@@ -69,7 +69,7 @@ func feedHearer(heard func(released bool)) func(lease.Event) {
 				return
 			}
 		}
-		heard(ev.Released)
+		heard(ev)
 	}
 }
 

@@ -91,6 +91,55 @@ func TestFeedFollowerReadsOnRenewals(t *testing.T) {
 	}
 }
 
+// lagging is a node's store whose feed tells of each write late, by
+// turns at once and 300ms later (more than a poll's 10% jitter of 2s):
+// some renewals reach the follower after its routine poll has read them.
+type lagging struct{ watched }
+
+func (l lagging) Watch(ctx context.Context, name string, fn func(lease.Event)) error {
+	var mu sync.Mutex
+	n := 0
+	return l.feed.Watch(ctx, name, func(ev lease.Event) {
+		mu.Lock()
+		n++
+		late := n%2 == 0
+		mu.Unlock()
+		if !late {
+			fn(ev)
+			return
+		}
+		time.AfterFunc(300*time.Millisecond, func() {
+			if ctx.Err() == nil {
+				fn(ev)
+			}
+		})
+	})
+}
+
+// A follower whose poll reads a renewal before the feed tells of it does
+// not read again on the event, which names what it read: it reads once a
+// renewal, no more often than it would poll without the feed.
+func TestFeedLateEventsReadOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w := newWorld(t)
+		feed := leasetest.NewFeed(memlease.New())
+		w.store = feed
+		w.start("a", nil, onFeed(feed))
+		synctest.Wait()
+		b := w.start("b", nil, func(c *tenure.Config) {
+			c.Store = lagging{watched{c.Store.(*leasetest.Faults), feed}}
+		})
+		reads := leaseReads(b)
+		wait(time.Minute)
+		if got := reads.Load(); got > 31 {
+			t.Errorf("b read the lease %d times in its first minute, want 31 at most (30 renewals and its first read)", got)
+		}
+		if tm := w.lastTerm(); tm.node != "a" {
+			t.Errorf("the leader is %+v, want a", tm)
+		}
+	})
+}
+
 // A graceful release reaches a follower on the feed at once.
 func TestFeedHandoff(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {

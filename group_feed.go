@@ -28,8 +28,8 @@ func (g *Group) syncFeed() {
 			g.feeds[i] = cancel
 			name := groupcore.ShardName(g.cfg.Name, i)
 			g.h.Go(func() {
-				err := w.Watch(ctx, name, feedHearer(func(released bool) {
-					if !g.h.Do(func() { g.e.c.Noticed(i, released) }) {
+				err := w.Watch(ctx, name, feedHearer(func(ev lease.Event) {
+					if !g.h.Do(func() { g.e.c.Noticed(i, ev) }) {
 						cancel() // the run is over
 					}
 				}))

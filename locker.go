@@ -274,8 +274,8 @@ func (l *Locker) feed(name string) (stop func()) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	l.h.Go(func() {
-		err := w.Watch(ctx, name, feedHearer(func(released bool) {
-			if !l.do(func() { l.lk.Noticed(name, released) }) {
+		err := w.Watch(ctx, name, feedHearer(func(ev lease.Event) {
+			if !l.do(func() { l.lk.Noticed(name, ev) }) {
 				cancel() // closed
 			}
 		}))

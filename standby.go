@@ -89,7 +89,7 @@ func (r *runner) listen() {
 		case wake:
 			f = r.wake
 		case notice:
-			f = r.noticed
+			f = r.noticed(lease.NoVersion) // a notice does not say which
 		default:
 			continue
 		}
@@ -99,8 +99,9 @@ func (r *runner) listen() {
 	}
 }
 
-// noticed takes a renewal notice: the Machine rate-limits it.
-func (r *runner) noticed() { r.run.Noticed() }
+// noticed returns what takes a renewal notice of version v (NoVersion:
+// unknown): the Machine rate-limits it.
+func (r *runner) noticed(v lease.Version) func() { return func() { r.run.Noticed(v) } }
 
 // wake takes a wake-up: read the lease now, within the rate limit.
 func (r *runner) wake() {

@@ -178,6 +178,7 @@ type Machine struct {
 	nextDo     purpose // scheduled work, 0 if none
 	attempt    uint8   // failures since the last success, for backoff (at most 62)
 	nonceC     uint8   // writes counted in [0, 2×recentNonces): the next slot is nonceC%recentNonces
+	renoticeOf uint32  // with renotice: the hash of the version the notice named, or 0 if none
 }
 
 // New returns a Machine for cfg, or the first problem Config.Validate finds.
@@ -381,21 +382,54 @@ func (m *Machine) Wake(now time.Time) Output {
 // that comes while a read is in flight is answered after it: that read may
 // have left before the renewal landed.
 //
+// v is the version the renewal wrote, where the notice says (a store's
+// change feed does), else NoVersion. A notice of the version the last read
+// found tells nothing new (a routine poll came first): it is not read
+// again, and the next poll waits the longest poll from that read, as after
+// a read on a notice. So a follower reads once per renewal, not a poll and
+// a notice for the same one.
+//
 // Like Wake, a notice carries no authority: it only moves a read, and what
 // the read finds decides. Notices are rate-limited with every read counted
 // (a burst of two, then one every 0.9×PollInterval, the shortest routine
 // poll), so that a flood of forged or duplicated ones makes the standby
 // read at most about as often as its fastest poll; cold followers ignore
-// them.
-func (m *Machine) Notice(now time.Time) Output {
+// them. One that names the version read moves the next poll to MaxPoll
+// after that read at the latest, so a flood of those cannot hold polls
+// back either.
+func (m *Machine) Notice(now time.Time, v lease.Version) Output {
+	known := v != lease.NoVersion && m.seen && m.exists && v == m.ver
 	switch {
 	case m.phase != running || m.state != following || m.cold || m.gated:
-	case m.op == nil && (m.nextDo == doPoll || m.nextDo == doAcquire):
+	case m.op == nil && m.nextDo == doPoll && known:
+		m.noticed = true
+		if at := m.read + instant(MaxPoll(m.cfg.PollInterval)); at > m.next {
+			m.schedule(m.time(at), doPoll)
+		}
+	case m.op == nil && (m.nextDo == doPoll || m.nextDo == doAcquire) && !known:
 		m.noticeRead(now)
 	case m.op != nil && m.op.do == doPoll:
-		m.renotice = true
+		if known {
+			m.noticed = true // the read in flight finds it or newer
+		} else {
+			m.renotice, m.renoticeOf = true, versionHash(v)
+		}
 	}
 	return m.flush(now)
+}
+
+// versionHash is what a Machine keeps of a notice's version while a read
+// is in flight (renoticeOf): 4 bytes fit where the fields' padding was. A
+// collision costs only the read after it, which a poll makes up.
+func versionHash(v lease.Version) uint32 {
+	if v == lease.NoVersion {
+		return 0
+	}
+	h := uint32(2166136261) // FNV-1a
+	for i := range len(v) {
+		h = (h ^ uint32(v[i])) * 16777619
+	}
+	return h | 1 // never 0: 0 is "no version"
 }
 
 // noticeRead reads now for a notice, within the rate limit: every read
@@ -810,9 +844,17 @@ func (m *Machine) handle(now time.Time, op *flight, res Result) {
 		}
 		if m.renotice {
 			m.renotice = false
-			if m.nextDo == doPoll || m.nextDo == doAcquire {
+			switch {
+			case m.renoticeOf != 0 && m.renoticeOf == versionHash(m.ver):
+				// The read found what the notice told of: it answered it.
+				if m.nextDo == doPoll {
+					m.noticed = true
+					m.schedule(m.pollAfter(now), doPoll)
+				}
+			case m.nextDo == doPoll || m.nextDo == doAcquire:
 				m.noticeRead(now)
 			}
+			m.renoticeOf = 0
 		}
 	case doReadBack:
 		w := m.unresolved

@@ -195,7 +195,13 @@ func (s *scripted) do(line string) string {
 	case "hint":
 		return s.show(s.m.Wake(s.time(at)))
 	case "notice":
-		return s.show(s.m.Notice(s.time(at)))
+		v := lease.NoVersion
+		for _, a := range args {
+			if s, ok := strings.CutPrefix(a, "ver="); ok {
+				v = lease.Version(s)
+			}
+		}
+		return s.show(s.m.Notice(s.time(at), v))
 	case "reply":
 		return s.reply(s.time(at), args)
 	case "poll":

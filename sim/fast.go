@@ -239,12 +239,13 @@ func (f *fastRun) sendWake() {
 	f.joined()
 }
 
-// noticed takes a renewal notice: the Machine rate-limits it.
-func (f *fastRun) noticed() {
+// noticed takes a renewal notice of version v (NoVersion: unknown): the
+// Machine rate-limits it.
+func (f *fastRun) noticed(v lease.Version) {
 	if f.dead || f.exited {
 		return
 	}
-	f.run.Noticed()
+	f.run.Noticed(v)
 	f.loop()
 }
 

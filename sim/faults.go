@@ -217,7 +217,7 @@ func (w *world) send(from *instance, to string, notice bool, lock, msg string) {
 			switch rt := target.rt.(type) {
 			case *fastRun:
 				if notice {
-					rt.noticed()
+					rt.noticed(lease.NoVersion)
 				} else {
 					rt.woken()
 				}

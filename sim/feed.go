@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/tenure-go/tenure/election"
+	"github.com/tenure-go/tenure/lease"
 )
 
 // feed tells every live Candidate of a write of the lease, as a store's
@@ -12,7 +13,7 @@ import (
 // delayed and so reordered), to a process that can reach the store. The
 // Candidate reads on it as on a renewal notice, or on a release as on a
 // wake-up; the writer hears its own, as it would.
-func (w *world) feed(from *instance, released bool) {
+func (w *world) feed(from *instance, ev lease.Event) {
 	ff := w.plan.Feed
 	for _, o := range w.liveInstances() {
 		rt, ok := o.rt.(feedListener)
@@ -29,7 +30,7 @@ func (w *world) feed(from *instance, released bool) {
 		for _, d := range delays {
 			w.at(w.now+d, o, func() {
 				if !o.node.cut { // cut off from the store, it hears nothing of it
-					rt.heard(released)
+					rt.heard(ev)
 				}
 			})
 		}
@@ -38,21 +39,21 @@ func (w *world) feed(from *instance, released bool) {
 
 // feedListener is a Candidate's process on a store with a change feed.
 type feedListener interface {
-	heard(released bool) // an event of the feed
+	heard(ev lease.Event) // an event of the feed
 }
 
 // heard takes an event of the feed as the Candidate's feed goroutine does
 // (tenure's startFeed, feedReleased): a release as a wake-up where the
 // standby takes one, else as a read now within a wake-up's rate limit of
 // its own; a renewal as a renewal notice, rate limit and all.
-func (f *fastRun) heard(released bool) {
+func (f *fastRun) heard(ev lease.Event) {
 	if f.dead || f.exited {
 		return
 	}
 	f.trusted = f.w.opt.trustFeed
 	switch {
-	case !released:
-		f.noticed()
+	case !ev.Released:
+		f.noticed(ev.Version)
 	case f.run.Woken():
 		f.w.chk.stats.WakesUsed++
 		f.w.trace(f.in, line{what: mFault, text: "woken: reading the lease"})
@@ -61,7 +62,7 @@ func (f *fastRun) heard(released bool) {
 		f.d.Hint()
 		f.loop()
 	default:
-		f.noticed()
+		f.noticed(lease.NoVersion)
 	}
 }
 

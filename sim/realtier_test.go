@@ -84,8 +84,8 @@ func newRealProcess(in *instance) instRuntime {
 // realProc is what every process of the real tier has.
 type realProc struct {
 	in   *instance
-	conn *simConn  // its wake-up listener (guarded by world.mu); nil: none
-	feed chan bool // its Watch's events, whether each released (guarded by world.mu); nil: none
+	conn *simConn         // its wake-up listener (guarded by world.mu); nil: none
+	feed chan lease.Event // its Watch's events (guarded by world.mu); nil: none
 	// gone is closed when the process crashes: a call of a goroutine that
 	// does not end with its context (a leader's wake-up of its standby, a
 	// lock's release) returns, cut off from the world.
@@ -355,13 +355,13 @@ func (c realClock) After(d time.Duration) <-chan time.Time {
 // land: that is a delayed write).
 // heard takes an event of the store's change feed (Plan.Feed), for the
 // Candidate's Watch.
-func (p *realProc) heard(released bool) {
+func (p *realProc) heard(ev lease.Event) {
 	w := p.in.w
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if p.feed != nil {
 		select {
-		case p.feed <- released:
+		case p.feed <- ev:
 		default: // it lags
 		}
 	}
@@ -375,7 +375,7 @@ var _ lease.Watcher = feedStore{}
 // Watch takes the events the world delivers to the process (world.feed).
 func (s feedStore) Watch(ctx context.Context, name string, fn func(lease.Event)) error {
 	p := s.in.rt.(realProcess).proc()
-	ch := make(chan bool, 64)
+	ch := make(chan lease.Event, 64)
 	w := s.in.w
 	w.mu.Lock()
 	p.feed = ch
@@ -383,8 +383,8 @@ func (s feedStore) Watch(ctx context.Context, name string, fn func(lease.Event))
 	fn(lease.Event{})
 	for {
 		select {
-		case released := <-ch:
-			fn(lease.Event{Version: "?", Released: released})
+		case ev := <-ch:
+			fn(ev)
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-p.gone:

@@ -3,6 +3,8 @@ package sim
 import (
 	"math/rand/v2"
 	"time"
+
+	"github.com/tenure-go/tenure/lease"
 )
 
 // standbyScenarios run Candidates with a standby (Config.Standby): one
@@ -243,9 +245,15 @@ func forge(p *plan, r *rand.Rand, wf *wakeFaults) {
 			in := live[w.rng.IntN(len(live))]
 			if fl, ok := in.rt.(feedListener); ok && wf == w.plan.Feed {
 				w.trace(in, line{what: mFault, text: "forged feed events"})
+				// Half name the version the store holds: they must not
+				// hold back a follower's polls either.
+				ev := lease.Event{Version: "forged"}
+				if w.rng.IntN(2) == 0 {
+					ev.Version = w.store.ver
+				}
 				for range wf.ForgeBurst {
 					w.chk.stats.NoticesForged++
-					fl.heard(false)
+					fl.heard(ev)
 				}
 				return
 			}
@@ -254,7 +262,7 @@ func forge(p *plan, r *rand.Rand, wf *wakeFaults) {
 				w.trace(in, line{what: mFault, text: "forged renewal notices"})
 				for range wf.ForgeBurst {
 					w.chk.stats.NoticesForged++
-					rt.noticed()
+					rt.noticed(lease.NoVersion)
 				}
 			case *lockClient: // no notices: forged wake-ups for its lock
 				w.trace(in, line{what: mFault, text: "forged wake-ups"})

@@ -337,7 +337,7 @@ func (s *store) arrive(r *request) {
 		r.res = reply{ver: s.ver}
 		w.trace(in, line{what: mApply, req: r.id, op: int64(r.kind), code: oOK, text: string(s.ver), holder: r.rec.Holder, tok: int64(r.rec.Token)})
 		if w.plan.Feed != nil {
-			w.feed(in, r.rec.Released)
+			w.feed(in, lease.Event{Version: s.ver, Released: r.rec.Released})
 		}
 		if r.renewal && chance(w.rng, s.f.LostRenewPPM) || takeover && chance(w.rng, s.f.LostTakeoverPPM) {
 			w.chk.stats.Lost++

@@ -262,13 +262,14 @@ func (d *Driver) Hint() {
 	}
 }
 
-// Notice passes on a renewal notice: the leader has just renewed, read the
-// lease now (a standby). It does nothing for a Machine that takes none.
-func (d *Driver) Notice() {
+// Notice passes on a renewal notice: the leader has just renewed (writing
+// version v, or NoVersion where the notice does not say), read the lease
+// now (a standby). It does nothing for a Machine that takes none.
+func (d *Driver) Notice(v lease.Version) {
 	if n, ok := d.m.(interface {
-		Notice(now time.Time) election.Output
+		Notice(now time.Time, v lease.Version) election.Output
 	}); ok && !d.done {
-		d.step(n.Notice(d.fx.Now()))
+		d.step(n.Notice(d.fx.Now(), v))
 	}
 }
 

@@ -222,12 +222,12 @@ func (l *Locker) Woken(name string) bool {
 // the entry of this process that waits for it, if any, reads it now
 // (lockcore.Lock.Noticed). A semaphore's does not: its slots are records
 // of their own.
-func (l *Locker) Noticed(name string, released bool) bool {
+func (l *Locker) Noticed(name string, ev lease.Event) bool {
 	e := l.names[name]
 	if e == nil || !e.live || e.sem != nil {
 		return false
 	}
-	return e.Lock.Noticed(released)
+	return e.Lock.Noticed(ev)
 }
 
 // begin starts e.

@@ -9,6 +9,7 @@ import (
 	"github.com/tenure-go/tenure/internal/driver"
 	"github.com/tenure-go/tenure/internal/host"
 	"github.com/tenure-go/tenure/internal/standby"
+	"github.com/tenure-go/tenure/lease"
 )
 
 // Run is one Candidate's run on a host.Core: the lease's entry (its driver
@@ -179,8 +180,9 @@ func (r *Run) Woken() bool {
 	return true
 }
 
-// Noticed takes a renewal notice: the Machine rate-limits it.
-func (r *Run) Noticed() { r.d.Notice() }
+// Noticed takes a renewal notice of version v (NoVersion: unknown): the
+// Machine rate-limits it, and skips one of the version it last read.
+func (r *Run) Noticed(v lease.Version) { r.d.Notice(v) }
 
 // wakeAfterRelease plans a wake-up for the standby once the lease this
 // candidate leads is given back: with Standby, at every release; without,

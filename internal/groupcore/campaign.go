@@ -12,6 +12,7 @@ import (
 	"github.com/tenure-go/tenure/election"
 	"github.com/tenure-go/tenure/internal/driver"
 	"github.com/tenure-go/tenure/internal/lockcore"
+	"github.com/tenure-go/tenure/lease"
 )
 
 // A member's campaign. Each member beats in the membership record
@@ -270,14 +271,14 @@ func (m *Campaign) Waiting(i int) bool {
 // Noticed takes an event of the store's change feed for shard's record: a
 // lock waiting for it reads it now, within its Machine's notice rate
 // limit (lockcore.Lock.Noticed); a release is a wake-up (Woken).
-func (m *Campaign) Noticed(shard int, released bool) {
+func (m *Campaign) Noticed(shard int, ev lease.Event) {
 	if shard < 0 || shard >= len(m.sh) {
 		return
 	}
 	if lk := m.sh[shard].lk; lk != nil && !m.sh[shard].held {
-		lk.Noticed(released)
+		lk.Noticed(ev)
 		m.after()
-	} else if released {
+	} else if ev.Released {
 		m.Woken(shard) // no lock waits: learn what changed
 	}
 }

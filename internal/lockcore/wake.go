@@ -136,12 +136,12 @@ func (l *Lock) Wake() bool {
 // gated polls. A release is a wake-up instead (WakeBurst at once, then one
 // every WakeEvery). It needs no wake-up address. It reports whether the
 // lock waits.
-func (l *Lock) Noticed(released bool) bool {
+func (l *Lock) Noticed(ev lease.Event) bool {
 	if l.held || l.answered || l.retired || l.try {
 		return false
 	}
-	if !released {
-		l.d.Notice()
+	if !ev.Released {
+		l.d.Notice(ev.Version)
 		l.after()
 		return true
 	}
