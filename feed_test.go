@@ -3,6 +3,7 @@ package tenure_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -161,47 +162,57 @@ func TestFeedHandoff(t *testing.T) {
 	})
 }
 
-// A Lock call that waits on a store with a change feed reads on each
-// write of the lock: the holder's Unlock reaches it at once, with no
-// wake-up address (store calls take no time in the bubble), wherever
-// between two renewals it comes.
+// A Lock call that waits on a store with a change feed, plain or at the
+// head of a fair queue, reads on each write of the lock: the holder's
+// Unlock reaches it at once, with no wake-up address (store calls take no
+// time in the bubble), wherever between two renewals it comes. (Without
+// the feed: 0.6 to 1.9s, a poll.)
 func TestFeedLockHandoff(t *testing.T) {
-	for _, off := range []time.Duration{300 * time.Millisecond, 1300 * time.Millisecond, 1900 * time.Millisecond} {
-		synctest.Test(t, func(t *testing.T) {
-			feed := leasetest.NewFeed(memlease.New())
-			locker := func(id string) *tenure.Locker {
-				l, err := tenure.NewLocker(tenure.LockerConfig{Store: feed, Runtime: tenure.Runtime{ID: id}})
+	for _, c := range []struct {
+		off  time.Duration
+		opts []tenure.LockOption
+	}{
+		{300 * time.Millisecond, nil}, {1300 * time.Millisecond, nil}, {1900 * time.Millisecond, nil},
+		{300 * time.Millisecond, []tenure.LockOption{tenure.Fair()}}, {1300 * time.Millisecond, []tenure.LockOption{tenure.Fair()}}, {1900 * time.Millisecond, []tenure.LockOption{tenure.Fair()}},
+	} {
+		off := c.off
+		t.Run(fmt.Sprintf("fair=%t/%v", len(c.opts) > 0, off), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				feed := leasetest.NewFeed(memlease.New())
+				locker := func(id string) *tenure.Locker {
+					l, err := tenure.NewLocker(tenure.LockerConfig{Store: feed, Runtime: tenure.Runtime{ID: id}})
+					if err != nil {
+						t.Fatal(err)
+					}
+					t.Cleanup(func() { l.Close() })
+					return l
+				}
+				a, b := locker("a"), locker("b")
+				ctx := context.Background()
+				held, err := a.Lock(ctx, "job")
 				if err != nil {
 					t.Fatal(err)
 				}
-				t.Cleanup(func() { l.Close() })
-				return l
-			}
-			a, b := locker("a"), locker("b")
-			ctx := context.Background()
-			held, err := a.Lock(ctx, "job")
-			if err != nil {
-				t.Fatal(err)
-			}
-			got := make(chan time.Time, 1)
-			go func() {
-				h, err := b.Lock(ctx, "job")
-				if err != nil {
-					t.Error(err)
-					got <- time.Time{}
-					return
+				got := make(chan time.Time, 1)
+				go func() {
+					h, err := b.Lock(ctx, "job", c.opts...)
+					if err != nil {
+						t.Error(err)
+						got <- time.Time{}
+						return
+					}
+					got <- time.Now()
+					_ = h.Unlock(ctx)
+				}()
+				wait(time.Minute + off) // a renewed at 1m
+				unlocked := time.Now()
+				if err := held.Unlock(ctx); err != nil {
+					t.Fatal(err)
 				}
-				got <- time.Now()
-				_ = h.Unlock(ctx)
-			}()
-			wait(time.Minute + off) // a renewed at 1m
-			unlocked := time.Now()
-			if err := held.Unlock(ctx); err != nil {
-				t.Fatal(err)
-			}
-			if at := <-got; !at.Equal(unlocked) {
-				t.Errorf("unlocked at %v, b took the lock at %v, want at once", unlocked, at)
-			}
+				if at := <-got; !at.Equal(unlocked) {
+					t.Errorf("unlocked at %v, b took the lock at %v, want at once", unlocked, at)
+				}
+			})
 		})
 	}
 }
