@@ -213,8 +213,11 @@ func printPlan(w io.Writer, p plan.Plan, prices []priceList) {
 		if p.Notices {
 			row("failover, standby notified", fmt.Sprintf("at most %v after the leader's last renewal (the wait on a clock ρ slow; 5 round trips); median about %v (the wait less half a renewal interval); a crash with a renewal on its way: as after a crash",
 				p.NoticeFailover.Round(time.Millisecond), p.NoticeFailoverMedian.Round(time.Millisecond)))
-			row("requests per hour", fmt.Sprintf("leader %s renewals and %s reads of the standby's record; the standby %s reads on renewal notices (strong) and %s renewals of its record; each cold follower %s reads (every %v, the lease and the standby record); all %s",
-				count(p.RenewalsPerHour), count(p.LeaderReadsPerHour), count(p.PollsPerHour), count(p.StandbyRenewalsPerHour), count(p.ColdReadsPerHour), t.ColdPollInterval, count(p.RequestsPerHour)))
+			// Early in a term the leader reads the standby record at each
+			// renewal until it knows the address (internal/standby's Renewed).
+			early := int(t.ColdPollInterval / t.RenewInterval)
+			row("requests per hour", fmt.Sprintf("leader %s renewals and %s reads of the standby's record (and up to %d more in each term's first %v, one a renewal until it learns where the standby listens); the standby %s reads on renewal notices (strong) and %s renewals of its record; each cold follower %s reads (every %v, the lease and the standby record); all %s",
+				count(p.RenewalsPerHour), count(p.LeaderReadsPerHour), early, t.ColdPollInterval, count(p.PollsPerHour), count(p.StandbyRenewalsPerHour), count(p.ColdReadsPerHour), t.ColdPollInterval, count(p.RequestsPerHour)))
 		} else {
 			row("requests per hour", fmt.Sprintf("leader %s renewals and %s reads of the standby's record; the standby %s polls (mean %v) and %s renewals of its record; each cold follower %s reads (every %v, the lease and the standby record); all %s",
 				count(p.RenewalsPerHour), count(p.LeaderReadsPerHour), count(p.PollsPerHour), p.MeanPoll, count(p.StandbyRenewalsPerHour), count(p.ColdReadsPerHour), t.ColdPollInterval, count(p.RequestsPerHour)))
