@@ -57,37 +57,39 @@ func lastPut(n *node) func() time.Time {
 // wait the longest poll, so it reads no more often than without a feed.
 func TestFeedFollowerReadsOnRenewals(t *testing.T) {
 	for _, crashAfter := range []time.Duration{300 * time.Millisecond, 1100 * time.Millisecond, 1900 * time.Millisecond} {
-		synctest.Test(t, func(t *testing.T) {
-			w := newWorld(t)
-			feed := leasetest.NewFeed(memlease.New())
-			w.store = feed
-			a := w.start("a", nil, onFeed(feed))
-			synctest.Wait()
-			b := w.start("b", nil, onFeed(feed))
-			reads := leaseReads(b)
-			wait(time.Minute)
-			// One read a renewal (every 2s), as often as it would poll, and
-			// its first.
-			if got := reads.Load(); got > 31 {
-				t.Errorf("b read the lease %d times in its first minute, want 31 at most", got)
-			}
-			renewed := lastPut(a)
-			wait(2*time.Second - time.Nanosecond) // just before a renewal: one came 2s before
-			synctest.Wait()
-			wait(crashAfter)
-			a.faults.FailAll()
-			last := renewed()
-			if err := a.stop(); !errors.Is(err, leasetest.ErrInjected) {
-				t.Fatalf("a's Run = %v", err)
-			}
-			wait(time.Minute)
-			tm := w.lastTerm()
-			if tm.node != "b" {
-				t.Fatalf("after the crash: %+v, want b", tm)
-			}
-			if d, want := tm.elected.Sub(last), 10010*time.Millisecond; d != want {
-				t.Errorf("crash %v after a renewal: b elected %v after it, want %v", crashAfter, d, want)
-			}
+		t.Run(fmt.Sprint("crash ", crashAfter), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				w := newWorld(t)
+				feed := leasetest.NewFeed(memlease.New())
+				w.store = feed
+				a := w.start("a", nil, onFeed(feed))
+				synctest.Wait()
+				b := w.start("b", nil, onFeed(feed))
+				reads := leaseReads(b)
+				wait(time.Minute)
+				// One read a renewal (every 2s), as often as it would poll, and
+				// its first.
+				if got := reads.Load(); got > 31 {
+					t.Errorf("b read the lease %d times in its first minute, want 31 at most", got)
+				}
+				renewed := lastPut(a)
+				wait(2*time.Second - time.Nanosecond) // just before a renewal: one came 2s before
+				synctest.Wait()
+				wait(crashAfter)
+				a.faults.FailAll()
+				last := renewed()
+				if err := a.stop(); !errors.Is(err, leasetest.ErrInjected) {
+					t.Fatalf("a's Run = %v", err)
+				}
+				wait(time.Minute)
+				tm := w.lastTerm()
+				if tm.node != "b" {
+					t.Fatalf("after the crash: %+v, want b", tm)
+				}
+				if d, want := tm.elected.Sub(last), 10010*time.Millisecond; d != want {
+					t.Errorf("crash %v after a renewal: b elected %v after it, want %v", crashAfter, d, want)
+				}
+			})
 		})
 	}
 }
