@@ -53,7 +53,7 @@ func (r *runner) feedReleased() {
 	case r.feedWake.Allow(r.Now()):
 		r.d.Hint()
 	default:
-		r.run.Noticed(lease.NoVersion) // a read, but for the notices' limit
+		r.run.Noticed(lease.NoVersion) // a notice then, within the notices' rate limit
 	}
 }
 
