@@ -274,11 +274,13 @@ func (l *Locker) feed(name string) (stop func()) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	l.h.Go(func() {
-		err := w.Watch(ctx, name, feedHearer(func(ev lease.Event) {
+		// Every event, the first ("listening") too: the wait's first read
+		// may have come before the feed listened, and missed an unlock.
+		err := w.Watch(ctx, name, func(ev lease.Event) {
 			if !l.do(func() { l.lk.Noticed(name, ev) }) {
 				cancel() // closed
 			}
-		}))
+		})
 		if ctx.Err() == nil {
 			l.log(slog.LevelWarn, "no change feed from the store: waiting by polls", "lock", name, "err", err)
 		}
