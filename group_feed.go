@@ -12,8 +12,12 @@ import (
 // the writes of each shard the member waits for (groupcore.Campaign's
 // Waiting), and stops listening to the others: an event makes the
 // shard's lock read at once, so that a shard handed over reaches its next
-// owner a round trip after its release, without a wake-up address. Run on
-// the loop after every event.
+// owner a round trip after its release, without a wake-up address. A
+// member without a wake-up address listens to every shard it does not
+// hold (Unheld): a release is then what a holder's wake-up would have
+// been, and makes it read the membership (rate-limited), so that the
+// shards of a member that leaves reach their next owners at once, not at
+// their next beat. Run on the loop after every event.
 func (g *Group) syncFeed() {
 	w, ok := g.cfg.Store.(lease.Watcher)
 	if !ok {
@@ -22,17 +26,20 @@ func (g *Group) syncFeed() {
 	c := g.e.c
 	for i := range g.cfg.Shards {
 		stop, on := g.feeds[i]
-		switch want := c.Waiting(i); {
+		switch want := c.Waiting(i) || g.wakeAddr == "" && c.Unheld(i); {
 		case want && !on:
 			ctx, cancel := context.WithCancel(context.Background())
 			g.feeds[i] = cancel
 			name := groupcore.ShardName(g.cfg.Name, i)
 			g.h.Go(func() {
-				err := w.Watch(ctx, name, feedHearer(func(ev lease.Event) {
+				// Every event, the first ("listening") too: the shard's
+				// lock may have read it before the feed listened, and
+				// missed its release.
+				err := w.Watch(ctx, name, func(ev lease.Event) {
 					if !g.h.Do(func() { g.e.c.Noticed(i, ev) }) {
 						cancel() // the run is over
 					}
-				}))
+				})
 				if ctx.Err() == nil {
 					g.log(slog.LevelWarn, "no change feed from the store: waiting for the shard by polls", "shard", i, "err", err)
 				}
