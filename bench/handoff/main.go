@@ -59,7 +59,7 @@ func main() {
 		leaseDur = flag.Duration("lease", 3*time.Second, "lease duration (L)")
 		renew    = flag.Duration("renew", time.Second, "renewal interval")
 		poll     = flag.Duration("poll", time.Second, "poll interval")
-		trials   = flag.Int("trials", 20, "trials of each kind")
+		trials   = flag.Int("trials", 20, "trials of each kind (0: count the requests only)")
 		window   = flag.Duration("window", 30*time.Second, "how long to count requests, per number of candidates")
 		counts   = flag.String("candidates", "2,3,5,10,20", "numbers of candidates for the request counts")
 		standby  = flag.Bool("standby", false, "candidates run with Config.Standby")
@@ -471,7 +471,7 @@ func bench(storeURL string, systems []sysSpec, t election.Timing, trials int, wi
 	}
 	zombie := make([][]time.Duration, len(systems))
 	stale := make([][]int, len(systems))
-	for i := range max(trials/4, 1) {
+	for i := range (trials + 3) / 4 { // -trials 0: the requests only
 		for k, sys := range systems {
 			d, n, err := zombieTrial(self, storeURL, sys, i, long)
 			if err != nil {
@@ -482,6 +482,9 @@ func bench(storeURL string, systems []sysSpec, t election.Timing, trials int, wi
 		}
 	}
 	for k, sys := range systems {
+		if trials == 0 {
+			break
+		}
 		fmt.Printf("\n%s:\n", sys.name)
 		summary("crash failover ÷ L", crash[k], func(d time.Duration) string { return fmt.Sprintf("%.2f", ratio(d, L)) })
 		summary("graceful handoff", handoff[k], func(d time.Duration) string { return d.Round(time.Millisecond).String() })
@@ -613,6 +616,9 @@ func requests(self, storeURL string, systems []sysSpec, window time.Duration, co
 				g.stop()
 				return err
 			}
+			// Settled: every candidate started, its first reads (and on a
+			// store with a feed, its watch) made, a lease before the count.
+			time.Sleep(sys.t.LeaseDuration)
 			before, err := g.stats()
 			if err == nil {
 				time.Sleep(window)
