@@ -12,12 +12,10 @@ import (
 // the writes of each shard the member waits for (groupcore.Campaign's
 // Waiting), and stops listening to the others: an event makes the
 // shard's lock read at once, so that a shard handed over reaches its next
-// owner a round trip after its release, without a wake-up address. A
-// member without a wake-up address listens to every shard it does not
-// hold (Unheld): a release is then what a holder's wake-up would have
-// been, and makes it read the membership (rate-limited), so that the
-// shards of a member that leaves reach their next owners at once, not at
-// their next beat. Run on the loop after every event.
+// owner a round trip after its release, without a wake-up address. (A
+// shard a leaving member gives back is not waited for until its next
+// owner's beat shows the leave: it goes over then.) Run on the loop after
+// every event.
 func (g *Group) syncFeed() {
 	w, ok := g.cfg.Store.(lease.Watcher)
 	if !ok {
@@ -26,7 +24,7 @@ func (g *Group) syncFeed() {
 	c := g.e.c
 	for i := range g.cfg.Shards {
 		stop, on := g.feeds[i]
-		switch want := c.Waiting(i) || g.wakeAddr == "" && c.Unheld(i); {
+		switch want := c.Waiting(i); {
 		case want && !on:
 			ctx, cancel := context.WithCancel(context.Background())
 			g.feeds[i] = cancel

@@ -268,14 +268,6 @@ func (m *Campaign) Waiting(i int) bool {
 	return s.lk != nil && !s.held && !m.leaving && !m.done
 }
 
-// Unheld reports whether the member runs, stays, and does not hold shard i:
-// a release of it may be one for this member (a leave, a rebalance), which
-// Noticed takes as a wake-up for a shard not its own, to read the
-// membership.
-func (m *Campaign) Unheld(i int) bool {
-	return !m.sh[i].held && !m.leaving && !m.done
-}
-
 // Noticed takes an event of the store's change feed for shard's record: a
 // lock waiting for it reads it now, within its Machine's notice rate
 // limit (lockcore.Lock.Noticed); a release is a wake-up (Woken).
