@@ -31,6 +31,17 @@ func onFeed(feed *leasetest.Feed) func(*tenure.Config) {
 	return func(c *tenure.Config) { c.Store = watched{c.Store.(*leasetest.Faults), feed} }
 }
 
+// feedLeader returns a world on a store with a change feed, and a on it,
+// elected.
+func feedLeader(t *testing.T) (*world, *leasetest.Feed, *node) {
+	w := newWorld(t)
+	feed := leasetest.NewFeed(memlease.New())
+	w.store = feed
+	a := w.start("a", nil, onFeed(feed))
+	synctest.Wait()
+	return w, feed, a
+}
+
 // lastPut records when n last wrote the lease.
 func lastPut(n *node) func() time.Time {
 	var mu sync.Mutex
@@ -59,11 +70,7 @@ func TestFeedFollowerReadsOnRenewals(t *testing.T) {
 	for _, crashAfter := range []time.Duration{300 * time.Millisecond, 1100 * time.Millisecond, 1900 * time.Millisecond} {
 		t.Run(fmt.Sprint("crash ", crashAfter), func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				w := newWorld(t)
-				feed := leasetest.NewFeed(memlease.New())
-				w.store = feed
-				a := w.start("a", nil, onFeed(feed))
-				synctest.Wait()
+				w, feed, a := feedLeader(t)
 				b := w.start("b", nil, onFeed(feed))
 				reads := leaseReads(b)
 				// Counted between renewals (they come at even seconds), so
@@ -126,11 +133,7 @@ func (l lagging) Watch(ctx context.Context, name string, fn func(lease.Event)) e
 // renewal, no more often than it would poll without the feed.
 func TestFeedLateEventsReadOnce(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		w := newWorld(t)
-		feed := leasetest.NewFeed(memlease.New())
-		w.store = feed
-		w.start("a", nil, onFeed(feed))
-		synctest.Wait()
+		w, feed, _ := feedLeader(t)
 		b := w.start("b", nil, func(c *tenure.Config) {
 			c.Store = lagging{watched{c.Store.(*leasetest.Faults), feed}}
 		})
@@ -148,11 +151,7 @@ func TestFeedLateEventsReadOnce(t *testing.T) {
 // A graceful release reaches a follower on the feed at once.
 func TestFeedHandoff(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		w := newWorld(t)
-		feed := leasetest.NewFeed(memlease.New())
-		w.store = feed
-		a := w.start("a", nil, onFeed(feed))
-		synctest.Wait()
+		w, feed, a := feedLeader(t)
 		w.start("b", nil, onFeed(feed))
 		wait(time.Minute + 700*time.Millisecond)
 		stopped := time.Now()
