@@ -380,6 +380,15 @@ func (r *runner) Elected(t election.Term) {
 	term := Term{Lease: cfg.Lease, Holder: cfg.ID, Token: t.Token, Deadline: t.Deadline, Payload: cfg.Payload}
 	tc := newTermContext(r.runCtx, term, cfg.Clock)
 	r.term, r.tctx = term, tc
+	if now := cfg.Clock.Now(); t.Deadline.Sub(now) < cfg.OpTimeout {
+		// Confirmed late, it begins in jeopardy: say so before OnElected
+		// runs and can ask (the driver's Publish after this step says it
+		// again, unchanged).
+		since := followJeopardy(tc, now, driver.Snapshot{Leading: true, Term: t, Short: true}, r.c.ms, r.log)
+		r.c.mu.Lock()
+		r.c.status.Jeopardy = since
+		r.c.mu.Unlock()
+	}
 	r.log(slog.LevelInfo, "elected", "token", term.Token)
 	r.c.ms.elected()
 	if o := r.c.obs; o != nil {
