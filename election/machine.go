@@ -402,8 +402,10 @@ func (m *Machine) Notice(now time.Time, v lease.Version) Output {
 	switch {
 	case m.phase != running || m.state != following || m.cold || m.gated:
 	case m.op == nil && m.nextDo == doPoll && known:
-		m.noticed = true
-		if at := m.read + instant(MaxPoll(m.cfg.PollInterval)); at > m.next {
+		// A routine poll is pushed back; a read due now (a wake-up's, a
+		// gate's) is not.
+		if at := m.read + instant(MaxPoll(m.cfg.PollInterval)); m.next > m.at(now) && at > m.next {
+			m.noticed = true
 			m.schedule(m.time(at), doPoll)
 		}
 	case m.op == nil && (m.nextDo == doPoll || m.nextDo == doAcquire) && !known:
@@ -846,8 +848,10 @@ func (m *Machine) handle(now time.Time, op *flight, res Result) {
 			m.renotice = false
 			switch {
 			case m.renoticeOf != 0 && m.renoticeOf == versionHash(m.ver):
-				// The read found what the notice told of: it answered it.
-				if m.nextDo == doPoll {
+				// The read found what the notice told of: it answered it,
+				// and the routine poll after it waits the longest poll (not
+				// a read due now: a wake-up's).
+				if m.nextDo == doPoll && m.next > m.at(now) {
 					m.noticed = true
 					m.schedule(m.pollAfter(now), doPoll)
 				}
