@@ -84,11 +84,11 @@ func (b *shardBook) member(id string) (func(context.Context, tenure.Shard), func
 		b.tell()
 		b.mu.Unlock()
 		for b.poll && ctx.Err() == nil {
-			time.Sleep(10 * time.Millisecond) // ends the context itself at the deadline
+			wait(10 * time.Millisecond) // ends the context itself at the deadline
 		}
 		if b.linger > 0 {
 			<-ctx.Done()
-			time.Sleep(b.linger)
+			wait(b.linger)
 		}
 	}
 	// OnRevoked comes once the term's context ended, and before the
@@ -187,14 +187,14 @@ func TestGroupBalances(t *testing.T) {
 		book := newShardBook(t)
 		book.linger = 3 * time.Second // longer than a poll
 		a := startMember(t, book, store, "a", k)
-		time.Sleep(5 * time.Second)
+		wait(5 * time.Second)
 		if got := book.counts("a"); got[0] != k {
 			t.Fatalf("a alone holds %d of %d shards", got[0], k)
 		}
 		b := startMember(t, book, store, "b", k)
 		c := startMember(t, book, store, "c", k)
 		// Joins are seen within a beat; each shard moves within a poll.
-		time.Sleep(10 * time.Second)
+		wait(10 * time.Second)
 		if got := book.counts("a", "b", "c"); !balanced(got, k) || book.owned() != k {
 			t.Fatalf("after b and c joined: %v held, %d of %d owned", got, book.owned(), k)
 		}
@@ -225,7 +225,7 @@ func TestGroupBalances(t *testing.T) {
 		if got := book.counts("b"); got[0] != 0 {
 			t.Fatalf("b still holds %d shards after Run returned", got[0])
 		}
-		time.Sleep(10 * time.Second)
+		wait(10 * time.Second)
 		if got := book.counts("a", "c"); !balanced(got, k) || book.owned() != k {
 			t.Fatalf("after b left: %v held, %d of %d owned", got, book.owned(), k)
 		}
@@ -288,7 +288,7 @@ func testCutMember(t *testing.T, watch bool, opts ...func(*shardBook)) {
 		startMemberWith(t, book, store, "b", cfg)
 		cut := &cutStore{Store: store}
 		startMemberWith(t, book, cut, "c", cfg)
-		time.Sleep(15 * time.Second)
+		wait(15 * time.Second)
 		if got := book.counts("a", "b", "c"); !balanced(got, k) {
 			t.Fatalf("before the cut: %v", got)
 		}
@@ -315,7 +315,7 @@ func testCutMember(t *testing.T, watch bool, opts ...func(*shardBook)) {
 		if book.revoked[tenure.ReasonStoreUnavailable] != 4 {
 			t.Fatalf("revocations by reason: %v", book.revoked)
 		}
-		time.Sleep(b.Balance + time.Duration(float64(b.Timing.LeaseDuration)*(1+b.Timing.MaxDrift))) // c's entry dropped, the group rebalanced
+		wait(b.Balance + time.Duration(float64(b.Timing.LeaseDuration)*(1+b.Timing.MaxDrift))) // c's entry dropped, the group rebalanced
 		if got := book.counts("a", "b"); !balanced(got, k) {
 			t.Fatalf("after c's entry was dropped: %v", got)
 		}
@@ -530,7 +530,7 @@ func TestGroupSurvivesJunkMembership(t *testing.T) {
 		members := []*member{startMemberWith(t, book, store, "a", cfg), startMemberWith(t, book, store, "b", cfg)}
 		cut := &cutStore{Store: store}
 		members = append(members, startMemberWith(t, book, cut, "c", cfg))
-		time.Sleep(15 * time.Second)
+		wait(15 * time.Second)
 		if got := book.counts("a", "b", "c"); !balanced(got, k) {
 			t.Fatalf("before the junk: %v", got)
 		}
@@ -545,7 +545,7 @@ func TestGroupSurvivesJunkMembership(t *testing.T) {
 		}
 		synctest.Wait()
 		moves := book.termsBegun()
-		time.Sleep(20 * time.Second) // a lease unreadable, then rewritten
+		wait(20 * time.Second) // a lease unreadable, then rewritten
 		if n := book.termsBegun() - moves; n != 0 || book.owned() != k {
 			t.Fatalf("the junk moved %d shards; %d of %d owned", n, book.owned(), k)
 		}
@@ -606,7 +606,7 @@ func TestGroupSurvivesGhostMembers(t *testing.T) {
 				for _, id := range []string{"a", "b", "c"} {
 					startMemberWith(t, book, store, id, cfg)
 				}
-				time.Sleep(15 * time.Second)
+				wait(15 * time.Second)
 				if got := book.counts("a", "b", "c"); !balanced(got, k) {
 					t.Fatalf("before the ghosts: %v", got)
 				}
@@ -628,7 +628,7 @@ func TestGroupSurvivesGhostMembers(t *testing.T) {
 				}
 				synctest.Wait()
 				moves := book.termsBegun()
-				time.Sleep(40 * time.Second)
+				wait(40 * time.Second)
 				if n := book.termsBegun() - moves; n != 0 || book.owned() != k {
 					t.Fatalf("the ghosts moved %d shards; %d of %d owned", n, book.owned(), k)
 				}

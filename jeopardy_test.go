@@ -155,7 +155,7 @@ func (s *lateTakeover) Put(ctx context.Context, name string, rec lease.Record, e
 	switch s.puts.Add(1) {
 	case 1:
 		go func() {
-			time.Sleep(4 * time.Second)
+			wait(4 * time.Second)
 			_, _ = s.Store.Put(context.Background(), name, rec, expect)
 		}()
 		<-ctx.Done()
@@ -164,14 +164,14 @@ func (s *lateTakeover) Put(ctx context.Context, name string, rec lease.Record, e
 		<-ctx.Done()
 		return "", ctx.Err()
 	case 3: // the first renewal: answered after the deadline
-		time.Sleep(time.Second)
+		wait(time.Second)
 	}
 	return s.Store.Put(ctx, name, rec, expect)
 }
 
 func (s *lateTakeover) Get(ctx context.Context, name string) (lease.Record, lease.Version, error) {
 	if s.gets.Add(1) == 3 { // the read-back after the retry: it finds the first write
-		time.Sleep(2800 * time.Millisecond)
+		wait(2800 * time.Millisecond)
 	}
 	return s.Store.Get(ctx, name)
 }
