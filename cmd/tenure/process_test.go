@@ -372,8 +372,16 @@ func TestProcessSIGTERM(t *testing.T) {
 	onStores(t, func(t *testing.T, e *procEnv) {
 		a := e.tenure("run", "--id", "a", "job")
 		e.await(20*time.Second, "first child", func(ev event) bool { return ev.what == "start" && ev.holder == "a" })
-		b := e.tenure("run", "--id", "b", "job")
-		_ = b
+		// b follows before a is stopped: the bound is from a follower's
+		// poll, not from a process start (a -race binary under load took
+		// most of a second to start and read).
+		w := &logWatch{want: "leader changed", seen: make(chan struct{})}
+		e.tenureLog(w, "run", "-v", "--id", "b", "job")
+		select {
+		case <-w.seen:
+		case <-time.After(10 * time.Second):
+			t.Fatal("b did not read the lease")
+		}
 		if err := a.Process.Signal(syscall.SIGTERM); err != nil {
 			t.Fatal(err)
 		}
