@@ -13,8 +13,9 @@
 //   - Acquire: a follower that first saw version v of a record at local time a
 //     (when the response arrived) writes CAS(v, token+1) only when the record
 //     is released or absent, or when now >= a + ttl×(1+ρ), ttl being the
-//     duration stored in the record. Every read since a returned v, else a
-//     restarts.
+//     duration stored in the record (for a holder and token seen before, the
+//     longest its records carried: a duration edited down is an anomaly).
+//     Every read since a returned v, else a restarts.
 //   - Lead: with s the local time at which the last write known to have
 //     succeeded was sent, the machine leads while now < s + ttl×(1-ρ) - margin
 //     (its own ttl). At that instant it emits EventDemoted, even with a
@@ -128,6 +129,11 @@ type Machine struct {
 	// is at or below maxSeen, and a lost record is waited out for maxTTL.
 	maxSeen uint64
 	maxTTL  time.Duration
+	// termTTL is the longest duration seen in the records of rec's holder
+	// and token: a takeover waits that out, so that a record whose duration
+	// was shortened under its holder (a hand edit) cannot cut the term
+	// the holder believes in.
+	termTTL time.Duration
 	nonces  [recentNonces]uint32 // our latest write nonces' low bits, for duplicate IDs
 	first   instant              // the first answer
 
@@ -1013,6 +1019,7 @@ func (m *Machine) observe(now time.Time, found bool, rec lease.Record, ver lease
 		m.since = m.at(now)
 		m.inspect(now, found, rec)
 		m.changed = true // one version is one record
+		m.timeTerm(found, rec)
 	}
 	was := leaderOf(m.exists, m.rec)
 	m.read = m.at(now)
@@ -1044,6 +1051,36 @@ func (m *Machine) inspect(now time.Time, found bool, rec lease.Record) {
 		m.dupErr, m.changed = &DuplicateIDError{ID: m.cfg.ID, Token: rec.Token}, true
 		m.emit(Event{Kind: EventAnomaly, Err: m.dupErr})
 	}
+}
+
+// timeTerm keeps termTTL for a newly seen record, before it is recorded:
+// the same holder and token keep the longest duration seen, and a shorter
+// one is reported; another holder or token starts over.
+func (m *Machine) timeTerm(found bool, rec lease.Record) {
+	switch {
+	case !found:
+	case m.exists && rec.Holder == m.rec.Holder && rec.Token == m.rec.Token:
+		if rec.Duration < m.termTTL && !rec.Released {
+			m.emit(Event{Kind: EventAnomaly, Err: &shrunkError{holder: rec.Holder, token: rec.Token, was: m.termTTL, now: rec.Duration}})
+		}
+		m.termTTL = max(m.termTTL, rec.Duration)
+	default:
+		m.termTTL = rec.Duration
+	}
+}
+
+// shrunkError reports a record whose lease duration went down while its
+// holder and token stayed: no holder writes that (a term keeps its
+// duration), so something else edited the record.
+type shrunkError struct {
+	holder string
+	token  uint64
+	was    time.Duration
+	now    time.Duration
+}
+
+func (e *shrunkError) Error() string {
+	return fmt.Sprintf("lease record of %q (token %d) now says its lease lasts %v, down from %v, with no new term: edited by hand or by another tool; it is waited out for %v", e.holder, e.token, e.now, e.was, e.was)
 }
 
 // free reports whether the lease may be taken at once: released, or absent
@@ -1084,7 +1121,7 @@ func (m *Machine) follow(now time.Time) {
 		m.schedule(now, doAcquire)
 		return
 	}
-	ttl := m.rec.Duration
+	ttl := max(m.rec.Duration, m.termTTL)
 	if !m.exists || m.rec.Token < m.maxSeen {
 		ttl = max(ttl, m.maxTTL) // a lost record: wait out the longest lease seen
 	}
