@@ -2,6 +2,7 @@ package standby
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
@@ -371,5 +372,43 @@ func TestLeaderLearnsTheStandbyAtItsFirstRenewal(t *testing.T) {
 	h2.s.Renewed(true, h2.now.Add(9*time.Second))
 	if d := h2.s.Due(); !d.After(h2.now) {
 		t.Fatalf("a renewal a cold poll into the term reads the record at once (due %v, now %v)", d, h2.now)
+	}
+}
+
+// A standby whose campaign ended on store errors that retrying could cure
+// (its term on the record ran out for want of renewals, its release went
+// unconfirmed) campaigns again a poll later too, not at once: the store
+// is failing, and a follower that is not sure it is free reads it cold.
+func TestStandbyLostToStoreErrorsCampaignsAPollLater(t *testing.T) {
+	cfg := election.Config{ID: "a", Timing: election.StandbyTiming(election.Timing{}.WithDefaults()).WithDefaults(), Rand: rand.New(rand.NewPCG(1, 2))}
+	h := &host{t: t, now: time.Unix(1e9, 0), store: memlease.New()}
+	h.s = New(h, "job", cfg, "", Preference{})
+	h.s.Follow(true)
+	h.next() // read: no record
+	h.next() // the write lands: a is the standby
+	if !h.s.Hot() {
+		t.Fatalf("not the standby after taking the record; Hot calls %v", h.hot)
+	}
+	failing := errors.New("connection reset by peer")
+	for range 1000 { // every call fails until the campaign is over
+		for i := 0; len(h.calls) == 0 && h.s.lk != nil; i++ {
+			if d := h.s.Due(); i > 100 || d.IsZero() {
+				break
+			}
+			h.now = maxTime(h.now, h.s.Due())
+			h.s.Fire(h.now)
+		}
+		if len(h.calls) == 0 {
+			break
+		}
+		op := h.calls[0]
+		h.calls = h.calls[1:]
+		h.s.Result(election.Result{ID: op.ID, Err: failing})
+	}
+	if h.s.lk != nil || h.s.Hot() {
+		t.Fatalf("the campaign still runs (hot %v) after its term on the record ran out", h.s.Hot())
+	}
+	if due := h.s.Due(); due.Sub(h.now) < cfg.PollInterval {
+		t.Fatalf("after store errors ended the campaign, it restarts %v later; want a poll (%v) at least", due.Sub(h.now), cfg.PollInterval)
 	}
 }
