@@ -336,6 +336,10 @@ func TestFoundBugs(t *testing.T) {
 		// A term confirmed by a read-back with less than an OpTimeout left
 		// expired without being reported in jeopardy (I4).
 		{"store-brownout", 1269},
+		// A leader resumed from a pause past its term's deadline, whose
+		// first event was the answer of its standby-record read, handed the
+		// term over and planned the standby's wake-up (I4, I8).
+		{"prefer-faults", 987},
 	} {
 		if r := Run(Lookup(c.scenario), c.seed, Options{}); r.Failed() {
 			t.Errorf("fast: %v", r)
