@@ -257,3 +257,36 @@ func TestSemRefusesAForeignCountRecord(t *testing.T) {
 		t.Fatalf("granted %v, refused %v; want it refused, naming the foreign holder", h.granted, h.refused)
 	}
 }
+
+// A semaphore whose count record is gone drains before writing it: a slot
+// record that stays unchanged is waited out for its ttl stretched by
+// MaxDrift, as a lock's silent holder is, since a holder whose clock runs
+// slow still believes at ttl.
+func TestSemDrainWaitsOutDrift(t *testing.T) {
+	ctx := context.Background()
+	store := memlease.New()
+	now := time.Unix(1e9, 0)
+	// Slot 0 is held by a silent holder; the count record is gone.
+	if _, err := store.Put(ctx, SlotName("pool", 0), lease.Record{Holder: "x", Token: 5, Duration: 10 * time.Second, Nonce: "x"}, lease.NoVersion); err != nil {
+		t.Fatal(err)
+	}
+	h := &semHost{t: t, now: now, store: store}
+	timing := election.Timing{MaxDrift: 0.1}.WithDefaults() // ttl×(1+ρ): 11s of a 10s lease
+	cfg := election.Config{ID: "w", Timing: timing, Rand: rand.New(rand.NewPCG(1, 2))}
+	h.s = new(Sem)
+	if err := h.s.Init(h, "pool", 2, &cfg, false, false, nil); err != nil {
+		t.Fatal(err)
+	}
+	h.s.Start()
+	h.run(now.Add(10*time.Second + 900*time.Millisecond))
+	if len(h.granted) != 0 {
+		t.Fatalf("granted slot %v by %v: the drain waited out slot 0's 10s, not 11s", h.granted, h.now.Sub(now))
+	}
+	if _, _, err := store.Get(ctx, "pool"+SlotsSuffix); !errors.Is(err, lease.ErrNotFound) {
+		t.Fatalf("the count record was written before slot 0 was waited out: %v", err)
+	}
+	h.run(now.Add(15 * time.Second))
+	if len(h.granted) != 1 || h.granted[0] != 1 {
+		t.Fatalf("granted %v once slot 0 was waited out, want slot 1", h.granted)
+	}
+}
