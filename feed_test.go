@@ -220,6 +220,66 @@ func TestFeedLockHandoff(t *testing.T) {
 	}
 }
 
+// A Lock call that waits on a store with a change feed takes each renewal
+// the feed tells of as a notice: after the holder's crash it takes the
+// lock exactly L×(1+ρ) after the holder's last renewal (store calls take
+// no time in the bubble), wherever between two renewals the crash comes,
+// not up to a poll later.
+func TestFeedLockTakeoverAfterCrash(t *testing.T) {
+	for _, crashAfter := range []time.Duration{300 * time.Millisecond, 1100 * time.Millisecond, 1900 * time.Millisecond} {
+		t.Run(fmt.Sprint("crash ", crashAfter), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				feed := leasetest.NewFeed(memlease.New())
+				held := leasetest.NewFaults(feed) // the holder's store, to cut it off
+				var mu sync.Mutex
+				var renewed time.Time
+				held.SetHook(func(op, name string) error {
+					if op == "put" && name == "job" {
+						mu.Lock()
+						renewed = time.Now()
+						mu.Unlock()
+					}
+					return nil
+				})
+				locker := func(id string, store lease.Store) *tenure.Locker {
+					l, err := tenure.NewLocker(tenure.LockerConfig{Store: store, Runtime: tenure.Runtime{ID: id}})
+					if err != nil {
+						t.Fatal(err)
+					}
+					t.Cleanup(func() { l.Close() })
+					return l
+				}
+				a, b := locker("a", held), locker("b", feed)
+				ctx := context.Background()
+				if _, err := a.Lock(ctx, "job"); err != nil {
+					t.Fatal(err)
+				}
+				got := make(chan time.Time, 1)
+				go func() {
+					h, err := b.Lock(ctx, "job")
+					if err != nil {
+						t.Error(err)
+						got <- time.Time{}
+						return
+					}
+					got <- time.Now()
+					_ = h.Unlock(ctx)
+				}()
+				wait(time.Minute + time.Second - time.Nanosecond) // just before a renewal: one came 2s before
+				synctest.Wait()
+				wait(crashAfter)
+				held.FailAll() // a crashes: it writes no more
+				mu.Lock()
+				last := renewed
+				mu.Unlock()
+				if d, want := (<-got).Sub(last), 10010*time.Millisecond; d != want {
+					t.Errorf("crash %v after a renewal: b took the lock %v after the last renewal, want %v", crashAfter, d, want)
+				}
+			})
+		})
+	}
+}
+
 // A group member on a store with a change feed listens to the shards it
 // waits for: a shard handed over on a join is taken by its next owner as
 // its release lands (store calls take no time in the bubble), and one
