@@ -17,7 +17,8 @@ type Proxy struct {
 	ln    net.Listener
 	addr  string
 	conns map[net.Conn]struct{}
-	hole  bool // black-holed: accepted, what is sent dropped
+	hole  bool                  // black-holed: accepted, what is sent dropped
+	quiet map[net.Conn]struct{} // silenced connections: what they carry is dropped for good
 	wg    sync.WaitGroup
 }
 
@@ -25,7 +26,7 @@ type Proxy struct {
 // the test, every goroutine of it waited for.
 func NewProxy(t testing.TB, target string) *Proxy {
 	t.Helper()
-	p := &Proxy{target: target, conns: map[net.Conn]struct{}{}}
+	p := &Proxy{target: target, conns: map[net.Conn]struct{}{}, quiet: map[net.Conn]struct{}{}}
 	if err := p.listen("127.0.0.1:0"); err != nil {
 		t.Fatal(err)
 	}
@@ -82,7 +83,7 @@ func (p *Proxy) serve(c net.Conn) {
 		buf := make([]byte, 32<<10)
 		for {
 			n, err := src.Read(buf)
-			if n > 0 && !p.holed() {
+			if n > 0 && !p.holed(src) {
 				if _, werr := dst.Write(buf[:n]); werr != nil {
 					break
 				}
@@ -100,14 +101,17 @@ func (p *Proxy) serve(c net.Conn) {
 	p.mu.Lock()
 	delete(p.conns, c)
 	delete(p.conns, s)
+	delete(p.quiet, c)
+	delete(p.quiet, s)
 	p.mu.Unlock()
 }
 
-// holed reports whether the proxy drops what is sent.
-func (p *Proxy) holed() bool {
+// holed reports whether the proxy drops what src sends.
+func (p *Proxy) holed(src net.Conn) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return p.hole
+	_, quiet := p.quiet[src]
+	return p.hole || quiet
 }
 
 // Down stops the proxy as a stopped server would: every connection cut,
@@ -145,6 +149,17 @@ func (p *Proxy) Blackhole() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.hole = true
+}
+
+// Silence drops, for good, what the connections open now carry, and
+// lets new ones through: a NAT or firewall that forgot a connection's
+// state, and drops its packets with no FIN and no RST.
+func (p *Proxy) Silence() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for c := range p.conns {
+		p.quiet[c] = struct{}{}
+	}
 }
 
 // Pass ends a Blackhole.

@@ -10,7 +10,10 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"time"
 
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/stdlib"
 
 	"github.com/tenure-go/tenure/internal/relisten"
@@ -18,6 +21,10 @@ import (
 )
 
 var _ lease.Watcher = (*Store)(nil)
+
+// feedIdle is how long the listening connection may go without a
+// notification before it is pinged, and how long the ping may take.
+const feedIdle = 5 * time.Second
 
 // Channel returns the NOTIFY channel of a table's writes:
 // "tenure_" and 16 hex digits of the table name's SHA-256, so that any
@@ -33,7 +40,10 @@ func Channel(table string) string {
 // pool while any watches (a *sql.DB with the pgx driver,
 // github.com/jackc/pgx/v5/stdlib); one that breaks is opened again, and the
 // watchers told (what was sent meanwhile is lost: PostgreSQL keeps
-// notifications only for connections that listen).
+// notifications only for connections that listen). A connection that goes
+// silent (a NAT or firewall that dropped it sends no FIN and no RST) is
+// found by a ping after 5s without a notification, which must be
+// answered within 5s too, and then opened again: within 10s.
 func (s *Store) Watch(ctx context.Context, name string, fn func(lease.Event)) error {
 	if err := lease.CheckGet(ctx, name); err != nil {
 		return err
@@ -67,6 +77,7 @@ type feed struct {
 	stop context.CancelFunc           // ends the listener; nil while none runs
 	done chan struct{}                // closed once the listener returned
 	err  error                        // why the feed cannot work (permanent)
+	on   bool                         // the listener listens now: a watcher that joins is told so at once
 }
 
 // watcher is one Watch call: its events, dropped when it falls 16 behind,
@@ -99,10 +110,25 @@ func (f *feed) add(name string, w *watcher, listen func(context.Context)) error 
 			defer close(done)
 			listen(ctx)
 		}()
-	} else if f.n > 1 {
+	} else if f.on {
 		tell(w, lease.Event{}) // joins a feed that already listens
 	}
 	return nil
+}
+
+// listening says whether the listener listens; from false to true, every
+// watcher is told, as a watcher that joins later is by add.
+func (f *feed) listening(on bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if on && !f.on {
+		for _, ws := range f.subs {
+			for w := range ws {
+				tell(w, lease.Event{})
+			}
+		}
+	}
+	f.on = on
 }
 
 // remove unregisters w; the last watcher out stops the listener and waits
@@ -188,6 +214,7 @@ func (s *Store) listenOnce(ctx context.Context, db *sql.DB) (listened bool, err 
 		return false, err
 	}
 	defer conn.Close()
+	defer s.feed.listening(false)
 	_ = conn.Raw(func(dc any) error {
 		sc, ok := dc.(*stdlib.Conn)
 		if !ok {
@@ -200,12 +227,15 @@ func (s *Store) listenOnce(ctx context.Context, db *sql.DB) (listened bool, err 
 			return driver.ErrBadConn
 		}
 		listened = true
-		s.feed.each("", func(w *watcher) { tell(w, lease.Event{}) })
+		s.feed.listening(true)
 		for {
-			n, werr := pc.WaitForNotification(ctx)
+			n, werr := waitNotice(ctx, pc)
 			if werr != nil {
 				err = werr
 				return driver.ErrBadConn
+			}
+			if n == nil {
+				continue // quiet, and the server answers
 			}
 			name, ev, ok := parseNotice(n.Payload)
 			if ok {
@@ -214,6 +244,24 @@ func (s *Store) listenOnce(ctx context.Context, db *sql.DB) (listened bool, err 
 		}
 	})
 	return listened, err
+}
+
+// waitNotice waits for the next notification on pc. After feedIdle
+// without one it pings the server, and returns nil if it answers within
+// feedIdle: a connection a NAT forgot would otherwise wait for ever.
+func waitNotice(ctx context.Context, pc *pgx.Conn) (*pgconn.Notification, error) {
+	wctx, cancel := context.WithTimeout(ctx, feedIdle)
+	n, err := pc.WaitForNotification(wctx)
+	cancel()
+	if err == nil || ctx.Err() != nil || !pgconn.Timeout(err) {
+		return n, err
+	}
+	pctx, cancel := context.WithTimeout(ctx, feedIdle)
+	defer cancel()
+	if err := pc.Ping(pctx); err != nil {
+		return nil, fmt.Errorf("the listening connection did not answer a ping within %v: %w", feedIdle, err)
+	}
+	return nil, nil
 }
 
 // parseNotice reads a notification's payload: "w VERSION NAME",
