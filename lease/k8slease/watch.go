@@ -40,14 +40,12 @@ func (s *Store) Watch(ctx context.Context, name string, fn func(lease.Event)) er
 			if fresh {
 				fn(lease.Event{}) // listening from now: what came before, a read finds
 			}
-			var ok bool
-			opts.ResourceVersion, ok = s.follow(w, fn, opts.ResourceVersion)
+			opts.ResourceVersion = follow(w, fn, opts.ResourceVersion)
 			w.Stop()
-			if ok {
+			if opts.ResourceVersion != "" {
 				pause.Reset() // the server ended it, as it does every few minutes: resume at once
 				continue
 			}
-			opts.ResourceVersion = "" // start over
 		} else if err = s.failed(ctx, "watch", name, err); errors.Is(err, lease.ErrPermanent) {
 			return err
 		}
@@ -77,9 +75,11 @@ func (s *Store) start(ctx context.Context, opts *metav1.ListOptions) error {
 }
 
 // follow passes w's events to fn until w ends. It returns the
-// resourceVersion to resume from, and false if w failed (410 Gone above
-// all: that version is compacted away).
-func (s *Store) follow(w watch.Interface, fn func(lease.Event), rv string) (string, bool) {
+// resourceVersion to resume from, or "" to start over from a fresh list
+// when w failed: above all with 410 Gone (the version it would resume
+// from is compacted away, or no longer in the API server's watch cache),
+// which asking for it again would meet for ever.
+func follow(w watch.Interface, fn func(lease.Event), rv string) string {
 	for ev := range w.ResultChan() {
 		switch ev.Type {
 		case watch.Added, watch.Modified:
@@ -99,8 +99,8 @@ func (s *Store) follow(w watch.Interface, fn func(lease.Event), rv string) (stri
 				rv = obj.ResourceVersion
 			}
 		case watch.Error:
-			return rv, false
+			return ""
 		}
 	}
-	return rv, true
+	return rv
 }

@@ -1,0 +1,50 @@
+package k8slease
+
+import (
+	"net/http"
+	"testing"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
+
+	"github.com/tenure-go/tenure/lease"
+)
+
+// A watch the API server ends with an error (410 Gone above all: the
+// version it would resume from is compacted away, or gone from the watch
+// cache) starts over from a fresh list; asking for that version again
+// would fail for ever. One that merely ends resumes from its last event.
+// (watch.FakeWatcher stands in for the stream: what it carries is what
+// the API server sends, an ERROR event with the 410 Status.)
+func TestFollowStartsOverOnGone(t *testing.T) {
+	lease1 := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: "job", ResourceVersion: "42"}}
+	gone := &metav1.Status{Status: metav1.StatusFailure, Code: http.StatusGone, Reason: metav1.StatusReasonExpired,
+		Message: "too old resource version: 40 (41)"}
+	for _, c := range []struct {
+		name  string
+		end   func(w *watch.FakeWatcher)
+		want  string
+		count int // events told
+	}{
+		{"ended", func(w *watch.FakeWatcher) { w.Stop() }, "42", 1},
+		{"gone", func(w *watch.FakeWatcher) { w.Error(gone) }, "", 1},
+		{"bookmark, then gone", func(w *watch.FakeWatcher) {
+			w.Action(watch.Bookmark, &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{ResourceVersion: "50"}})
+			w.Error(gone)
+		}, "", 1},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			w := watch.NewFakeWithChanSize(4, false)
+			w.Modify(lease1)
+			c.end(w)
+			var told []lease.Event
+			if got := follow(w, func(ev lease.Event) { told = append(told, ev) }, "7"); got != c.want {
+				t.Errorf("resume from %q, want %q", got, c.want)
+			}
+			if len(told) != c.count || told[0].Version != "42" {
+				t.Errorf("told %+v, want the write of version 42", told)
+			}
+		})
+	}
+}
