@@ -2,6 +2,7 @@ package k8slease
 
 import (
 	"context"
+	"errors"
 	"strings"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -14,7 +15,9 @@ import (
 const listPage = 500
 
 // List implements lease.Lister: the namespace's Leases, a page at a time,
-// those tenure wrote (tenure.dev/name) whose lease name starts with prefix.
+// whose lease name starts with prefix: those tenure wrote by the name in
+// tenure.dev/name, and the others (Foreign: client-go's, a controller's)
+// by their object name, which Get refuses as foreign.
 func (s *Store) List(ctx context.Context, prefix string, fn func(name string) error) error {
 	opts := metav1.ListOptions{Limit: listPage}
 	for {
@@ -22,10 +25,19 @@ func (s *Store) List(ctx context.Context, prefix string, fn func(name string) er
 		if err != nil {
 			return s.failed(ctx, "list", prefix+"*", err)
 		}
+		if len(page.Items) == 0 && opts.Continue == "" {
+			// A namespace that does not exist lists empty.
+			if err := s.absent(ctx, prefix+"*"); !errors.Is(err, lease.ErrNotFound) {
+				return err
+			}
+		}
 		for i := range page.Items {
 			name, ok := page.Items[i].Annotations[AnnotationName]
-			if !ok || !strings.HasPrefix(name, prefix) || lease.ValidateName(name) != nil {
-				continue // not tenure's, or not asked for
+			if !ok {
+				name = page.Items[i].Name // foreign: named as Get finds it
+			}
+			if !strings.HasPrefix(name, prefix) || lease.ValidateName(name) != nil {
+				continue // not asked for
 			}
 			if err := fn(name); err != nil {
 				return err

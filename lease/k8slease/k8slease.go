@@ -1,11 +1,8 @@
 // Package k8slease is a lease.Store on Kubernetes Lease objects
 // (coordination.k8s.io/v1), through client-go's typed client: one Lease per
 // lease, in one namespace, written by compare-and-swap on its
-// resourceVersion.
-//
-//	cfg, err := rest.InClusterConfig()
-//	cs, err := kubernetes.NewForConfig(cfg)
-//	store, err := k8slease.New(cs, k8slease.Config{Namespace: "jobs"})
+// resourceVersion. New takes a Clientset's CoordinationV1() (the package
+// example makes one).
 //
 // # The conditional primitive
 //
@@ -21,21 +18,25 @@
 // out twice.
 //
 // The API server creates a Lease that an Update names if it does not exist
-// (whatever resourceVersion the Update carries). So an Update that finds
-// its Lease deleted since it was read, and creates it, is undone (a Delete
-// conditional on the new Lease's UID and version) and reported as the
-// conflict it is; a write's own tenure.dev/write annotation makes every
-// write a new version, even one that changes nothing else.
+// and the Update carries no uid. An Update carries the uid of the Lease it
+// read, which the API server checks (a Lease deleted since is a conflict);
+// and an Update that created a Lease all the same (a uid not the one read)
+// is undone, by a Delete conditional on the new Lease's uid and version,
+// and reported as the conflict it is. A write's own tenure.dev/write
+// annotation makes every write a new version, even one that changes
+// nothing else.
 //
 // # The object
 //
-// The record lives where kubectl get lease shows it: holderIdentity,
-// leaseDurationSeconds (rounded up to whole seconds), acquireTime (the write
-// that took the lease), renewTime (the holder's last write) and
-// leaseTransitions, for humans. What tenure needs exactly is in
-// annotations: tenure.dev/name (the lease's name), tenure.dev/token,
+// The record lives where kubectl get lease shows it: holderIdentity (the
+// holder; cleared once released, as client-go does, so that a released
+// Lease shows free), leaseDurationSeconds (rounded up to whole seconds),
+// acquireTime (the write that took the lease), renewTime (the holder's
+// last write) and leaseTransitions, for humans. What tenure needs exactly
+// is in annotations: tenure.dev/name (the lease's name), tenure.dev/token,
 // tenure.dev/nonce, tenure.dev/duration, tenure.dev/written-at, and
-// tenure.dev/released and tenure.dev/payload (base64) when set. A lease name
+// tenure.dev/released, tenure.dev/holder (a released record's holder) and
+// tenure.dev/payload (base64) when set. A lease name
 // that is already a valid object name (lowercase letters, digits, '-' and
 // '.') is the Lease's name; any other ("jobs/Nightly", "lock/0::queue") is
 // made one (lowercased, other bytes as '-') and given a hash of the name
@@ -70,13 +71,16 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/validation"
 	coordclient "k8s.io/client-go/kubernetes/typed/coordination/v1"
+	"k8s.io/client-go/rest"
 
 	"github.com/tenure-go/tenure/internal/recordjson"
 	"github.com/tenure-go/tenure/lease"
@@ -92,6 +96,10 @@ const (
 	AnnotationReleased  = "tenure.dev/released"
 	AnnotationPayload   = "tenure.dev/payload"
 	annotationWrite     = "tenure.dev/write"
+	// annotationHolder keeps a released record's holder: the Lease's
+	// holderIdentity is cleared on release, as client-go does, so that
+	// kubectl get lease shows it free.
+	annotationHolder = "tenure.dev/holder"
 )
 
 // Config configures a Store.
@@ -105,6 +113,9 @@ type Config struct {
 type Store struct {
 	leases coordclient.LeaseInterface
 	ns     string
+	rest   rest.Interface // the client's, to ask whether the namespace exists; nil if it has none
+
+	nsKnown atomic.Bool // the namespace was seen to exist, or cannot be checked
 
 	mu   sync.Mutex
 	seen map[string]*coordinationv1.Lease // per lease, the Lease last read or written
@@ -130,7 +141,32 @@ func New(client coordclient.LeasesGetter, cfg Config) (*Store, error) {
 	if errs := validation.IsDNS1123Label(cfg.Namespace); len(errs) > 0 {
 		return nil, fmt.Errorf("k8slease: namespace %q: %s", cfg.Namespace, strings.Join(errs, "; "))
 	}
-	return &Store{leases: client.Leases(cfg.Namespace), ns: cfg.Namespace, seen: map[string]*coordinationv1.Lease{}}, nil
+	s := &Store{leases: client.Leases(cfg.Namespace), ns: cfg.Namespace, seen: map[string]*coordinationv1.Lease{}}
+	if rc, ok := client.(interface{ RESTClient() rest.Interface }); ok {
+		s.rest = rc.RESTClient()
+	}
+	return s, nil
+}
+
+// absent returns the error of a lease whose Lease the API server did not
+// find: lease.ErrNotFound, unless the namespace itself does not exist. A
+// read of a Lease in a missing namespace is a plain 404 (only a write
+// names the namespace), so the first time a Lease is not found the
+// namespace is asked for; where that is not allowed (get on namespaces is
+// cluster-wide), a missing namespace reads as no record.
+func (s *Store) absent(ctx context.Context, name string) error {
+	if s.nsKnown.Load() || s.rest == nil {
+		return lease.NotFound(name)
+	}
+	err := s.rest.Get().AbsPath("/api/v1/namespaces", s.ns).Do(ctx).Error()
+	switch {
+	case err == nil, apierrors.IsForbidden(err), apierrors.IsUnauthorized(err):
+		s.nsKnown.Store(true)
+		return lease.NotFound(name)
+	case apierrors.IsNotFound(err):
+		return s.failed(ctx, "get", name, apierrors.NewNotFound(schema.GroupResource{Resource: "namespaces"}, s.ns))
+	}
+	return s.failed(ctx, "get", name, err)
 }
 
 // ObjectName returns the name of the Lease that holds the lease name.
@@ -161,7 +197,7 @@ func (s *Store) Get(ctx context.Context, name string) (lease.Record, lease.Versi
 	obj, err := s.leases.Get(ctx, ObjectName(name), metav1.GetOptions{})
 	if err != nil {
 		if apierrors.IsNotFound(err) && !namespaceMissing(err) {
-			return lease.Record{}, lease.NoVersion, lease.NotFound(name)
+			return lease.Record{}, lease.NoVersion, s.absent(ctx, name)
 		}
 		return lease.Record{}, lease.NoVersion, s.failed(ctx, "get", name, err)
 	}
@@ -170,6 +206,7 @@ func (s *Store) Get(ctx context.Context, name string) (lease.Record, lease.Versi
 		return lease.Record{}, lease.NoVersion, err
 	}
 	s.remember(name, obj)
+	s.nsKnown.Store(true)
 	return rec, lease.Version(obj.ResourceVersion), nil
 }
 
@@ -186,16 +223,14 @@ func (s *Store) decode(name string, obj *coordinationv1.Lease) (lease.Record, er
 		if obj.Spec.HolderIdentity != nil {
 			holder = *obj.Spec.HolderIdentity
 		}
-		return lease.Record{}, bad("annotations", "Lease %s/%s (holderIdentity %q) has no %s annotation: it was written by something other than tenure (client-go's leaderelection, a controller), and tenure never takes over a Lease it did not write; use another lease name, or delete the Lease if it is no longer used", s.ns, obj.Name, holder, AnnotationToken)
+		return lease.Record{}, bad(foreignField, "Lease %s/%s (holderIdentity %q) was written by something other than tenure (client-go's leaderelection, a controller: it has no %s annotation), and tenure never takes over a Lease it did not write", s.ns, obj.Name, holder, AnnotationToken)
 	}
 	if got := a[AnnotationName]; got != name {
 		return lease.Record{}, bad("annotations", "Lease %s/%s holds the lease %q, not %q", s.ns, obj.Name, got, name)
 	}
 	var rec lease.Record
 	var err error
-	if obj.Spec.HolderIdentity != nil {
-		rec.Holder = *obj.Spec.HolderIdentity
-	}
+	rec.Holder = holderOf(obj)
 	if rec.Token, err = strconv.ParseUint(tok, 10, 64); err != nil {
 		return lease.Record{}, bad("token", "%s %q: %v", AnnotationToken, tok, err)
 	}
@@ -216,6 +251,27 @@ func (s *Store) decode(name string, obj *coordinationv1.Lease) (lease.Record, er
 		return lease.Record{}, err
 	}
 	return rec, nil
+}
+
+// foreignField is the field a RecordError names for a Lease tenure did
+// not write (Foreign).
+const foreignField = "writer"
+
+// Foreign reports whether err is the refusal of a Lease that tenure did
+// not write (client-go's leaderelection's, a controller's): tenure never
+// takes one over, and tenure list shows it as foreign.
+func Foreign(err error) bool {
+	var re *lease.RecordError
+	return errors.As(err, &re) && re.Field == foreignField
+}
+
+// holderOf returns the holder of the record in obj: its holderIdentity,
+// or, released, the holder kept beside it.
+func holderOf(obj *coordinationv1.Lease) string {
+	if h := obj.Spec.HolderIdentity; h != nil && *h != "" {
+		return *h
+	}
+	return obj.Annotations[annotationHolder]
 }
 
 // Put implements lease.Store: a Create for a new lease, otherwise an Update
@@ -294,22 +350,26 @@ func (s *Store) encode(name string, rec lease.Record, prev *coordinationv1.Lease
 	a[AnnotationNonce] = rec.Nonce
 	a[AnnotationDuration] = rec.Duration.String()
 	a[AnnotationWrittenAt] = rec.WrittenAt.UTC().Format(time.RFC3339Nano)
+	holder := rec.Holder
+	var holderID *string // kubectl shows a released Lease free, as client-go leaves it
 	if rec.Released {
 		a[AnnotationReleased] = "true"
+		a[annotationHolder] = holder
+	} else {
+		holderID = &holder
 	}
 	if rec.Payload != nil {
 		a[AnnotationPayload] = base64.StdEncoding.EncodeToString(rec.Payload)
 	}
 	obj.Annotations = a
-	holder := rec.Holder
 	secs := int32((rec.Duration + time.Second - 1) / time.Second)
 	written := metav1.NewMicroTime(rec.WrittenAt)
-	obj.Spec = coordinationv1.LeaseSpec{HolderIdentity: &holder, LeaseDurationSeconds: &secs, RenewTime: &written,
+	obj.Spec = coordinationv1.LeaseSpec{HolderIdentity: holderID, LeaseDurationSeconds: &secs, RenewTime: &written,
 		AcquireTime: was.AcquireTime, LeaseTransitions: was.LeaseTransitions}
 	// A new term (a token not the one written before) is an acquisition.
 	if prev == nil || prev.Annotations[AnnotationToken] != a[AnnotationToken] || was.AcquireTime == nil {
 		obj.Spec.AcquireTime = &written
-		if prev != nil && was.HolderIdentity != nil && *was.HolderIdentity != holder {
+		if prev != nil && holderOf(prev) != "" && holderOf(prev) != holder {
 			n := int32(1)
 			if was.LeaseTransitions != nil {
 				n = *was.LeaseTransitions + 1
