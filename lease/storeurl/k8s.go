@@ -39,6 +39,12 @@ func openK8s(u *url.URL, q url.Values) (lease.Store, error) {
 	// only hold renewals back, unseen, past their deadlines.
 	cfg.QPS = -1
 	cfg.UserAgent = "tenure"
+	// HTTP/1.1: a call that times out closes its connection, and the next
+	// dials a new one. Over HTTP/2 every call shares one connection, and a
+	// half-open one (a NAT or firewall forgot it) fails them all until
+	// client-go's health check gives up on it, 45s at its defaults: past
+	// any lease.
+	cfg.TLSClientConfig.NextProtos = []string{"http/1.1"}
 	cs, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		return nil, err
