@@ -151,3 +151,29 @@ func kubeReady(port string) func() bool {
 		return resp.StatusCode == http.StatusOK
 	}
 }
+
+// writeKubeconfig writes STATE/kubeconfig: the API server at url as the
+// admin (system:masters), for kubectl and tenure's k8s:// URLs
+// (kubeconfig=PATH, or KUBECONFIG), and returns its path.
+func (s *Set) writeKubeconfig(url string) (string, error) {
+	path := filepath.Join(s.State, "kubeconfig")
+	cfg := fmt.Sprintf(`apiVersion: v1
+kind: Config
+clusters:
+- name: tenure-test
+  cluster:
+    server: %s
+    insecure-skip-tls-verify: true
+users:
+- name: admin
+  user:
+    token: %s
+contexts:
+- name: tenure-test
+  context:
+    cluster: tenure-test
+    user: admin
+current-context: tenure-test
+`, url, KubeAdminToken)
+	return path, os.WriteFile(path, []byte(cfg), 0o600)
+}

@@ -40,6 +40,7 @@ var EnvNames = []string{
 	"TENURE_MINIO_ENDPOINT", "TENURE_MINIO_ACCESS_KEY", "TENURE_MINIO_SECRET_KEY", "TENURE_POSTGRES_URL",
 	"TENURE_ETCD_ENDPOINT", "TENURE_ETCD_AUTH_ENDPOINT", "TENURE_GCS_ENDPOINT", "TENURE_AZURITE_ENDPOINT", "TENURE_AZURITE_ACCOUNT", "TENURE_AZURITE_KEY",
 	"TENURE_KUBE_URL",
+	"TENURE_KUBECONFIG",
 }
 
 // Set is a set of running servers.
@@ -138,6 +139,11 @@ func (s *Set) start(servers []string) error {
 		case "kube":
 			err = s.startKube(port, strconv.Itoa(ports[len(All)+4]), strconv.Itoa(ports[len(All)+5]))
 			s.setenv("TENURE_KUBE_URL", "https://"+addr)
+			if err == nil {
+				var path string
+				path, err = s.writeKubeconfig("https://" + addr)
+				s.setenv("TENURE_KUBECONFIG", path)
+			}
 		case "azurite":
 			err = s.startAzurite(port)
 			s.setenv("TENURE_AZURITE_ENDPOINT", "http://"+addr+"/"+azuriteAccount)

@@ -14,7 +14,8 @@
 // CMD gets TENURE_DYNAMODB_ENDPOINT, TENURE_VERSITYGW_ENDPOINT (with
 // _ACCESS_KEY and _SECRET_KEY), TENURE_MINIO_ENDPOINT (likewise),
 // TENURE_POSTGRES_URL, TENURE_ETCD_ENDPOINT, TENURE_GCS_ENDPOINT and
-// TENURE_AZURITE_ENDPOINT (with _ACCOUNT and _KEY). Settings: TENURE_CACHE (default ~/.cache/tenure),
+// TENURE_AZURITE_ENDPOINT (with _ACCOUNT and _KEY), TENURE_KUBE_URL and
+// TENURE_KUBECONFIG (a kubeconfig for kubectl, as the admin). Settings: TENURE_CACHE (default ~/.cache/tenure),
 // TENURE_SERVERS (default "dynamodb versitygw minio postgres etcd gcs azurite"),
 // TENURE_SERVER_TIMEOUT (seconds to wait for each server, default 60),
 // TENURE_KEEP_LOGS=1 (keep the servers' logs).
@@ -81,6 +82,11 @@ func run(args []string) int {
 			fmt.Printf("export %s='%s'\n", k, strings.ReplaceAll(v, "'", `'\''`))
 		}
 		say("servers started; stop them with: scripts/testservers.sh stop %s", set.State)
+		for _, kv := range set.Env {
+			if path, ok := strings.CutPrefix(kv, "TENURE_KUBECONFIG="); ok {
+				say("kube-apiserver: kubectl --kubeconfig %s get leases -A; tenure --store 'k8s://NAMESPACE?kubeconfig=%s'", path, path)
+			}
+		}
 		return 0
 	case "stop":
 		state := os.Getenv("TENURE_SERVERS_STATE")
