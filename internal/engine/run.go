@@ -3,6 +3,8 @@ package engine
 import (
 	"fmt"
 	"log/slog"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/tenure-go/tenure/election"
@@ -244,6 +246,9 @@ func (e *leaseEntry) CallDone(f *host.Flight, res election.Result) {
 	}
 	if err := e.r.d.Result(res); err != nil {
 		e.r.err = fmt.Errorf("tenure: lease %q: %w", e.r.cfg.Lease, err)
+		if strings.Contains(err.Error(), strconv.Quote(e.r.cfg.Lease)) {
+			e.r.err = fmt.Errorf("tenure: %w", err) // the store's error names the lease already
+		}
 	}
 }
 
