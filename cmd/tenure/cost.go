@@ -51,15 +51,16 @@ var planStores = []struct {
 	name, schemes string
 	price         *priceList
 	server        string // for a store without a per-request price
+	feed          bool   // the store has a change feed (lease.Watcher)
 }{
-	{"dynamodb", "dynamodb", &dynamoDBOnDemand, ""},
-	{"s3", "s3", &s3Standard, ""},
-	{"gcs", "gs", &gcsStandard, ""},
-	{"azblob", "azblob", &azureHot, ""},
-	{"postgres", "postgres postgresql", nil, "PostgreSQL"},
-	{"etcd", "etcd", nil, "etcd"},
-	{"k8s", "k8s", nil, "The Kubernetes API server"},
-	{"file", "file", nil, "A file store"},
+	{"dynamodb", "dynamodb", &dynamoDBOnDemand, "", false},
+	{"s3", "s3", &s3Standard, "", false},
+	{"gcs", "gs", &gcsStandard, "", false},
+	{"azblob", "azblob", &azureHot, "", false},
+	{"postgres", "postgres postgresql", nil, "PostgreSQL", true},
+	{"etcd", "etcd", nil, "etcd", true},
+	{"k8s", "k8s", nil, "The Kubernetes API server", true},
+	{"file", "file", nil, "A file store", false},
 }
 
 // monthlyCost returns what one lease costs a month at pr: the leader's

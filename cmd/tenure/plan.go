@@ -86,7 +86,7 @@ func planCommand(args []string, stdout, stderr io.Writer) int {
 	if !*strong {
 		ddb = dynamoDBOnDemandStalePolls
 	}
-	prices, server, ok := planPrices(*store, ddb)
+	prices, server, feed, ok := planPrices(*store, ddb)
 	if !ok {
 		fmt.Fprintf(stderr, "tenure plan: --store %q: want dynamodb, s3, gcs, azblob, postgres, etcd, k8s, all, or a store URL\n", *store)
 		return exitUsage
@@ -110,6 +110,9 @@ func planCommand(args []string, stdout, stderr io.Writer) int {
 	if *wake {
 		p = p.WithNotices()
 	}
+	if feed {
+		p = p.WithFeed()
+	}
 	if *shards > 0 { // a group's plan: its own bounds and bill, not a single lease's
 		printGroup(stdout, groupcore.NewBounds(t, *shards, *members, *rtt), *shards, *members, *watchShards, prices)
 		if server != "" {
@@ -132,24 +135,25 @@ func planCommand(args []string, stdout, stderr io.Writer) int {
 
 // planPrices returns the price lists --store names (a name, "all", or a
 // store URL, by its scheme), or the server of a store without a
-// per-request price; ddb is DynamoDB's, as --strong-polls prices it.
-func planPrices(store string, ddb priceList) (prices []priceList, server string, ok bool) {
+// per-request price, and whether the store has a change feed; ddb is
+// DynamoDB's, as --strong-polls prices it.
+func planPrices(store string, ddb priceList) (prices []priceList, server string, feed, ok bool) {
 	if store == "all" {
-		return []priceList{ddb, s3Standard, gcsStandard, azureHot}, "", true
+		return []priceList{ddb, s3Standard, gcsStandard, azureHot}, "", false, true
 	}
 	scheme, _, isURL := strings.Cut(store, ":")
 	for _, s := range planStores {
 		if store == s.name || isURL && slices.Contains(strings.Fields(s.schemes), scheme) {
 			switch {
 			case s.price == &dynamoDBOnDemand:
-				return []priceList{ddb}, "", true
+				return []priceList{ddb}, "", s.feed, true
 			case s.price != nil:
-				return []priceList{*s.price}, "", true
+				return []priceList{*s.price}, "", s.feed, true
 			}
-			return nil, s.server, true
+			return nil, s.server, s.feed, true
 		}
 	}
-	return nil, "", false
+	return nil, "", false, false
 }
 
 // printGroup prints what a group promises and costs (docs/groups.md).
@@ -195,14 +199,24 @@ func printPlan(w io.Writer, p plan.Plan, prices []priceList) {
 	row := func(k, v string) { fmt.Fprintf(w, "  %-28s %s\n", k, v) }
 	row("lead window", fmt.Sprintf("%v after sending each renewal the store confirms, by the leader's clock", p.LeadWindow))
 	row("takeover wait", fmt.Sprintf("%v of an unchanged record, by the follower's clock", p.TakeoverWait))
-	row("failover after a crash", fmt.Sprintf("at most %v (the wait and the longest poll, PollInterval + 10%%, on a clock ρ slow; 4 round trips)", p.CrashFailover.Round(time.Millisecond)))
-	row("failover after a release", fmt.Sprintf("at most %v (the longest poll on a clock ρ slow; 4 round trips)", p.ReleaseFailover.Round(time.Millisecond)))
+	if p.Feed {
+		row("failover after a crash", fmt.Sprintf("at most %v after the leader's last renewal, which the store's change feed tells the followers of (the wait on a clock ρ slow; 5 round trips); median about %v; if the feed is down, at most %v (the wait and the longest poll)",
+			p.NoticeFailover.Round(time.Millisecond), p.NoticeFailoverMedian.Round(time.Millisecond), p.CrashFailover.Round(time.Millisecond)))
+		row("failover after a release", fmt.Sprintf("at most %v: the feed tells of the release (3 round trips: the event, the read, the takeover); if the feed is down, at most %v (the longest poll)", p.FeedHandoff.Round(time.Millisecond), p.ReleaseFailover.Round(time.Millisecond)))
+	} else {
+		row("failover after a crash", fmt.Sprintf("at most %v (the wait and the longest poll, PollInterval + 10%%, on a clock ρ slow; 4 round trips)", p.CrashFailover.Round(time.Millisecond)))
+		row("failover after a release", fmt.Sprintf("at most %v (the longest poll on a clock ρ slow; 4 round trips); on a store with a change feed (--store etcd, postgres or k8s) %v", p.ReleaseFailover.Round(time.Millisecond), (3*p.RoundTrip).Round(time.Millisecond)))
+	}
 	row("zombie window, no fencing", "unbounded: a leader paused between its check and its write sends that write when it wakes, however late")
 	row("zombie window, fencing", "none at the resource: it refuses the paused leader's token once a newer term has written")
-	if t.ColdPollInterval == 0 {
+	switch {
+	case t.ColdPollInterval == 0 && p.Feed:
+		row("requests per hour", fmt.Sprintf("leader %s renewals and %s reads of the standby record (every %v, to hand over to a preferred candidate); each follower %s reads, one on each renewal the feed tells of (a poll only when none came), and one watch; all %s",
+			count(p.RenewalsPerHour), count(p.LeaderReadsPerHour), t.WithStandby().ColdPollInterval, count(p.FeedReadsPerHour), count(p.RequestsPerHour)))
+	case t.ColdPollInterval == 0:
 		row("requests per hour", fmt.Sprintf("leader %s renewals and %s reads of the standby record (every %v, to hand over to a preferred candidate: %.1f%% more requests); each follower %s polls (mean %v); all %s",
 			count(p.RenewalsPerHour), count(p.LeaderReadsPerHour), t.WithStandby().ColdPollInterval, 100*p.LeaderReadsPerHour/(p.RequestsPerHour-p.LeaderReadsPerHour), count(p.PollsPerHour), p.MeanPoll, count(p.RequestsPerHour)))
-	} else {
+	default:
 		row("failover, no standby left", fmt.Sprintf("at most %v (a cold poll to see the last record, the wait, a cold poll; 4 round trips)", p.ColdFailover.Round(time.Millisecond)))
 		row("handoff, standby woken", fmt.Sprintf("at most %v with --wake (5 round trips); else as after a release", p.WakeHandoff.Round(time.Millisecond)))
 		hold := election.StandbyTiming(t).LeaseDuration // tenure.Config's default PriorityHoldOff

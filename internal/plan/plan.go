@@ -78,6 +78,45 @@ type Plan struct {
 	Notices              bool
 	NoticeFailover       time.Duration
 	NoticeFailoverMedian time.Duration
+
+	// On a store with a change feed (lease.Watcher: Kubernetes, etcd,
+	// PostgreSQL; WithFeed), every follower that reads at the hot cadence
+	// reads on each write the feed tells of: FeedHandoff bounds the
+	// handoff after a release (the event, the read it prompts, the
+	// takeover); after a crash the bound is NoticeFailover's, from the
+	// leader's last renewal, and the median NoticeFailoverMedian's. Such
+	// a follower reads once a renewal instead of once a poll, or once a
+	// poll where polls come more often (FeedReadsPerHour each, counted in
+	// RequestsPerHour).
+	Feed             bool
+	FeedHandoff      time.Duration
+	FeedReadsPerHour float64
+}
+
+// WithFeed returns p for a store whose change feed tells every follower
+// of each write (lease.Watcher): reads on renewals instead of polls, a
+// release found at once. Without a standby every follower reads so; with
+// one, the standby.
+func (p Plan) WithFeed() Plan {
+	if p.Feed {
+		return p
+	}
+	t := p.Timing
+	p.Feed = true
+	slowWait := time.Duration(math.Ceil(float64(p.TakeoverWait) / (1 - t.MaxDrift)))
+	p.NoticeFailover = slowWait + 5*p.RoundTrip
+	p.NoticeFailoverMedian = p.TakeoverWait - t.RenewInterval/2 + 3*p.RoundTrip
+	p.FeedHandoff = 3 * p.RoundTrip
+	// One read a renewal where the polls were one a poll: the routine
+	// poll waits the longest poll after each read on an event, so it
+	// comes only where renewals are further apart than polls.
+	p.FeedReadsPerHour = max(p.RenewalsPerHour, p.PollsPerHour)
+	hot := float64(p.Candidates - 1) // followers at the hot cadence
+	if t.ColdPollInterval > 0 {
+		hot = float64(min(p.Candidates-1, 1))
+	}
+	p.RequestsPerHour += hot * (p.FeedReadsPerHour - p.PollsPerHour)
+	return p
 }
 
 // WithNotices returns p for candidates that send the standby renewal

@@ -104,3 +104,32 @@ func TestPlanNotices(t *testing.T) {
 		t.Error("notices without a standby")
 	}
 }
+
+// On a store with a change feed, a release is found at once (3 round
+// trips) and a crash is bounded from the leader's last renewal, as with
+// notices; each follower reads once a renewal: at client-go's default
+// lease (15s, renewals and polls every 3s), 1,200 reads an hour.
+func TestPlanFeed(t *testing.T) {
+	tm := election.Timing{LeaseDuration: 15 * time.Second, RenewInterval: 3 * time.Second, PollInterval: 3 * time.Second}
+	for n, want := range map[int]float64{1: 1320, 3: 3720, 10: 12120} {
+		p, err := New(tm, n, 10*time.Millisecond)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p = p.WithFeed().WithFeed()
+		if p.RequestsPerHour != want {
+			t.Errorf("%d candidates: %v requests per hour, want %v", n, p.RequestsPerHour, want)
+		}
+		if p.FeedReadsPerHour != 1200 || p.FeedHandoff != 30*time.Millisecond {
+			t.Errorf("%d candidates: %v reads an hour per follower, handoff %v; want 1200 and 30ms", n, p.FeedReadsPerHour, p.FeedHandoff)
+		}
+		if want := time.Duration(math.Ceil(15.015e9/0.999)) + 50*time.Millisecond; p.NoticeFailover != want {
+			t.Errorf("failover %v, want %v", p.NoticeFailover, want)
+		}
+	}
+	// Polls less often than renewals: the feed costs reads.
+	p, _ := New(election.Timing{LeaseDuration: 10 * time.Second, RenewInterval: 2 * time.Second, PollInterval: 4 * time.Second}, 3, 0)
+	if before, after := p.RequestsPerHour, p.WithFeed().RequestsPerHour; after != before+2*(1800-900) {
+		t.Errorf("requests per hour %v with the feed, %v without; want 1,800 more", after, before)
+	}
+}
