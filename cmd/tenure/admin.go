@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"regexp"
 	"runtime"
@@ -15,8 +16,10 @@ import (
 	"strings"
 	"time"
 
+	"github.com/tenure-go/tenure/election"
 	"github.com/tenure-go/tenure/internal/lockcore"
 	"github.com/tenure-go/tenure/lease"
+	"github.com/tenure-go/tenure/lease/k8slease"
 )
 
 // versionCommand implements "tenure version" and "tenure --version".
@@ -81,6 +84,7 @@ type listed struct {
 	Seconds   float64    `json:"lease_seconds,omitempty"`
 	WrittenAt *time.Time `json:"written_at,omitempty"` // the writer's clock
 	Error     string     `json:"error,omitempty"`      // a record no one can decode
+	Foreign   bool       `json:"foreign,omitempty"`    // a Kubernetes Lease tenure did not write
 
 	rec lease.Record
 	ver lease.Version
@@ -100,7 +104,7 @@ func listRecords(ctx context.Context, store lease.Store, prefix string) ([]liste
 		case errors.Is(err, lease.ErrNotFound):
 			return nil // deleted meanwhile
 		case errors.Is(err, lease.ErrInvalidRecord):
-			out = append(out, listed{Name: name, Error: err.Error(), bad: true})
+			out = append(out, listed{Name: name, Error: err.Error(), Foreign: k8slease.Foreign(err), bad: true})
 			return nil
 		case err != nil:
 			return err
@@ -147,10 +151,18 @@ func listCommand(args []string, stdout, stderr io.Writer) int {
 			continue
 		}
 		switch {
+		case r.Foreign:
+			fmt.Fprintf(stdout, "%s: FOREIGN: %s\n", r.Name, strings.TrimPrefix(r.Error, fmt.Sprintf("lease %q: invalid record: writer: ", r.Name)))
 		case r.bad:
 			fmt.Fprintf(stdout, "%s: INVALID: %s\n", r.Name, r.Error)
 		case r.Released:
 			fmt.Fprintf(stdout, "%s: released, last token %d, written %s ago by the writer's clock\n", r.Name, r.Token, now.Sub(*r.WrittenAt).Round(time.Second))
+		case slotName.MatchString(r.Name):
+			// A --once-per slot is never given back: it stays taken, so
+			// that no replica runs the slot again.
+			m := slotName.FindStringSubmatch(r.Name)
+			fmt.Fprintf(stdout, "%s: once-per slot of %s, taken by %q (token %d), written %s ago by the writer's clock: it stays taken so that the slot runs once (its lease, %v, keeps it); tenure gc removes it once that and --older-than (24h) have passed\n",
+				r.Name, m[1], r.Holder, r.Token, now.Sub(*r.WrittenAt).Round(time.Second), r.rec.Duration)
 		default:
 			fmt.Fprintf(stdout, "%s: held by %q, token %d, lease %v, written %s ago by the writer's clock\n", r.Name, r.Holder, r.Token, r.rec.Duration, now.Sub(*r.WrittenAt).Round(time.Second))
 		}
@@ -178,7 +190,14 @@ once. Use it only when the holder is known dead (its host is down, its
 process gone): a holder that still runs believes until its next renewal
 (up to a third of the lease), so for that time two processes may each
 believe they hold it. Resources fenced on tokens refuse the old holder
-once the next holder has written, but anything unfenced may see both.
+once the next holder has written, but anything unfenced may see both. So
+--now first watches the holder for a renewal (up to half its lease), and
+refuses, saying so, if it renews or if the record was released by force
+less than a lease ago (its old holder may still believe); add
+--accept-overlap to go on all the same.
+
+A renewal that lands between the read and the write makes the write fail;
+the command then reads and tries again, up to 5 times.
 
 The records tenure keeps beside a lease (NAME::queue, NAME::wake,
 NAME::standby, a group's NAME::members, a semaphore's NAME::slots) hold
@@ -191,8 +210,9 @@ milliseconds, above every token minted before it if clocks agree within
 minutes; held for --lease unless --now.
 
 exit status: 0 when released (or nothing was held); 75 when the record
-changed meanwhile (read it again, and run again if still stuck); 69 when
-the store refuses; 2 for bad flags, or without --force.
+changed meanwhile 5 times in a row (read it again, and run again if still
+stuck); 69 when the store refuses; 2 for bad flags, without --force, or
+when --now would overlap a holder that may still run (see above).
 
 examples:
   tenure release --force nightly
@@ -210,14 +230,21 @@ func ownRecord(name string) bool {
 // forceHolder holds the record a forced release writes, unless --now.
 const forceHolder = "tenure-release-force"
 
+// releaseTries is how many times release --force reads and writes again
+// when the record changed in between (a renewal landed): a holder renews
+// a few times a lease, so a second try nearly always finds it still.
+const releaseTries = 5
+
 // releaseCommand implements "tenure release --force".
 func releaseCommand(args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("tenure release", releaseUsage, stderr)
 	var c common
 	c.register(fs)
+	var o releaseOpts
 	force := fs.Bool("force", false, "required: release whoever holds it, cutting its work off")
-	now := fs.Bool("now", false, "let the next holder take it at once, not after the lease: only for a holder known dead (two may believe otherwise)")
-	ttl := fs.Duration("lease", 10*time.Second, "with a record no one can decode: how long takers wait before taking it (the lease its holders use)")
+	fs.BoolVar(&o.now, "now", false, "let the next holder take it at once, not after the lease: only for a holder known dead (two may believe otherwise)")
+	fs.BoolVar(&o.overlap, "accept-overlap", false, "with --now: go on although the holder was seen renewing, or was released by force less than a lease ago (two may run at once)")
+	fs.DurationVar(&o.ttl, "lease", 10*time.Second, "with a record no one can decode: how long takers wait before taking it (the lease its holders use)")
 	if ok, status := parseFlags(fs, args, stderr); !ok {
 		return status
 	}
@@ -225,8 +252,8 @@ func releaseCommand(args []string, stdout, stderr io.Writer) int {
 		usageError(fs, stderr, "want one NAME")
 		return exitUsage
 	}
-	name := fs.Arg(0)
-	if err := lease.ValidateName(name); err != nil {
+	o.name = fs.Arg(0)
+	if err := lease.ValidateName(o.name); err != nil {
 		fmt.Fprintf(stderr, "tenure release: %s\n", bare(err))
 		return exitUsage
 	}
@@ -234,8 +261,12 @@ func releaseCommand(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "tenure release: this cuts the holder's work off: say --force (see tenure release -h)")
 		return exitUsage
 	}
+	if o.overlap && !o.now {
+		fmt.Fprintln(stderr, "tenure release: --accept-overlap goes with --now")
+		return exitUsage
+	}
 	if dir := c.absentDir(); dir != "" {
-		fmt.Fprintf(stdout, "%s: no record: nothing to release (the store's directory %s does not exist: check --store)\n", name, dir)
+		fmt.Fprintf(stdout, "%s: no record: nothing to release (the store's directory %s does not exist: check --store)\n", o.name, dir)
 		return 0
 	}
 	ctx := context.Background()
@@ -243,38 +274,76 @@ func releaseCommand(args []string, stdout, stderr io.Writer) int {
 	if store == nil {
 		return status
 	}
-	if *ttl < lease.MinDuration || *ttl > lease.MaxDuration {
-		fmt.Fprintf(stderr, "tenure release: --lease %v: want %v to %v\n", *ttl, lease.MinDuration, lease.MaxDuration)
+	if o.ttl < lease.MinDuration || o.ttl > lease.MaxDuration {
+		fmt.Fprintf(stderr, "tenure release: --lease %v: want %v to %v\n", o.ttl, lease.MinDuration, lease.MaxDuration)
 		return exitUsage
 	}
-	rec := lease.Record{Holder: forceHolder, Released: *now, Nonce: nonce(), WrittenAt: time.Now().UTC()}
+	o.holder = forceHolder
 	if host, err := os.Hostname(); err == nil && host != "" && len(host) < 200 && strings.Trim(host, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.-_") == "" {
-		rec.Holder += "@" + host
+		o.holder += "@" + host
 	}
+	if status := o.releaseRetrying(ctx, store, stdout, stderr); status != exitUnavailable {
+		return status
+	}
+	return c.storeFailed("tenure release", o.err, stderr)
+}
+
+// releaseRetrying releases, reading and writing again while the record
+// changes in between, up to releaseTries times.
+func (o *releaseOpts) releaseRetrying(ctx context.Context, store lease.Store, stdout, stderr io.Writer) int {
+	for try := 1; ; try++ {
+		status, again := o.release(ctx, store, stdout, stderr)
+		switch {
+		case again && try < releaseTries:
+			continue // a renewal landed between the read and the write: read again
+		case again:
+			fmt.Fprintf(stderr, "tenure release: %s changed while being released, %d times in a row (a holder renewing, or another release): read it with tenure status, and run again\n", o.name, releaseTries)
+			return exitLocked
+		}
+		return status
+	}
+}
+
+// releaseOpts is one release --force: its flags, and the last store error.
+type releaseOpts struct {
+	name, holder string
+	now, overlap bool
+	ttl          time.Duration
+	err          error // the store's, with exitUnavailable
+}
+
+// release reads the record and writes its release once. It returns the
+// exit status, or again when the record changed in between.
+func (o *releaseOpts) release(ctx context.Context, store lease.Store, stdout, stderr io.Writer) (status int, again bool) {
+	name := o.name
+	rec := lease.Record{Holder: o.holder, Released: o.now, Nonce: nonce(), WrittenAt: time.Now().UTC()}
 	cur, ver, err := store.Get(ctx, name)
 	expect := ver
 	switch {
 	case errors.Is(err, lease.ErrNotFound):
 		fmt.Fprintf(stdout, "%s: no record: nothing to release\n", name)
-		return 0
+		return 0, false
 	case errors.Is(err, lease.ErrInvalidRecord):
 		d, ok := store.(lease.Deleter)
 		if !ok {
-			return c.storeFailed("tenure release", lease.Permanent(fmt.Errorf("%w; this store cannot delete it: remove it by hand", err)), stderr)
+			o.err = lease.Permanent(fmt.Errorf("%w; this store cannot delete it: remove it by hand", err))
+			return exitUnavailable, false
 		}
 		if err := d.Delete(ctx, name, lease.AnyVersion); err != nil && !errors.Is(err, lease.ErrNotFound) {
-			return c.storeFailed("tenure release", err, stderr)
+			o.err = err
+			return exitUnavailable, false
 		}
-		rec.Token, rec.Duration, expect = uint64(time.Now().UnixMilli()), *ttl, lease.NoVersion
+		rec.Token, rec.Duration, expect = uint64(time.Now().UnixMilli()), o.ttl, lease.NoVersion
 		fmt.Fprintf(stdout, "%s: removed a record no one could read (%v)\n", name, err)
 	case err != nil:
-		return c.storeFailed("tenure release", err, stderr)
+		o.err = err
+		return exitUnavailable, false
 	case cur.Released:
 		fmt.Fprintf(stdout, "%s: already released (last token %d)\n", name, cur.Token)
-		return 0
-	case strings.HasPrefix(cur.Holder, forceHolder) && !*now:
+		return 0, false
+	case strings.HasPrefix(cur.Holder, forceHolder) && !o.now:
 		fmt.Fprintf(stdout, "%s: already released by force (token %d): taken once %v has passed unrenewed; --now to free it at once\n", name, cur.Token, cur.Duration)
-		return 0
+		return 0, false
 	case strings.HasSuffix(name, lockcore.SlotsSuffix):
 		// A semaphore's count record: released, its n kept for humans. No
 		// holder believes in it; callers that find it released write it
@@ -286,28 +355,71 @@ func releaseCommand(args []string, stdout, stderr io.Writer) int {
 		// its protocol takes a released one as given back.
 		rec.Token, rec.Duration, rec.Released = cur.Token+1, cur.Duration, true
 	default:
+		if o.now && !o.overlap {
+			if status, again := o.checkNow(ctx, store, cur, ver, stderr); status != 0 || again {
+				return status, again
+			}
+		}
 		rec.Token, rec.Duration = cur.Token+1, cur.Duration
 	}
 	if _, err := store.Put(ctx, name, rec, expect); err != nil {
 		if errors.Is(err, lease.ErrConflict) {
-			fmt.Fprintf(stderr, "tenure release: %s changed while being released (another holder, or a renewal): read it again with tenure status\n", name)
-			return exitLocked
+			return 0, true
 		}
-		return c.storeFailed("tenure release", err, stderr)
+		o.err = err
+		return exitUnavailable, false
 	}
+	wait := time.Duration(math.Ceil(float64(rec.Duration) * (1 + election.DefaultMaxDrift)))
 	switch {
+	case expect == lease.NoVersion && o.now:
+		fmt.Fprintf(stdout, "%s: written released at token %d: the next holder may take it at once\n", name, rec.Token)
 	case expect == lease.NoVersion:
-		fmt.Fprintf(stdout, "%s: released at token %d\n", name, rec.Token)
+		fmt.Fprintf(stdout, "%s: written held by %s at token %d: the next holder takes it once %v has passed unrenewed by its clock (the --lease, stretched by the clocks' drift), not before about %s by this host's clock\n",
+			name, rec.Holder, rec.Token, wait, time.Now().Add(wait).Format(time.TimeOnly))
 	case strings.HasSuffix(name, lockcore.SlotsSuffix):
 		fmt.Fprintf(stdout, "%s: released (it said %q slots); the next caller writes its own n once every slot has drained: holders of the old n leave first\n", name, cur.Payload)
 	case ownRecord(name):
 		fmt.Fprintf(stdout, "%s: released from %q (token %d)\n", name, cur.Holder, cur.Token)
-	case *now:
+	case o.now:
 		fmt.Fprintf(stdout, "%s: released from %q (token %d) at once: the next holder may start before it stops; its next renewal fails, and the next holder's token is above %d\n", name, cur.Holder, cur.Token, rec.Token)
 	default:
-		fmt.Fprintf(stdout, "%s: released from %q (token %d); its next renewal fails, and the next holder takes it once %v has passed unrenewed, at a token above %d\n", name, cur.Holder, cur.Token, rec.Duration, rec.Token)
+		fmt.Fprintf(stdout, "%s: released from %q (token %d) by a record held by %s at token %d: %q stops at its next renewal, which fails, or at its own deadline, within %v; the next holder takes it once %v has passed unrenewed by its clock, not before about %s by this host's clock, at a token above %d\n",
+			name, cur.Holder, cur.Token, rec.Holder, rec.Token, cur.Holder, cur.Duration, wait, time.Now().Add(wait).Format(time.TimeOnly), rec.Token)
 	}
-	return 0
+	return 0, false
+}
+
+// checkNow refuses --now, unless --accept-overlap, where its holder may
+// still be running: a record released by force less than a lease ago (by
+// the clock of the host that forced it: its old holder may believe until
+// its own deadline), or a holder seen renewing. A holder is watched for a
+// renewal for up to half its lease.
+func (o *releaseOpts) checkNow(ctx context.Context, store lease.Store, cur lease.Record, ver lease.Version, stderr io.Writer) (status int, again bool) {
+	if strings.HasPrefix(cur.Holder, forceHolder) {
+		if age := time.Since(cur.WrittenAt); age < cur.Duration {
+			fmt.Fprintf(stderr, "tenure release: %s was released by force %v ago (by the clock of %s): its old holder may still believe it holds it until its own deadline, up to %v after that. --now would let the next holder start at once, beside it. Wait until %s has passed, or run without --now (the next holder then waits it out), or add --accept-overlap to free it now all the same\n",
+				o.name, age.Round(time.Millisecond), strings.TrimPrefix(cur.Holder, forceHolder+"@"), cur.Duration, cur.Duration-age)
+			return exitUsage, false
+		}
+		return 0, false
+	}
+	watch := cur.Duration / 2
+	fmt.Fprintf(stderr, "tenure release: watching %s for a renewal by %q, up to %v...\n", o.name, cur.Holder, watch)
+	tick := time.NewTicker(min(250*time.Millisecond, watch))
+	defer tick.Stop()
+	for end := time.Now().Add(watch); time.Now().Before(end); {
+		<-tick.C
+		rec, v, err := store.Get(ctx, o.name)
+		switch {
+		case err != nil || rec.Holder != cur.Holder || rec.Token != cur.Token || rec.Released:
+			return 0, true // it changed: read it again
+		case v != ver:
+			fmt.Fprintf(stderr, "tenure release: %q renewed %s just now (token %d): it is running. --now frees the lease at once: the next holder may start before %q's next renewal fails, and both run meanwhile. Without --now the next holder waits until it has stopped. Add --accept-overlap to free it now all the same\n",
+				cur.Holder, o.name, cur.Token, cur.Holder)
+			return exitUsage, false
+		}
+	}
+	return 0, false
 }
 
 func nonce() string {
@@ -367,7 +479,7 @@ func gcCommand(args []string, stdout, stderr io.Writer) int {
 		return exitUsage
 	}
 	if *olderThan < time.Hour {
-		fmt.Fprintf(stderr, "tenure gc: --older-than %v: want an hour at least (clocks must agree within it)\n", *olderThan)
+		fmt.Fprintf(stderr, "tenure gc: --older-than %v: want an hour at least: a record is removed only if its token is below the Unix time in milliseconds --older-than ago, so that whoever creates the name again mints above it, which holds while clocks agree within --older-than\n", *olderThan)
 		return exitUsage
 	}
 	if dir := c.absentDir(); dir != "" {
