@@ -2,12 +2,15 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
-	"github.com/tenure-go/tenure/internal/plan"
 	"io"
+	"log/slog"
 	"os"
 	"sync"
 	"time"
+
+	"github.com/tenure-go/tenure/internal/plan"
 
 	"github.com/tenure-go/tenure"
 	"github.com/tenure-go/tenure/election"
@@ -61,16 +64,30 @@ func (c *child) awaitOrKill(grace time.Duration) {
 // stop stops the command's tree for a term that ended: SIGTERM, SIGKILL
 // after grace; at once if the term's deadline has passed already (tenure
 // was stopped or starved, and another holder may be running).
-func (c *child) stop(grace time.Duration, logf func(string, ...any)) {
+func (c *child) stop(grace time.Duration, logf func(slog.Level, string, ...any)) {
 	if d := c.lastDeadline(); !d.IsZero() && time.Now().After(d) {
-		logf("the term's deadline passed %v ago: killing the command's processes at once", time.Since(d).Round(time.Millisecond))
+		logf(slog.LevelWarn, "the term's deadline passed %v ago: killing the command's processes at once", time.Since(d).Round(time.Millisecond))
 		c.kill()
 		<-c.done
 		return
 	}
-	logf("stopping the command (SIGTERM, SIGKILL after %v)", grace)
+	logf(slog.LevelInfo, "stopping the command (SIGTERM, SIGKILL after %v)", grace)
 	c.stopTree()
 	c.awaitOrKill(grace + time.Second) // the supervisor kills at grace; this is if it cannot
+}
+
+// termOverLevel is the level at which a term's end is logged: a warning
+// when it was lost, expired or cut off; information when it ended on
+// purpose (shut down, resigned, handed over).
+func termOverLevel(term context.Context) slog.Level {
+	var te *tenure.TermEndedError
+	if errors.As(context.Cause(term), &te) {
+		switch te.Reason {
+		case tenure.ReasonShutDown, tenure.ReasonResigned, tenure.ReasonHandedOver:
+			return slog.LevelInfo
+		}
+	}
+	return slog.LevelWarn
 }
 
 // outcome is how a supervised run of the child ended.
@@ -132,7 +149,11 @@ func (s *signals) detach() {
 // grace) and returns once the child and all it started are gone. It tells
 // the supervisor each new deadline, so that the deadline holds even while
 // tenure cannot act.
-func supervise(term context.Context, deadline func() time.Time, c *child, early, grace time.Duration, sigs *signals, onJeopardy os.Signal, logf func(string, ...any)) outcome {
+//
+// logf logs at the level given: a term lost, a deadline near, a jeopardy
+// are warnings; a shutdown asked for (a signal, a resign, a hand-over) is
+// not.
+func supervise(term context.Context, deadline func() time.Time, c *child, early, grace time.Duration, sigs *signals, onJeopardy os.Signal, logf func(slog.Level, string, ...any)) outcome {
 	ch := sigs.attach()
 	defer sigs.detach()
 	wasIn := false // in jeopardy when last looked
@@ -146,7 +167,7 @@ func supervise(term context.Context, deadline func() time.Time, c *child, early,
 		c.setDeadline(d)
 		j, in, jch := tenure.JeopardyOf(term)
 		if in && !wasIn && onJeopardy != nil {
-			logf("renewals failing since %v; the term ends at %v unless one lands: sending %v to the command",
+			logf(slog.LevelWarn, "renewals failing since %v; the term ends at %v unless one lands: sending %v to the command",
 				j.Since.Format(time.RFC3339Nano), j.Deadline.Format(time.RFC3339Nano), onJeopardy)
 			c.signal(onJeopardy)
 		}
@@ -166,14 +187,14 @@ func supervise(term context.Context, deadline func() time.Time, c *child, early,
 			timer.Stop()
 		case <-term.Done():
 			timer.Stop()
-			logf("term over (%v)", context.Cause(term))
+			logf(termOverLevel(term), "term over (%v)", context.Cause(term))
 			c.stop(grace, logf)
 			return ended
 		case <-tc:
 			if !deadline().Equal(d) {
 				continue // renewed meanwhile
 			}
-			logf("no renewal %v before the term's deadline", early)
+			logf(slog.LevelWarn, "no renewal %v before the term's deadline", early)
 			c.stop(grace, logf)
 			return ended
 		case sig := <-ch:
@@ -185,7 +206,7 @@ func supervise(term context.Context, deadline func() time.Time, c *child, early,
 				c.signal(sig)
 				continue
 			}
-			logf("got %v: passing it to the command's group (SIGKILL after %v)", sig, grace)
+			logf(slog.LevelInfo, "got %v: passing it to the command's group (SIGKILL after %v)", sig, grace)
 			c.signalGroup(sig)
 			go func() { // a second signal kills at once
 				select {

@@ -44,7 +44,7 @@ func runGroup(c *holder, gf groupFlags, argv []string, stdout, stderr io.Writer)
 		ending: ending{cancel: cancel}, child: tel.child, running: map[*signals]struct{}{}}
 	g, err := tenure.NewGroup(tenure.GroupConfig{
 		Store: store, Name: gf.name, Shards: gf.shards, Weight: gf.weight, Timing: tenure.Timing{LeaseDuration: c.lease},
-		Runtime:     tenure.Runtime{ID: c.id, WakeAddr: gf.wake, WakeAdvertise: gf.wakeAdvertise, Logger: log, MeterProvider: tel.mp},
+		Runtime:     tenure.Runtime{ID: c.id, WakeAddr: gf.wake, WakeAdvertise: gf.wakeAdvertise, Logger: c.libLogger(log), MeterProvider: tel.mp},
 		StrongPolls: gf.strongPolls, Watch: gf.watch,
 		OnAssigned: r.assigned,
 	})
@@ -200,14 +200,9 @@ func (r *groupRunner) assigned(ctx context.Context, s tenure.Shard) {
 			d, _ := tenure.DeadlineOf(ctx)
 			return d
 		}
-		logf := func(format string, args ...any) {
-			// A shard handed over (a rebalance) or given back at shutdown
-			// is routine; one lost is worth a warning.
-			level := slog.LevelWarn
-			var te *tenure.TermEndedError
-			if errors.As(context.Cause(ctx), &te) && (te.Reason == tenure.ReasonHandedOver || te.Reason == tenure.ReasonShutDown) {
-				level = slog.LevelInfo
-			}
+		// A shard handed over (a rebalance) or given back at shutdown is
+		// routine (supervise says so at info); one lost is worth a warning.
+		logf := func(level slog.Level, format string, args ...any) {
 			r.log.Log(context.Background(), level, fmt.Sprintf(format, args...), "shard", s.ID, "token", s.Token)
 		}
 		out := supervise(ctx, deadline, c, r.early, r.grace, sigs, r.jeopardySig, logf)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"strconv"
 	"strings"
@@ -183,7 +184,7 @@ func lockCommand(args []string, stdout, stderr io.Writer) int {
 	defer tel.close()
 	l, err := tenure.NewLocker(tenure.LockerConfig{
 		Store: store, Timing: tenure.Timing{LeaseDuration: c.lease},
-		Runtime: tenure.Runtime{ID: c.id, Logger: log, MeterProvider: tel.mp, WakeAddr: *wake, WakeAdvertise: *wakeAdvertise},
+		Runtime: tenure.Runtime{ID: c.id, Logger: c.libLogger(log), MeterProvider: tel.mp, WakeAddr: *wake, WakeAdvertise: *wakeAdvertise},
 	})
 	if err != nil {
 		fmt.Fprintf(stderr, "tenure lock: %s\n", bare(err))
@@ -296,8 +297,8 @@ func lockCommand(args []string, stdout, stderr io.Writer) int {
 		_ = h.Unlock(context.Background())
 		return exitNoCommand
 	}
-	logf := func(format string, args ...any) {
-		log.Warn(fmt.Sprintf(format, args...), "lock", name, "token", h.Token())
+	logf := func(level slog.Level, format string, args ...any) {
+		log.Log(context.Background(), level, fmt.Sprintf(format, args...), "lock", name, "token", h.Token())
 	}
 	tel.child.started()
 	out := supervise(h.Context(), h.Deadline, child, early, c.grace, sigs, c.jeopardySig, logf)

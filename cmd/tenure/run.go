@@ -125,12 +125,45 @@ func (h *holder) check(fs *flag.FlagSet, stderr io.Writer) bool {
 	return true
 }
 
+// logger returns the command's logger: for run, a daemon, what it does
+// (elected, running the command, stopping it) at info; for lock, run from
+// cron, warnings only, so that a quiet run mails nothing; debug too with
+// -v.
 func (c *common) logger(stderr io.Writer, cmd string) *slog.Logger {
 	level := slog.LevelWarn
+	if cmd == "run" {
+		level = slog.LevelInfo
+	}
 	if c.verbose {
 		level = slog.LevelDebug
 	}
 	return slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level})).With("cmd", cmd)
+}
+
+// libLogger returns the logger for the Candidate, Locker or Group the
+// command runs: warnings and errors, and everything with -v. Their own
+// information (elected, demoted) would repeat the command's.
+func (c *common) libLogger(log *slog.Logger) *slog.Logger {
+	if c.verbose {
+		return log
+	}
+	return slog.New(atLeast{log.Handler(), slog.LevelWarn})
+}
+
+// atLeast passes on the records of its handler at min or above.
+type atLeast struct {
+	slog.Handler
+	min slog.Level
+}
+
+func (h atLeast) Enabled(ctx context.Context, l slog.Level) bool {
+	return l >= h.min && h.Handler.Enabled(ctx, l)
+}
+func (h atLeast) WithAttrs(as []slog.Attr) slog.Handler {
+	return atLeast{h.Handler.WithAttrs(as), h.min}
+}
+func (h atLeast) WithGroup(name string) slog.Handler {
+	return atLeast{h.Handler.WithGroup(name), h.min}
 }
 
 // open opens the store, or says why not and returns the exit status: 2 for
@@ -178,8 +211,10 @@ func (c *common) absentDir() string {
 func (c *common) storeFailed(name string, err error, stderr io.Writer) int {
 	hint := ""
 	switch {
+	case k8slease.Foreign(err):
+		hint = " (pick another lease name; or, if nothing uses that Lease any more, tenure release --force NAME deletes it and writes a record of tenure's in its place, which whatever wrote it would then find replaced; tenure list shows such Leases as foreign)"
 	case errors.Is(err, lease.ErrInvalidRecord):
-		hint = " (the record cannot be read by anyone: see what holds it with tenure list, then replace it with tenure release --force NAME)"
+		hint = " (the record cannot be read by anyone: see it with tenure list; tenure release --force NAME replaces it with one the next holder waits out)"
 	case errors.Is(err, dynamolease.ErrTableNotFound), errors.Is(err, s3lease.ErrBucketNotFound):
 		hint = " (create=true in the store URL creates it)"
 	}
@@ -400,7 +435,7 @@ func runCommand(args []string, stdout, stderr io.Writer) int {
 	cand, err := tenure.New(tenure.Config{
 		Lease: name, Store: store, Payload: []byte(c.payload), Callbacks: callbacks,
 		Timing:  tenure.Timing{LeaseDuration: c.lease, ColdPollInterval: *coldPoll},
-		Runtime: tenure.Runtime{ID: c.id, Logger: log, MeterProvider: tel.mp, WakeAddr: *wake, WakeAdvertise: *wakeAdvertise},
+		Runtime: tenure.Runtime{ID: c.id, Logger: c.libLogger(log), MeterProvider: tel.mp, WakeAddr: *wake, WakeAdvertise: *wakeAdvertise},
 		Standby: *standby || *wake != "" && *wake != tenure.NoWake, Priority: *prio, PriorityHoldOff: *prioHoldOff,
 		StrongPolls: *strongPolls,
 	})
@@ -581,7 +616,7 @@ func (r *runner) failed(now time.Time) bool {
 // elected runs the command for the term, as the flags say.
 func (r *runner) elected(ctx context.Context, term tenure.Term) {
 	for ctx.Err() == nil {
-		r.log.Info("elected: starting the command", "token", term.Token)
+		r.log.Info(fmt.Sprintf("elected, token %d, running %s", term.Token, strings.Join(r.argv, " ")), "token", term.Token)
 		c, err := startChild(r.argv, childEnv(term.Lease, term.Holder, uint64(term.Token)), r.stdout, r.stderr, r.early, r.grace)
 		if err != nil {
 			fmt.Fprintf(r.stderr, "tenure run: %v\n", err)
@@ -596,7 +631,9 @@ func (r *runner) elected(ctx context.Context, term tenure.Term) {
 			}
 			return time.Time{} // the term is over
 		}
-		logf := func(format string, args ...any) { r.log.Warn(fmt.Sprintf(format, args...), "token", term.Token) }
+		logf := func(level slog.Level, format string, args ...any) {
+			r.log.Log(context.Background(), level, fmt.Sprintf(format, args...), "token", term.Token)
+		}
 		out := supervise(ctx, deadline, c, r.early, r.grace, r.sigs, r.jeopardySig, logf)
 		status := c.status()
 		r.child.exited(status)
