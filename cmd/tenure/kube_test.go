@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -118,5 +119,58 @@ func TestLabelPodNeedsPod(t *testing.T) {
 	out, err := cmd.CombinedOutput()
 	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != exitUsage || !strings.Contains(string(out), "Downward API") {
 		t.Errorf("%v\n%s\nwant exit %d naming the Downward API", err, out, exitUsage)
+	}
+}
+
+// TestProcessKubeOperator: what a client-go user meets first. A Lease
+// that client-go wrote shows in tenure list as foreign; tenure run on its
+// name exits 69 naming the lease once and saying what each way out does; a
+// namespace that does not exist is said to be so by status and list too,
+// as by run, with status 69; a released Lease shows free to kubectl.
+func TestProcessKubeOperator(t *testing.T) {
+	ns := testservers.KubeNamespace(t)
+	kubeconfig := testservers.KubeConfigFile(t, "admin")
+	admin := testservers.KubeClient(t, "admin")
+	holder, secs := "controller-7f9c", int32(15)
+	now := metav1.NewMicroTime(time.Now())
+	if _, err := admin.CoordinationV1().Leases(ns).Create(t.Context(), &coordinationv1.Lease{
+		ObjectMeta: metav1.ObjectMeta{Name: "my-controller"},
+		Spec:       coordinationv1.LeaseSpec{HolderIdentity: &holder, LeaseDurationSeconds: &secs, AcquireTime: &now, RenewTime: &now},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	tool := func(ns string, args ...string) (int, string) {
+		t.Helper()
+		cmd := exec.Command(tenureBinary(t), args...)
+		cmd.Env = append(os.Environ(), "TENURE_STORE=k8s://"+ns+"?kubeconfig="+kubeconfig)
+		out, err := cmd.CombinedOutput()
+		if ee, ok := err.(*exec.ExitError); ok {
+			return ee.ExitCode(), string(out)
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		return 0, string(out)
+	}
+	if code, out := tool(ns, "list"); code != 0 || !strings.Contains(out, "my-controller: FOREIGN") || !strings.Contains(out, holder) {
+		t.Errorf("list with client-go's Lease: %d %s; want it shown as foreign", code, out)
+	}
+	code, out := tool(ns, "run", "--lease", "3s", "my-controller", "--", "true")
+	if code != exitUnavailable || strings.Count(out, `lease "my-controller"`) > 1 || !strings.Contains(out, "another lease name") || !strings.Contains(out, "deletes it") || strings.Contains(out, "see what holds it") {
+		t.Errorf("run on client-go's Lease: %d %s; want 69, the name once, and what each way out does", code, out)
+	}
+	for _, args := range [][]string{{"status", "job"}, {"list"}, {"run", "job", "--", "true"}} {
+		if code, out := tool("no-such-namespace", args...); code != exitUnavailable || !strings.Contains(out, "kubectl create namespace") {
+			t.Errorf("%v in a missing namespace: %d %s; want 69 saying to create it", args, code, out)
+		}
+	}
+	if code, out := tool(ns, "lock", "job", "--", "true"); code != 0 {
+		t.Fatalf("lock: %d %s", code, out)
+	}
+	l, err := admin.CoordinationV1().Leases(ns).Get(t.Context(), "job", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h := l.Spec.HolderIdentity; h != nil {
+		t.Errorf("the Lease released by tenure lock has holderIdentity %q: kubectl shows it held", *h)
 	}
 }

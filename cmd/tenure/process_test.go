@@ -54,7 +54,11 @@ func tenureBinary(t *testing.T) string {
 		}
 		afterTests = append(afterTests, func() { _ = os.RemoveAll(dir) })
 		binPath = filepath.Join(dir, "tenure")
-		out, err := exec.Command("go", "build", "-o", binPath, ".").CombinedOutput()
+		// Static, as make image builds it: the same compile as the image's
+		// test and the simulator's pass in make test (CGO_ENABLED=0 all).
+		build := exec.Command("go", "build", "-o", binPath, ".")
+		build.Env = append(os.Environ(), "CGO_ENABLED=0")
+		out, err := build.CombinedOutput()
 		if err != nil {
 			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
 		}
@@ -1251,14 +1255,23 @@ func TestProcessOperatorTools(t *testing.T) {
 	if !pidGone(first.pid, 5*time.Second) {
 		t.Errorf("a's child %d still runs", first.pid)
 	}
-	if code, out := tool("release", "--force", "job"); code != 0 || !strings.Contains(out, "once 2s has passed unrenewed") {
+	// --now on a holder that renews: refused, saying so, unless asked.
+	if code, out := tool("release", "--force", "--now", "job"); code != exitUsage || !strings.Contains(out, "renewed job just now") || !strings.Contains(out, "--accept-overlap") {
+		t.Errorf("release --force --now of a renewing holder: %d %s; want it refused", code, out)
+	}
+	if code, out := tool("release", "--force", "job"); code != 0 || !strings.Contains(out, "stops at its next renewal") || !strings.Contains(out, "once 2.002s has passed unrenewed") {
 		t.Errorf("release --force of the next holder: %d %s", code, out)
 	}
 	if code, out := tool("release", "--force", "job"); code != 0 || !strings.Contains(out, "already released by force") {
 		t.Errorf("release --force again: %d %s", code, out)
 	}
-	if code, out := tool("release", "--force", "--now", "job"); code != 0 || !strings.Contains(out, "at once: the next holder may start before it stops") {
-		t.Errorf("release --force --now: %d %s", code, out)
+	// --now less than a lease after a forced release: its old holder may
+	// still believe. Refused, unless asked.
+	if code, out := tool("release", "--force", "--now", "job"); code != exitUsage || !strings.Contains(out, "released by force") || !strings.Contains(out, "--accept-overlap") {
+		t.Errorf("release --force --now after --force: %d %s; want it refused", code, out)
+	}
+	if code, out := tool("release", "--force", "--now", "--accept-overlap", "job"); code != 0 || !strings.Contains(out, "at once: the next holder may start before it stops") {
+		t.Errorf("release --force --now --accept-overlap: %d %s", code, out)
 	}
 
 	// A record no one can read: release --force replaces it.
@@ -1275,7 +1288,7 @@ func TestProcessOperatorTools(t *testing.T) {
 	if code, out := tool("lock", "--wait", "0", "broken", "--", "true"); code != exitLocked || !strings.Contains(out, forceHolder) {
 		t.Errorf("lock at once after the repair, before a lease has passed: %d %s", code, out)
 	}
-	if code, out := tool("release", "--force", "--now", "broken"); code != 0 {
+	if code, out := tool("release", "--force", "--now", "--accept-overlap", "broken"); code != 0 {
 		t.Errorf("release --force --now: %d %s", code, out)
 	}
 	if code, out := tool("lock", "--wait", "0", "broken", "--", "true"); code != 0 {
@@ -1402,6 +1415,20 @@ func TestProcessSemaphore(t *testing.T) {
 		if err := b.Wait(); err != nil {
 			t.Fatalf("b after SIGTERM: %v", err)
 		}
+		// release --force of a held slot's record is a lease's: written
+		// held by the release, waited out, not released at once.
+		d := e.tenureSh(os.Stderr, hold, "lock", "--slots", "2", "--id", "d", "pool")
+		slot := "pool::slot." + slotOf("d")
+		if code, out := run("release", "--force", slot); code != 0 || !strings.Contains(out, `released from "d"`) || !strings.Contains(out, "stops at its next renewal") {
+			t.Errorf("release --force %s: exit %d, %q", slot, code, out)
+		}
+		if code, out := run("status", slot); !strings.Contains(out, forceHolder) || strings.Contains(out, "released") {
+			t.Errorf("status %s after release --force: exit %d, %q; want it held by %s", slot, code, out, forceHolder)
+		}
+		if err := d.Process.Signal(syscall.SIGTERM); err != nil {
+			t.Fatal(err)
+		}
+		_ = d.Wait() // it may have exited on losing its slot
 	})
 }
 
