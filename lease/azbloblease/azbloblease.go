@@ -1,10 +1,7 @@
 // Package azbloblease is a lease.Store on Azure Blob Storage, through the
 // official client, github.com/Azure/azure-sdk-for-go/sdk/storage/azblob: a
-// block blob per lease, each write one upload with an ETag condition.
-//
-//	cred, err := azidentity.NewDefaultAzureCredential(nil)
-//	cc, err := container.NewClient("https://acct.blob.core.windows.net/leases", cred, nil)
-//	store, err := azbloblease.New(cc, azbloblease.Config{Prefix: "tenure/"})
+// block blob per lease, each write one upload with an ETag condition (the
+// package example makes one).
 //
 // The client is a tree of handles, not an interface, so New takes the
 // *container.Client itself; it calls NewBlockBlobClient(…).Upload,

@@ -1,9 +1,7 @@
 // Package etcdlease is a lease.Store on etcd (v3 API), through the official
 // client, go.etcd.io/etcd/client/v3: a key per lease, each write one
-// transaction that compares the key's revision.
-//
-//	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{"etcd-1:2379"}})
-//	store, err := etcdlease.New(cli, etcdlease.Config{Prefix: "/tenure/"})
+// transaction that compares the key's revision (the package example makes
+// one).
 //
 // # The conditional primitive
 //

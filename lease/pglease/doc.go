@@ -1,9 +1,6 @@
 // Package pglease is a lease.Store on one PostgreSQL table, through
-// database/sql: a row per lease, each write one compare-and-swap statement.
-//
-//	db, err := sql.Open("pgx", "postgres://tenure@db.internal/app") // github.com/jackc/pgx/v5/stdlib
-//	err = pglease.CreateTable(ctx, db, "tenure_leases")             // once, by whoever owns the schema
-//	store, err := pglease.New(db, pglease.Config{Table: "tenure_leases"})
+// database/sql: a row per lease, each write one compare-and-swap statement
+// (the package example makes one, on pgx's database/sql driver).
 //
 // Any driver whose errors carry the SQLSTATE through a SQLState() string
 // method works (pgx's stdlib does; the tenure command uses it); the package
