@@ -1,20 +1,21 @@
-// Package gcslease is a lease.Store on Google Cloud Storage, through the
-// official client, cloud.google.com/go/storage: an object per lease, each
-// write one upload with a generation precondition.
+// Package gcslease is a lease.Store on Google Cloud Storage, through
+// Google's official client of the JSON API, google.golang.org/api/storage/v1:
+// an object per lease, each write one upload with a generation
+// precondition (the package example makes one).
 //
-//	client, err := storage.NewClient(ctx) // Application Default Credentials
-//	store, err := gcslease.New(client, gcslease.Config{Bucket: "acme-leases", Prefix: "tenure/"})
-//
-// The GCS client is a tree of handles, not an interface, so New takes the
-// *storage.Client itself; it calls Object(…).NewReader, NewWriter and, for
-// operators' tools only, Objects and Delete.
+// New takes the *storage.Service of that package; it calls
+// Objects.Get(…).Download, Objects.Insert and, for operators' tools only,
+// Objects.List and Objects.Delete. (cloud.google.com/go/storage, the
+// higher-level client, brings gRPC's xDS and the OpenTelemetry exporters
+// along: 25 MB of the tenure binary, for nothing tenure uses.)
 //
 // # The conditional primitive
 //
 // A lease is the object PREFIX+name; its body is tenure's JSON record (the
 // format lease/s3lease documents), and its version is the object's
-// generation, in decimal. Every write is one single-request upload
-// (ChunkSize 0) with a precondition:
+// generation, in decimal, which a read gets in the same response as the
+// body (X-Goog-Generation). Every write is one single-request upload (a
+// multipart upload, ChunkSize 0) with a precondition:
 //
 //   - to create a lease, ifGenerationMatch=0: only if no live object exists;
 //   - to replace one, ifGenerationMatch=GENERATION.
@@ -33,11 +34,11 @@
 // there a generation outlives its overwrite, and only the precondition
 // keeps a delete from removing an archived one while reporting success.
 //
-// The client's own retries are off for writes: it counts a write with a
-// precondition as idempotent and would send it again after a lost response,
-// and the second send would fail its precondition against the first: a false
-// conflict, where the lease.Store contract wants an error that makes the
-// caller read back and compare its nonce.
+// The service's calls are sent once: a write with a precondition retried
+// after a lost response would fail its precondition against the first
+// send, a false conflict, where the lease.Store contract wants an error
+// that makes the caller read back and compare its nonce. (The service
+// retries nothing unless asked: this package never asks.)
 //
 // # Linearizability
 //
@@ -64,6 +65,7 @@
 package gcslease
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -72,9 +74,8 @@ import (
 	"strconv"
 	"strings"
 
-	"cloud.google.com/go/storage"
 	"google.golang.org/api/googleapi"
-	"google.golang.org/api/iterator"
+	"google.golang.org/api/storage/v1"
 
 	"github.com/tenure-go/tenure/internal/recordjson"
 	"github.com/tenure-go/tenure/lease"
@@ -92,9 +93,9 @@ type Config struct {
 // Store is a lease.Store on a GCS bucket. It is safe for concurrent use.
 // Make one with New.
 type Store struct {
-	bucket *storage.BucketHandle
-	name   string
-	prefix string
+	objects *storage.ObjectsService
+	bucket  string
+	prefix  string
 }
 
 var (
@@ -106,11 +107,12 @@ var (
 // maxObjectName is the longest object name GCS takes, in bytes.
 const maxObjectName = 1024
 
-// New returns a Store on the bucket cfg names, through client. It sends
-// nothing: a missing bucket shows at the first call, as a permanent error.
-func New(client *storage.Client, cfg Config) (*Store, error) {
-	if client == nil {
-		return nil, errors.New("gcslease: nil client: pass a *storage.Client")
+// New returns a Store on the bucket cfg names, through svc. It sends
+// nothing: a missing bucket shows at the first write, as a permanent
+// error.
+func New(svc *storage.Service, cfg Config) (*Store, error) {
+	if svc == nil || svc.Objects == nil {
+		return nil, errors.New("gcslease: nil service: pass a *storage.Service of google.golang.org/api/storage/v1 (storage.NewService)")
 	}
 	switch {
 	case cfg.Bucket == "":
@@ -120,38 +122,47 @@ func New(client *storage.Client, cfg Config) (*Store, error) {
 	case len(cfg.Prefix)+lease.MaxNameLen > maxObjectName:
 		return nil, fmt.Errorf("gcslease: Config.Prefix is %d bytes, limit %d", len(cfg.Prefix), maxObjectName-lease.MaxNameLen)
 	}
-	return &Store{bucket: client.Bucket(cfg.Bucket), name: cfg.Bucket, prefix: cfg.Prefix}, nil
+	return &Store{objects: svc.Objects, bucket: cfg.Bucket, prefix: cfg.Prefix}, nil
 }
 
 // Object returns the object name of the lease name.
 func (s *Store) Object(name string) string { return s.prefix + name }
 
-// Get implements lease.Store with one object read.
+// Get implements lease.Store with one download of the object, whose
+// generation comes in the same response (X-Goog-Generation).
 func (s *Store) Get(ctx context.Context, name string) (lease.Record, lease.Version, error) {
 	if err := lease.CheckGet(ctx, name); err != nil {
 		return lease.Record{}, lease.NoVersion, err
 	}
-	r, err := s.bucket.Object(s.Object(name)).ReadCompressed(true).NewReader(ctx)
-	if errors.Is(err, storage.ErrObjectNotExist) {
-		return lease.Record{}, lease.NoVersion, lease.NotFound(name)
-	}
+	res, err := s.objects.Get(s.bucket, s.Object(name)).Context(ctx).Download()
 	if err != nil {
+		if status(err) == http.StatusNotFound && !bucketMissing(err) {
+			return lease.Record{}, lease.NoVersion, lease.NotFound(name)
+		}
 		return lease.Record{}, lease.NoVersion, s.failed(ctx, "get", name, err)
 	}
-	defer r.Close()
-	if r.Attrs.Size > recordjson.MaxSize {
+	defer res.Body.Close()
+	if res.ContentLength > recordjson.MaxSize {
 		return lease.Record{}, lease.NoVersion, &lease.RecordError{Name: name, Field: "body",
-			Reason: fmt.Sprintf("object is %d bytes, limit %d: not a lease record (not read)", r.Attrs.Size, recordjson.MaxSize)}
+			Reason: fmt.Sprintf("object is %d bytes, limit %d: not a lease record (not read)", res.ContentLength, recordjson.MaxSize)}
 	}
-	data, err := io.ReadAll(io.LimitReader(r, recordjson.MaxSize+1))
+	gen, err := strconv.ParseInt(res.Header.Get("X-Goog-Generation"), 10, 64)
+	if err != nil || gen <= 0 {
+		return lease.Record{}, lease.NoVersion, s.failed(ctx, "get", name, fmt.Errorf("the download named no generation (X-Goog-Generation %q)", res.Header.Get("X-Goog-Generation")))
+	}
+	data, err := io.ReadAll(io.LimitReader(res.Body, recordjson.MaxSize+1))
 	if err != nil {
 		return lease.Record{}, lease.NoVersion, s.failed(ctx, "get", name, err)
+	}
+	if len(data) > recordjson.MaxSize {
+		return lease.Record{}, lease.NoVersion, &lease.RecordError{Name: name, Field: "body",
+			Reason: fmt.Sprintf("object is over %d bytes: not a lease record", recordjson.MaxSize)}
 	}
 	rec, err := recordjson.Decode(name, data)
 	if err != nil {
 		return lease.Record{}, lease.NoVersion, err
 	}
-	return rec, version(r.Attrs.Generation), nil
+	return rec, version(gen), nil
 }
 
 func version(gen int64) lease.Version { return lease.Version(strconv.FormatInt(gen, 10)) }
@@ -161,33 +172,26 @@ func (s *Store) Put(ctx context.Context, name string, rec lease.Record, expect l
 	if err := lease.CheckPut(ctx, name, rec); err != nil {
 		return lease.NoVersion, err
 	}
-	cond := storage.Conditions{DoesNotExist: true}
+	var gen int64 // 0: only if no live object exists
 	if expect != lease.NoVersion {
-		gen, err := strconv.ParseInt(string(expect), 10, 64)
-		if err != nil || gen <= 0 {
+		g, err := strconv.ParseInt(string(expect), 10, 64)
+		if err != nil || g <= 0 {
 			return lease.NoVersion, lease.Conflict(name) // no generation this store handed out
 		}
-		cond = storage.Conditions{GenerationMatch: gen}
+		gen = g
 	}
-	// The writer's context is the call's: cancelling it abandons the upload.
-	wctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	w := s.bucket.Object(s.Object(name)).If(cond).Retryer(storage.WithPolicy(storage.RetryNever)).NewWriter(wctx)
-	w.ChunkSize = 0 // one request
-	w.ContentType = "application/json"
-	w.CacheControl = "no-store"
-	if _, err := w.Write(recordjson.Encode(rec, "")); err != nil {
-		cancel()
-		_ = w.Close()
-		return lease.NoVersion, s.failed(ctx, "put", name, err)
-	}
-	if err := w.Close(); err != nil {
+	obj := &storage.Object{Name: s.Object(name), ContentType: "application/json", CacheControl: "no-store"}
+	body := recordjson.Encode(rec, "")
+	// One request (a multipart upload), never resumed, never retried.
+	got, err := s.objects.Insert(s.bucket, obj).IfGenerationMatch(gen).
+		Media(bytes.NewReader(body), googleapi.ContentType("application/json"), googleapi.ChunkSize(0)).Context(ctx).Do()
+	if err != nil {
 		if status(err) == http.StatusPreconditionFailed {
 			return lease.NoVersion, lease.Conflict(name)
 		}
 		return lease.NoVersion, s.failed(ctx, "put", name, err)
 	}
-	return version(w.Attrs().Generation), nil
+	return version(got.Generation), nil
 }
 
 // status returns the HTTP status of a GCS error, or 0.
@@ -199,14 +203,20 @@ func status(err error) int {
 	return 0
 }
 
+// bucketMissing reports whether a 404 is the bucket's, not the object's.
+func bucketMissing(err error) bool {
+	var ge *googleapi.Error
+	return errors.As(err, &ge) && ge.Code == http.StatusNotFound && strings.Contains(strings.ToLower(ge.Message), "bucket")
+}
+
 // failed wraps a failed call's error: the context's error when ctx ended,
 // and permanent when retrying cannot cure it.
 func (s *Store) failed(ctx context.Context, op, name string, err error) error {
 	err = lease.CallError(ctx, err)
-	e := fmt.Errorf("%s lease %q (gs://%s/%s): %w", op, name, s.name, s.Object(name), err)
+	e := fmt.Errorf("%s lease %q (gs://%s/%s): %w", op, name, s.bucket, s.Object(name), err)
 	switch code := status(err); {
-	case errors.Is(err, storage.ErrBucketNotExist), code == http.StatusNotFound:
-		return lease.Permanent(fmt.Errorf("%w; the bucket does not exist: create it (gcloud storage buckets create gs://%s)", e, s.name))
+	case code == http.StatusNotFound:
+		return lease.Permanent(fmt.Errorf("%w; the bucket does not exist: create it (gcloud storage buckets create gs://%s)", e, s.bucket))
 	case code == http.StatusForbidden:
 		return lease.Permanent(fmt.Errorf("%w; grant storage.objects.get, create and delete on the bucket (roles/storage.objectUser)", e))
 	case code == http.StatusUnauthorized:
@@ -219,23 +229,24 @@ func (s *Store) failed(ctx context.Context, op, name string, err error) error {
 
 // List implements lease.Lister with object listings under the prefix.
 func (s *Store) List(ctx context.Context, prefix string, fn func(name string) error) error {
-	it := s.bucket.Objects(ctx, &storage.Query{Prefix: s.Object(prefix), Projection: storage.ProjectionNoACL})
-	for {
-		a, err := it.Next()
-		if errors.Is(err, iterator.Done) {
-			return nil
+	call := s.objects.List(s.bucket).Prefix(s.Object(prefix)).Projection("noAcl").Fields("items/name", "nextPageToken")
+	err := call.Pages(ctx, func(page *storage.Objects) error {
+		for _, o := range page.Items {
+			name, ok := strings.CutPrefix(o.Name, s.prefix)
+			if !ok || lease.ValidateName(name) != nil {
+				continue // not a lease's object
+			}
+			if err := fn(name); err != nil {
+				return err
+			}
 		}
-		if err != nil {
-			return s.failed(ctx, "list", prefix+"*", err)
-		}
-		name, ok := strings.CutPrefix(a.Name, s.prefix)
-		if !ok || lease.ValidateName(name) != nil {
-			continue // not a lease's object
-		}
-		if err := fn(name); err != nil {
-			return err
-		}
+		return nil
+	})
+	var ge *googleapi.Error
+	if err != nil && errors.As(err, &ge) {
+		return s.failed(ctx, "list", prefix+"*", err)
 	}
+	return err
 }
 
 // Delete implements lease.Deleter with one delete under ifGenerationMatch
@@ -244,7 +255,7 @@ func (s *Store) Delete(ctx context.Context, name string, expect lease.Version) e
 	if err := lease.CheckDelete(ctx, name); err != nil {
 		return err
 	}
-	o := s.bucket.Object(s.Object(name)).Retryer(storage.WithPolicy(storage.RetryNever))
+	call := s.objects.Delete(s.bucket, s.Object(name))
 	if expect != lease.AnyVersion {
 		gen, err := strconv.ParseInt(string(expect), 10, 64)
 		if err != nil || gen <= 0 {
@@ -254,17 +265,18 @@ func (s *Store) Delete(ctx context.Context, name string, expect lease.Version) e
 		// the delete exact where a server ignores the precondition
 		// (fake-gcs-server): deleting a generation that is no longer live
 		// finds nothing.
-		o = o.Generation(gen).If(storage.Conditions{GenerationMatch: gen})
+		call = call.Generation(gen).IfGenerationMatch(gen)
 	}
-	err := o.Delete(ctx)
-	switch {
+	err := call.Context(ctx).Do()
+	switch code := status(err); {
 	case err == nil:
 		return nil
-	case errors.Is(err, storage.ErrObjectNotExist) && expect != lease.AnyVersion:
+	case code == http.StatusNotFound && bucketMissing(err):
+	case code == http.StatusNotFound && expect != lease.AnyVersion:
 		return lease.Conflict(name) // gone, or not that generation
-	case errors.Is(err, storage.ErrObjectNotExist):
+	case code == http.StatusNotFound:
 		return lease.NotFound(name)
-	case status(err) == http.StatusPreconditionFailed:
+	case code == http.StatusPreconditionFailed:
 		return lease.Conflict(name)
 	}
 	return s.failed(ctx, "delete", name, err)

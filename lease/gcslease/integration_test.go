@@ -13,8 +13,8 @@ import (
 	"testing"
 	"time"
 
-	"cloud.google.com/go/storage"
 	"google.golang.org/api/option"
+	"google.golang.org/api/storage/v1"
 
 	"github.com/tenure-go/tenure/internal/testservers"
 	"github.com/tenure-go/tenure/lease"
@@ -25,24 +25,27 @@ import (
 // Tests in this file talk to the fake-gcs-server that scripts/testservers.sh
 // starts (TENURE_GCS_ENDPOINT).
 
-func client(t testing.TB) *storage.Client {
+func client(t testing.TB) *storage.Service {
 	t.Helper()
-	c, err := storage.NewClient(context.Background(),
-		option.WithEndpoint(testservers.GCS(t)+"/storage/v1/"), option.WithoutAuthentication())
+	return service(t, testservers.GCS(t))
+}
+
+func service(t testing.TB, endpoint string) *storage.Service {
+	t.Helper()
+	c, err := storage.NewService(context.Background(), option.WithEndpoint(endpoint+"/storage/v1/"), option.WithoutAuthentication())
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { c.Close() })
 	return c
 }
 
 // newBucket creates a bucket of its own for the test.
-func newBucket(t testing.TB, c *storage.Client) string {
+func newBucket(t testing.TB, c *storage.Service) string {
 	t.Helper()
 	name := testservers.UniqueName("tenure-test")
 	ctx, cancel := context.WithTimeout(context.Background(), testservers.SetupTimeout)
 	defer cancel()
-	if err := c.Bucket(name).Create(ctx, "test-project", nil); err != nil {
+	if _, err := c.Buckets.Insert("test-project", &storage.Bucket{Name: name}).Context(ctx).Do(); err != nil {
 		t.Fatalf("create bucket %s: %v", name, err)
 	}
 	return name
@@ -102,12 +105,7 @@ func TestIntegrationRefused(t *testing.T) {
 		httputil.NewSingleHostReverseProxy(target).ServeHTTP(w, r)
 	}))
 	defer proxy.Close()
-	c, err := storage.NewClient(context.Background(), option.WithEndpoint(proxy.URL+"/storage/v1/"), option.WithoutAuthentication())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	c.SetRetry(storage.WithPolicy(storage.RetryNever))
+	c := service(t, proxy.URL)
 	s, err := gcslease.New(c, gcslease.Config{Bucket: newBucket(t, c)})
 	if err != nil {
 		t.Fatal(err)

@@ -9,9 +9,9 @@ import (
 	"os"
 	"strings"
 
-	"cloud.google.com/go/storage"
 	"google.golang.org/api/googleapi"
 	"google.golang.org/api/option"
+	"google.golang.org/api/storage/v1"
 
 	"github.com/tenure-go/tenure/lease"
 	"github.com/tenure-go/tenure/lease/gcslease"
@@ -42,12 +42,12 @@ func openGCS(ctx context.Context, u *url.URL, q url.Values) (lease.Store, error)
 			opts = append(opts, option.WithoutAuthentication())
 		}
 	}
-	client, err := storage.NewClient(ctx, opts...)
+	// Its calls are sent once: tenure retries, within the lease's timings.
+	svc, err := storage.NewService(ctx, opts...)
 	if err != nil {
 		return nil, lease.Permanent(fmt.Errorf("GCS client: %w (credentials: GOOGLE_APPLICATION_CREDENTIALS, or gcloud auth application-default login)", err))
 	}
-	client.SetRetry(storage.WithPolicy(storage.RetryNever)) // tenure retries, within the lease's timings
-	s, err := gcslease.New(client, gcslease.Config{Bucket: bucket, Prefix: prefix})
+	s, err := gcslease.New(svc, gcslease.Config{Bucket: bucket, Prefix: prefix})
 	if err != nil {
 		return nil, err
 	}
@@ -61,7 +61,7 @@ func openGCS(ctx context.Context, u *url.URL, q url.Values) (lease.Store, error)
 		}
 		ctx, cancel := context.WithTimeout(ctx, setupWait)
 		defer cancel()
-		err := client.Bucket(bucket).Create(ctx, project, nil)
+		_, err := svc.Buckets.Insert(project, &storage.Bucket{Name: bucket}).Context(ctx).Do()
 		var ge *googleapi.Error
 		if err != nil && (!errors.As(err, &ge) || ge.Code != http.StatusConflict) { // 409: it exists
 			return nil, fmt.Errorf("create bucket gs://%s: %w", bucket, err)
