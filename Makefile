@@ -7,8 +7,9 @@
 # proxy; without them their tests skip, saying so (CI=true: fail).
 #
 #   make test          no tracked binaries, gofmt, go vet, go mod tidy, staticcheck, then every
-#                      test (with -race) under the real servers, and the simulator's full seed
-#                      set without -race
+#                      test (with -race) under the real servers (installed in the background
+#                      meanwhile), and the simulator's full seed set without -race; each
+#                      phase's time printed at the end (scripts/test.sh)
 #   make integration   only the real-server tests (TestIntegration*), verbose, under the servers
 #   make lint          gofmt check, go vet, go mod tidy check, staticcheck
 #   make servers       install the pinned servers into the cache (~/.cache/tenure), and
@@ -30,6 +31,7 @@ SERVERS := scripts/testservers.sh
 # staticcheck 2026.2.2, the newest release. Its module versions are v0.x: the release
 # named 2025.1.1 is v0.6.1, and `@2025.1.1` is not a version the Go proxy knows.
 STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
+STATICCHECK_BIN := $(or $(TENURE_CACHE),$(HOME)/.cache/tenure)/bin
 
 ifeq ($(CI),true)
 export TENURE_REQUIRE_SERVERS := 1
@@ -37,11 +39,11 @@ endif
 
 .PHONY: test integration lint fmt-check vet tidy-check staticcheck race-check servers cron no-binaries image
 
-test: no-binaries lint race-check
-	$(SERVERS) run -- $(GO) test -race -count=1 ./...
-	@# The race detector slows the simulator tenfold, so under -race it runs
-	@# 8 seeds per scenario; this pass runs its full 60,800 seeds (100 per scenario, 2,000 per standby, wake-up, renewal-notice, change-feed, priority, stale-read or lock scenario), one in ten of them twice.
-	$(GO) test -count=1 ./sim
+# scripts/test.sh runs the phases (checks, vet, staticcheck, tidy, the
+# tests under the servers, the simulator's full pass) with the servers
+# installing in the background meanwhile, and prints each phase's time.
+test:
+	@GO=$(GO) STATICCHECK=$(STATICCHECK) scripts/test.sh
 
 integration: race-check
 	$(SERVERS) run -- $(GO) test -race -count=1 -v -run '^TestIntegration' ./...
@@ -66,16 +68,19 @@ fmt-check:
 		exit 1; \
 	fi
 
+# -race: vet compiles what the tests under -race compile, once for both.
 vet:
-	$(GO) vet ./...
+	$(GO) vet -race ./...
 
 # go.mod and go.sum say exactly what the code imports.
 tidy-check:
 	@$(GO) mod tidy -diff || { echo "go.mod or go.sum is not tidy: run go mod tidy" >&2; exit 1; }
 
-# The Go build and module caches keep staticcheck built between runs.
+# staticcheck itself is built without -race; it asks go list for the race
+# build, whose export data vet compiled.
 staticcheck:
-	$(GO) run $(STATICCHECK) ./...
+	GOBIN=$(STATICCHECK_BIN) CGO_ENABLED=0 GOFLAGS= $(GO) install $(STATICCHECK)
+	GOFLAGS=-race $(STATICCHECK_BIN)/staticcheck ./...
 
 # Build outputs never enter git: no tracked file may be an executable binary
 # (ELF, Mach-O, PE) or larger than 1 MB.

@@ -10,5 +10,5 @@ set -eu
 root=$(cd "$(dirname "$0")/.." && pwd)
 bin=${TENURE_CACHE:-$HOME/.cache/tenure}/bin/testservers
 # go build is quick when nothing changed: the build cache has it.
-GOFLAGS= go build -C "$root" -o "$bin" ./internal/testservers/cmd/testservers
+GOFLAGS= CGO_ENABLED=0 go build -C "$root" -o "$bin" ./internal/testservers/cmd/testservers
 exec "$bin" "$@"
