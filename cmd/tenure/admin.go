@@ -17,9 +17,9 @@ import (
 	"time"
 
 	"github.com/tenure-go/tenure/election"
+	"github.com/tenure-go/tenure/internal/kube"
 	"github.com/tenure-go/tenure/internal/lockcore"
 	"github.com/tenure-go/tenure/lease"
-	"github.com/tenure-go/tenure/lease/k8slease"
 )
 
 // versionCommand implements "tenure version" and "tenure --version".
@@ -104,7 +104,7 @@ func listRecords(ctx context.Context, store lease.Store, prefix string) ([]liste
 		case errors.Is(err, lease.ErrNotFound):
 			return nil // deleted meanwhile
 		case errors.Is(err, lease.ErrInvalidRecord):
-			out = append(out, listed{Name: name, Error: err.Error(), Foreign: k8slease.Foreign(err), bad: true})
+			out = append(out, listed{Name: name, Error: err.Error(), Foreign: kube.Foreign(err), bad: true})
 			return nil
 		case err != nil:
 			return err

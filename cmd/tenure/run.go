@@ -17,12 +17,10 @@ import (
 	"sync"
 	"time"
 
-	"k8s.io/client-go/kubernetes"
-
 	"github.com/tenure-go/tenure"
+	"github.com/tenure-go/tenure/internal/kube"
 	"github.com/tenure-go/tenure/lease"
 	"github.com/tenure-go/tenure/lease/dynamolease"
-	"github.com/tenure-go/tenure/lease/k8slease"
 	"github.com/tenure-go/tenure/lease/s3lease"
 	"github.com/tenure-go/tenure/lease/storeurl"
 )
@@ -211,7 +209,7 @@ func (c *common) absentDir() string {
 func (c *common) storeFailed(name string, err error, stderr io.Writer) int {
 	hint := ""
 	switch {
-	case k8slease.Foreign(err):
+	case kube.Foreign(err):
 		hint = " (pick another lease name; or, if nothing uses that Lease any more, tenure release --force NAME deletes it and writes a record of tenure's in its place, which whatever wrote it would then find replaced; tenure list shows such Leases as foreign)"
 	case errors.Is(err, lease.ErrInvalidRecord):
 		hint = " (the record cannot be read by anyone: see it with tenure list; tenure release --force NAME replaces it with one the next holder waits out)"
@@ -373,7 +371,7 @@ func runCommand(args []string, stdout, stderr io.Writer) int {
 	prio := fs.Int("priority", 0, "prefer this process to those of lower priority (higher wins; turns on --standby): a leader hands the lease to a live standby of higher priority, at most once per --priority-hold-off")
 	prioHoldOff := fs.Duration("priority-hold-off", 0, "a leader hands over to a standby of higher --priority only once its term is this old (default 3 × --cold-poll: 1m)")
 	strongPolls := fs.Bool("strong-polls", false, "poll with strongly consistent reads even where the store offers cheaper eventually consistent ones (DynamoDB)")
-	labelPod := fs.Bool("label-pod", false, "on Kubernetes: label this Pod (POD_NAME, POD_NAMESPACE) "+k8slease.LeaderLabel+"=true while it leads, for a Service that selects the leader")
+	labelPod := fs.Bool("label-pod", false, "on Kubernetes: label this Pod (POD_NAME, POD_NAMESPACE) "+kube.LeaderLabel+"=true while it leads, for a Service that selects the leader")
 	var gf groupFlags
 	fs.StringVar(&gf.name, "group", "", "join the group NAME instead of campaigning for one lease: run the command once per shard this process holds (needs --shards)")
 	fs.IntVar(&gf.shards, "shards", 0, "with --group: the number of shards, NAME/0 … NAME/N-1 (every member must give the same)")
@@ -430,7 +428,11 @@ func runCommand(args []string, stdout, stderr io.Writer) int {
 		if label == nil {
 			return status
 		}
-		callbacks = label.Callbacks(callbacks)
+		// The label's around the command: set as a term begins, taken off
+		// before the next campaign.
+		elected := callbacks.OnElected
+		callbacks.OnElected = func(ctx context.Context, term tenure.Term) { label.Elected(ctx); elected(ctx, term) }
+		callbacks.OnDemoted = func(tenure.Term, tenure.DemotionReason) { label.Demoted() }
 	}
 	cand, err := tenure.New(tenure.Config{
 		Lease: name, Store: store, Payload: []byte(c.payload), Callbacks: callbacks,
@@ -698,8 +700,8 @@ func (r *runner) elected(ctx context.Context, term tenure.Term) {
 // POD_NAMESPACE, the API server as the store's URL reaches it (k8s://),
 // else as the Pod's ServiceAccount does. A Pod that cannot be labelled
 // fails at once: 2 for the environment, 69 for the API server's refusal.
-func (c *holder) podLabel(ctx context.Context, log *slog.Logger, stderr io.Writer) (*k8slease.PodLabel, int) {
-	pod, err := k8slease.PodFromEnv()
+func (c *holder) podLabel(ctx context.Context, log *slog.Logger, stderr io.Writer) (*kube.PodLabel, int) {
+	pod, err := kube.PodFromEnv()
 	if err != nil {
 		fmt.Fprintf(stderr, "tenure run: --label-pod: %v\n", err)
 		return nil, exitUsage
@@ -708,20 +710,20 @@ func (c *holder) podLabel(ctx context.Context, log *slog.Logger, stderr io.Write
 	if u, err := url.Parse(c.store); err == nil && u.Scheme == "k8s" {
 		kubeconfig, kubecontext = u.Query().Get("kubeconfig"), u.Query().Get("context")
 	}
-	cfg, err := k8slease.RESTConfig(kubeconfig, kubecontext)
+	cfg, err := kube.RESTConfig(kubeconfig, kubecontext)
 	if err != nil {
 		fmt.Fprintf(stderr, "tenure run: --label-pod: %v\n", err)
 		return nil, exitUsage
 	}
 	cfg.UserAgent = "tenure"
-	cs, err := kubernetes.NewForConfig(cfg)
+	client, err := kube.NewClient(cfg)
 	if err != nil {
 		fmt.Fprintf(stderr, "tenure run: --label-pod: %v\n", err)
 		return nil, exitUsage
 	}
 	ctx, cancel := context.WithTimeout(ctx, startupWait(c.lease))
 	defer cancel()
-	label, err := k8slease.NewPodLabel(ctx, cs.CoreV1(), pod, log)
+	label, err := kube.NewPodLabel(ctx, client, pod, log)
 	if err != nil {
 		fmt.Fprintf(stderr, "tenure run: --label-pod: %v\n", err)
 		return nil, exitUnavailable

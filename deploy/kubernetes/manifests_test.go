@@ -139,9 +139,10 @@ func TestIntegrationApply(t *testing.T) {
 		t.Fatal(err)
 	}
 	elected := make(chan struct{})
+	var cb tenure.Callbacks
+	cb.OnElected, cb.OnDemoted = label.Wrap(func(ctx context.Context, _ tenure.Term) { close(elected); <-ctx.Done() }, nil)
 	c, err := tenure.New(tenure.Config{Lease: "demo", Store: store, Timing: tenure.Timing{LeaseDuration: 3 * time.Second},
-		Runtime:   tenure.Runtime{ID: pod.Name},
-		Callbacks: label.Callbacks(tenure.Callbacks{OnElected: func(ctx context.Context, _ tenure.Term) { close(elected); <-ctx.Done() }})})
+		Runtime: tenure.Runtime{ID: pod.Name}, Callbacks: cb})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,34 +3,25 @@ package k8slease
 import (
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
-	"os"
-	"sync"
-	"time"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
 
-	"github.com/tenure-go/tenure"
+	"github.com/tenure-go/tenure/election"
+	"github.com/tenure-go/tenure/internal/kube"
 )
 
 // LeaderLabel is the label PodLabel puts on the leader's Pod, with the
 // value "true": a Service whose selector adds it sends traffic to the
 // leader only.
-const LeaderLabel = "tenure.dev/leader"
-
-// unlabelWait bounds taking the label off when a term ends: the next
-// campaign waits for it (callbacks return before a new term).
-const unlabelWait = 5 * time.Second
+const LeaderLabel = kube.LeaderLabel
 
 // PodLabel keeps LeaderLabel on a Pod while the process in it leads: set
-// when a term begins, taken off when it ends. Make one with NewPodLabel and
-// put its Callbacks in the Config.
+// when a term begins, taken off when it ends. Make one with NewPodLabel
+// and wrap the Config's OnElected and OnDemoted with Wrap.
 //
 // A label lags the term it shows. It is set a round trip after the term
 // begins, taken off a round trip after the term ends, and stays on a Pod
@@ -40,15 +31,7 @@ const unlabelWait = 5 * time.Second
 // by it must still send the term's fencing token, and the resource reject
 // a stale one (see the fencing package): the label steers traffic, the
 // token decides.
-type PodLabel struct {
-	pods corev1client.PodInterface
-	pod  types.NamespacedName
-	log  *slog.Logger
-
-	mu   sync.Mutex
-	stop context.CancelFunc // ends the labelling of the current term
-	done chan struct{}      // closed when it has ended
-}
+type PodLabel struct{ p *kube.PodLabel }
 
 // PodFromEnv returns the Pod named by POD_NAMESPACE and POD_NAME, as the
 // Downward API sets them:
@@ -58,123 +41,44 @@ type PodLabel struct {
 //	  valueFrom: {fieldRef: {fieldPath: metadata.name}}
 //	- name: POD_NAMESPACE
 //	  valueFrom: {fieldRef: {fieldPath: metadata.namespace}}
-func PodFromEnv() (types.NamespacedName, error) {
-	pod := types.NamespacedName{Namespace: os.Getenv("POD_NAMESPACE"), Name: os.Getenv("POD_NAME")}
-	if pod.Namespace == "" || pod.Name == "" {
-		return pod, errors.New("POD_NAME and POD_NAMESPACE must name this Pod: set them from the Downward API (valueFrom: fieldRef: fieldPath: metadata.name, metadata.namespace)")
-	}
-	return pod, nil
-}
+func PodFromEnv() (types.NamespacedName, error) { return kube.PodFromEnv() }
 
-// NewPodLabel returns a PodLabel for pod, reached through pods (usually
-// kubernetes.NewForConfig(...).CoreV1()); log, if not nil, hears of labels
-// that could not be set or taken off. It takes the label off the Pod at
-// once, with ctx: a process that starts is not leading yet, and a
-// container restarted in its Pod must not keep the label its last run
-// left. So a Role without patch on pods fails here, at the start. The
-// Role needs get and patch on pods.
+// NewPodLabel returns a PodLabel for pod, reached through pods (a
+// Clientset's CoreV1()); log, if not nil, hears of labels that could not be
+// set or taken off. It takes the label off the Pod at once, with ctx: a
+// process that starts is not leading yet, and a container restarted in its
+// Pod must not keep the label its last run left. So a Role without patch
+// on pods fails here, at the start. The Role needs get and patch on pods.
 func NewPodLabel(ctx context.Context, pods corev1client.PodsGetter, pod types.NamespacedName, log *slog.Logger) (*PodLabel, error) {
 	if pods == nil {
 		return nil, errors.New("k8slease: nil pods client: pass kubernetes.Interface.CoreV1()")
 	}
-	p := &PodLabel{pods: pods.Pods(pod.Namespace), pod: pod, log: log}
-	if err := p.set(ctx, false); err != nil {
+	p, err := kube.NewPodLabel(ctx, typedPods{pods.Pods(pod.Namespace)}, pod, log)
+	if err != nil {
 		return nil, err
 	}
-	return p, nil
+	return &PodLabel{p}, nil
 }
 
-// Callbacks returns cb with the labelling around it: OnElected starts
-// labelling the Pod (on a goroutine of its own, retrying until the term
-// ends, so that cb.OnElected starts at once), and OnDemoted stops it and
-// takes the label off (for at most 5 s) before it calls cb.OnDemoted.
-func (p *PodLabel) Callbacks(cb tenure.Callbacks) tenure.Callbacks {
-	wrapped := cb
-	wrapped.OnElected = func(ctx context.Context, term tenure.Term) {
-		lctx, cancel := context.WithCancel(ctx)
-		done := make(chan struct{})
-		p.mu.Lock()
-		p.stop, p.done = cancel, done
-		p.mu.Unlock()
-		go func() {
-			defer close(done)
-			p.retry(lctx, true)
-		}()
-		if cb.OnElected != nil {
-			cb.OnElected(ctx, term)
-		}
-	}
-	wrapped.OnDemoted = func(term tenure.Term, reason tenure.DemotionReason) {
-		p.mu.Lock()
-		stop, done := p.stop, p.done
-		p.stop, p.done = nil, nil
-		p.mu.Unlock()
-		if stop != nil {
-			stop()
-			<-done
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), unlabelWait)
-		p.retry(ctx, false)
-		cancel()
-		if cb.OnDemoted != nil {
-			cb.OnDemoted(term, reason)
-		}
-	}
-	return wrapped
-}
-
-// retry sets or clears the label until that is done or ctx ends.
-func (p *PodLabel) retry(ctx context.Context, on bool) {
-	wait := 50 * time.Millisecond
-	for {
-		err := p.set(ctx, on)
-		if err == nil {
-			return
-		}
-		select {
-		case <-ctx.Done():
-			if p.log != nil && (!on || !errors.Is(ctx.Err(), context.Canceled)) {
-				p.log.Warn("leader label not "+map[bool]string{true: "set", false: "taken off"}[on], "pod", p.pod.String(), "label", LeaderLabel, "err", err)
+// Wrap returns onElected and onDemoted (tenure.Callbacks' OnElected and
+// OnDemoted; nil for none) with the labelling around them: OnElected
+// starts labelling the Pod (on a goroutine of its own, retrying until the
+// term ends, so that onElected starts at once), and OnDemoted stops it and
+// takes the label off (for at most 5 s) before it calls onDemoted:
+//
+//	cfg.Callbacks.OnElected, cfg.Callbacks.OnDemoted = label.Wrap(cfg.Callbacks.OnElected, cfg.Callbacks.OnDemoted)
+func (p *PodLabel) Wrap(onElected func(context.Context, election.Term), onDemoted func(election.Term, election.Reason)) (func(context.Context, election.Term), func(election.Term, election.Reason)) {
+	return func(ctx context.Context, term election.Term) {
+			p.p.Elected(ctx)
+			if onElected != nil {
+				onElected(ctx, term)
 			}
-			return
-		case <-time.After(wait):
+		}, func(term election.Term, reason election.Reason) {
+			p.p.Demoted()
+			if onDemoted != nil {
+				onDemoted(term, reason)
+			}
 		}
-		wait = min(2*wait, time.Second)
-	}
-}
-
-// set puts the label on the Pod, or takes it off and reads the Pod back
-// until it shows it off: an abandoned request to set it may still be
-// applied after the one that takes it off.
-func (p *PodLabel) set(ctx context.Context, on bool) error {
-	patch := []byte(`{"metadata":{"labels":{"` + LeaderLabel + `":null}}}`)
-	if on {
-		patch = []byte(`{"metadata":{"labels":{"` + LeaderLabel + `":"true"}}}`)
-	}
-	if _, err := p.pods.Patch(ctx, p.pod.Name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
-		return p.failed(err)
-	}
-	if on {
-		return nil
-	}
-	got, err := p.pods.Get(ctx, p.pod.Name, metav1.GetOptions{})
-	if err != nil {
-		return p.failed(err)
-	}
-	if _, ok := got.Labels[LeaderLabel]; ok {
-		return fmt.Errorf("pod %s: the label %s came back", p.pod, LeaderLabel)
-	}
-	return nil
-}
-
-func (p *PodLabel) failed(err error) error {
-	switch {
-	case apierrors.IsForbidden(err):
-		return fmt.Errorf("pod %s: %w; grant the ServiceAccount get and patch on pods in namespace %q", p.pod, err, p.pod.Namespace)
-	case apierrors.IsNotFound(err):
-		return fmt.Errorf("pod %s: %w; POD_NAME and POD_NAMESPACE must name this Pod", p.pod, err)
-	}
-	return fmt.Errorf("pod %s: %w", p.pod, err)
 }
 
 // RESTConfig returns the configuration of a client of the API server: in a
@@ -183,26 +87,21 @@ func (p *PodLabel) failed(err error) error {
 // file kubeconfig, else $KUBECONFIG, else ~/.kube/config) at its current
 // context or kubecontext.
 func RESTConfig(kubeconfig, kubecontext string) (*rest.Config, error) {
-	if kubeconfig == "" && kubecontext == "" && os.Getenv("KUBERNETES_SERVICE_HOST") != "" {
-		cfg, err := rest.InClusterConfig()
-		if err != nil {
-			return nil, fmt.Errorf("in-cluster configuration: %w (is a ServiceAccount token mounted? automountServiceAccountToken must not be false)", err)
-		}
-		return cfg, nil
-	}
-	rules := clientcmd.NewDefaultClientConfigLoadingRules() // $KUBECONFIG, then ~/.kube/config
-	if kubeconfig != "" {
-		if _, err := os.Stat(kubeconfig); err != nil {
-			return nil, fmt.Errorf("kubeconfig: %w", err)
-		}
-		rules.ExplicitPath = kubeconfig
-	}
-	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{CurrentContext: kubecontext}).ClientConfig()
+	return kube.RESTConfig(kubeconfig, kubecontext)
+}
+
+// typedPods is kube.Pods on a typed client.
+type typedPods struct{ pods corev1client.PodInterface }
+
+func (t typedPods) Patch(ctx context.Context, pod types.NamespacedName, patch []byte) error {
+	_, err := t.pods.Patch(ctx, pod.Name, types.MergePatchType, patch, metav1.PatchOptions{})
+	return err
+}
+
+func (t typedPods) Labels(ctx context.Context, pod types.NamespacedName) (map[string]string, error) {
+	p, err := t.pods.Get(ctx, pod.Name, metav1.GetOptions{})
 	if err != nil {
-		if clientcmd.IsEmptyConfig(err) {
-			return nil, errors.New("no Kubernetes configuration: not in a Pod (KUBERNETES_SERVICE_HOST is unset), and no kubeconfig: add kubeconfig=PATH, or set KUBECONFIG")
-		}
-		return nil, fmt.Errorf("kubeconfig: %w", err)
+		return nil, err
 	}
-	return cfg, nil
+	return p.Labels, nil
 }

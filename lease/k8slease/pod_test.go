@@ -88,8 +88,10 @@ func TestIntegrationPodLabel(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		var cb tenure.Callbacks
+		cb.OnElected, cb.OnDemoted = label.Wrap(nil, nil)
 		c, err := tenure.New(tenure.Config{Lease: "job", Store: store, Timing: tenure.Timing{LeaseDuration: 3 * time.Second},
-			Runtime: tenure.Runtime{ID: pod}, Callbacks: label.Callbacks(tenure.Callbacks{})})
+			Runtime: tenure.Runtime{ID: pod}, Callbacks: cb})
 		if err != nil {
 			t.Fatal(err)
 		}

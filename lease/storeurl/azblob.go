@@ -11,11 +11,11 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
 	"github.com/Azure/azure-sdk-for-go/sdk/azidentity"
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/blob"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/bloberror"
-	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/container"
 
+	"github.com/tenure-go/tenure/internal/azstore"
 	"github.com/tenure-go/tenure/lease"
-	"github.com/tenure-go/tenure/lease/azbloblease"
 )
 
 // openAzblob opens azblob://ACCOUNT/CONTAINER/PREFIX: the account key from
@@ -44,15 +44,17 @@ func openAzblob(ctx context.Context, u *url.URL, q url.Values) (lease.Store, err
 	containerURL := strings.TrimSuffix(service, "/") + "/" + cont
 	// The client's retries are off: tenure retries, within the lease's
 	// timings, and a retried conditional write reads as a false conflict.
-	opts := &container.ClientOptions{ClientOptions: azcore.ClientOptions{Retry: policy.RetryOptions{MaxRetries: -1}}}
-	var cc *container.Client
+	// The light container: the official container client links Apache
+	// Arrow in (lease/azbloblease.New takes one, for programs that have
+	// it).
+	opts := azcore.ClientOptions{Retry: policy.RetryOptions{MaxRetries: -1}}
+	var cc *azstore.Light
 	if key := os.Getenv("AZURE_STORAGE_KEY"); key != "" {
-		cred, err := container.NewSharedKeyCredential(account, key)
+		cred, err := blob.NewSharedKeyCredential(account, key)
 		if err != nil {
 			return nil, lease.Permanent(fmt.Errorf("AZURE_STORAGE_KEY: %w", err))
 		}
-		cc, err = container.NewClientWithSharedKeyCredential(containerURL, cred, opts)
-		if err != nil {
+		if cc, err = azstore.NewLight(containerURL, cred, nil, opts); err != nil {
 			return nil, err
 		}
 	} else {
@@ -60,19 +62,18 @@ func openAzblob(ctx context.Context, u *url.URL, q url.Values) (lease.Store, err
 		if err != nil {
 			return nil, lease.Permanent(fmt.Errorf("no Azure credentials (set AZURE_STORAGE_KEY, or use a managed identity or az login): %w", err))
 		}
-		cc, err = container.NewClient(containerURL, cred, opts)
-		if err != nil {
+		if cc, err = azstore.NewLight(containerURL, nil, cred, opts); err != nil {
 			return nil, err
 		}
 	}
-	s, err := azbloblease.New(cc, azbloblease.Config{Prefix: prefix})
+	s, err := azstore.New(cc, prefix)
 	if err != nil {
 		return nil, err
 	}
 	if create {
 		ctx, cancel := context.WithTimeout(ctx, setupWait)
 		defer cancel()
-		if _, err := cc.Create(ctx, nil); err != nil && !bloberror.HasCode(err, bloberror.ContainerAlreadyExists) {
+		if err := cc.Create(ctx); err != nil && !bloberror.HasCode(err, bloberror.ContainerAlreadyExists) {
 			return nil, fmt.Errorf("create container %s: %w", containerURL, err)
 		}
 	}

@@ -7,10 +7,9 @@ import (
 	"strings"
 
 	"k8s.io/apimachinery/pkg/util/validation"
-	"k8s.io/client-go/kubernetes"
 
+	"github.com/tenure-go/tenure/internal/kube"
 	"github.com/tenure-go/tenure/lease"
-	"github.com/tenure-go/tenure/lease/k8slease"
 )
 
 // openK8s opens k8s://NAMESPACE: the Pod's ServiceAccount in a cluster,
@@ -30,7 +29,7 @@ func openK8s(u *url.URL, q url.Values) (lease.Store, error) {
 	if errs := validation.IsDNS1123Label(ns); len(errs) > 0 { // before a kubeconfig is looked for
 		return nil, fmt.Errorf("namespace %q: %s", ns, strings.Join(errs, "; "))
 	}
-	cfg, err := k8slease.RESTConfig(q.Get("kubeconfig"), q.Get("context"))
+	cfg, err := kube.RESTConfig(q.Get("kubeconfig"), q.Get("context"))
 	if err != nil {
 		return nil, err
 	}
@@ -45,9 +44,12 @@ func openK8s(u *url.URL, q url.Values) (lease.Store, error) {
 	// client-go's health check gives up on it, 45s at its defaults: past
 	// any lease.
 	cfg.TLSClientConfig.NextProtos = []string{"http/1.1"}
-	cs, err := kubernetes.NewForConfig(cfg)
+	// The light client: a Clientset would link every API group's types
+	// into the binary (lease/k8slease.New takes one, for programs that
+	// have it).
+	client, err := kube.NewClient(cfg)
 	if err != nil {
 		return nil, err
 	}
-	return k8slease.New(cs.CoordinationV1(), k8slease.Config{Namespace: ns})
+	return kube.NewStore(client.Leases(ns), ns, client.Namespace(ns))
 }

@@ -1,4 +1,4 @@
-package k8slease
+package kube
 
 import (
 	"context"
