@@ -19,7 +19,7 @@ func commas(n uint64) string {
 
 // TestDocsCountTheSimulator: the counts a reader can check against the
 // code, the scenarios and the seeds of the full pass, are the code's in
-// the README, the Makefile and docs/sim.md.
+// the README, scripts/test.sh (make test) and docs/sim.md.
 func TestDocsCountTheSimulator(t *testing.T) {
 	if raceEnabled || testing.Short() {
 		t.Skip("seedsFor counts the full pass, without -race or -short")
@@ -30,9 +30,9 @@ func TestDocsCountTheSimulator(t *testing.T) {
 	}
 	n := len(Scenarios())
 	for file, wants := range map[string][]string{
-		"README.md":   {fmt.Sprintf("All %d scenarios", n), commas(seeds) + " seeds"},
-		"Makefile":    {"its full " + commas(seeds) + " seeds"},
-		"docs/sim.md": {commas(seeds) + " seeds, one in ten twice", fmt.Sprintf("each of the %d scenarios", n), "(" + commas(seeds) + " seeds)"},
+		"README.md":       {fmt.Sprintf("All %d scenarios", n), commas(seeds) + " seeds"},
+		"scripts/test.sh": {"its full " + commas(seeds) + " seeds"},
+		"docs/sim.md":     {commas(seeds) + " seeds, one in ten twice", fmt.Sprintf("each of the %d scenarios", n), "(" + commas(seeds) + " seeds)"},
 	} {
 		b, err := os.ReadFile(filepath.Join("..", file))
 		if err != nil {

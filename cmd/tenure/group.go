@@ -70,6 +70,7 @@ func runGroup(c *holder, gf groupFlags, argv []string, stdout, stderr io.Writer)
 			}
 		}
 	}()
+	shedStartupPages() // set up: what the group touches from here on maps back in
 	err = g.Run(ctx)
 	switch {
 	case errors.Is(err, lease.ErrPermanent), errors.Is(err, lease.ErrInvalidRecord):

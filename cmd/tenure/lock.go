@@ -216,6 +216,7 @@ func lockCommand(args []string, stdout, stderr io.Writer) int {
 	if *slots != 0 {
 		opts = append(opts, tenure.Slots(*slots))
 	}
+	shedStartupPages() // set up: what the lock touches from here on maps back in
 	// The store must answer within startupWait, or the wait ends.
 	unreachable := make(chan struct{})
 	go func() {

@@ -457,6 +457,7 @@ func runCommand(args []string, stdout, stderr io.Writer) int {
 		r.finish(0)
 	})
 	go r.watchStartup(ctx, startupWait(c.lease))
+	shedStartupPages() // set up: what the campaign touches from here on maps back in
 	err = cand.Run(ctx)
 	switch {
 	case errors.Is(err, lease.ErrPermanent), errors.Is(err, lease.ErrInvalidRecord):
@@ -626,6 +627,7 @@ func (r *runner) elected(ctx context.Context, term tenure.Term) {
 			return
 		}
 		r.child.started()
+		shedStartupPages() // the campaign's first calls, which set up its clients, are over
 		started := time.Now()
 		deadline := func() time.Time {
 			if st := r.cand.Status(); st.Leading && st.Token == term.Token {

@@ -11,10 +11,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
-	otelprom "go.opentelemetry.io/otel/exporters/prometheus"
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/metric/noop"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
@@ -51,20 +47,20 @@ func newTelemetry(addr, service string, stderr io.Writer) (*telemetry, error) {
 		t.child = newChildMetrics(t.mp)
 		return t, nil
 	}
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	exp, err := otelprom.New(otelprom.WithRegisterer(reg))
-	if err != nil {
-		return nil, fmt.Errorf("metrics: %w", err)
-	}
+	reader := sdkmetric.NewManualReader()
 	res, err := resource.New(context.Background(), resource.WithAttributes(semconv.ServiceName(service)), resource.WithFromEnv())
 	if err != nil {
 		return nil, fmt.Errorf("metrics: %w", err)
 	}
-	t.mp = sdkmetric.NewMeterProvider(sdkmetric.WithReader(exp), sdkmetric.WithResource(res))
+	t.mp = sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader), sdkmetric.WithResource(res))
 	t.child = newChildMetrics(t.mp)
 	mux := http.NewServeMux()
-	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	mux.HandleFunc("GET /metrics", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
+		if err := collect(r.Context(), reader, w); err != nil {
+			fmt.Fprintf(stderr, "tenure: metrics: %v\n", err)
+		}
+	})
 	probe := func(w http.ResponseWriter, r *http.Request) {
 		h := t.probes.Load()
 		if h == nil {

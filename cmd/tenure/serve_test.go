@@ -11,6 +11,11 @@ import (
 	"testing"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/resource"
+
 	"github.com/tenure-go/tenure"
 	"github.com/tenure-go/tenure/lease/filelease"
 )
@@ -106,4 +111,53 @@ func TestNoListenerByDefault(t *testing.T) {
 		t.Fatalf("%v %q", err, tel.addr())
 	}
 	tel.close()
+}
+
+// TestMetricsText: the page names, labels and types instruments as
+// OpenTelemetry's Prometheus exporter did (dots as underscores, the unit
+// as a suffix, _total on counters, the scope's labels, target_info), so
+// that dashboards built on it keep working.
+func TestMetricsText(t *testing.T) {
+	reader := sdkmetric.NewManualReader()
+	res := resource.NewSchemaless(attribute.String("service.name", "svc"))
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader), sdkmetric.WithResource(res))
+	m := mp.Meter("example/scope")
+	ctx := context.Background()
+	calls, _ := m.Int64Counter("tenure.store.calls", metric.WithDescription("Store calls."), metric.WithUnit("{call}"))
+	calls.Add(ctx, 3, metric.WithAttributes(attribute.String("op", "get"), attribute.String("lease", "job")))
+	jeopardy, _ := m.Int64UpDownCounter("tenure.jeopardy", metric.WithDescription("Held terms \"in\" jeopardy."), metric.WithUnit("{term}"))
+	jeopardy.Add(ctx, -1)
+	dur, _ := m.Float64Histogram("tenure.store.duration", metric.WithDescription("Duration."), metric.WithUnit("s"), metric.WithExplicitBucketBoundaries(0.01, 0.1))
+	dur.Record(ctx, 0.05)
+	dur.Record(ctx, 0.5)
+	var b strings.Builder
+	if err := collect(ctx, reader, &b); err != nil {
+		t.Fatal(err)
+	}
+	scope := `otel_scope_name="example/scope",otel_scope_schema_url="",otel_scope_version=""`
+	want := `# HELP tenure_jeopardy Held terms "in" jeopardy.
+# TYPE tenure_jeopardy gauge
+tenure_jeopardy{` + scope + `} -1
+# HELP tenure_store_calls_total Store calls.
+# TYPE tenure_store_calls_total counter
+tenure_store_calls_total{lease="job",op="get",` + scope + `} 3
+# HELP tenure_store_duration_seconds Duration.
+# TYPE tenure_store_duration_seconds histogram
+tenure_store_duration_seconds_bucket{` + scope + `,le="0.01"} 0
+tenure_store_duration_seconds_bucket{` + scope + `,le="0.1"} 1
+tenure_store_duration_seconds_bucket{` + scope + `,le="+Inf"} 2
+tenure_store_duration_seconds_sum{` + scope + `} 0.55
+tenure_store_duration_seconds_count{` + scope + `} 2
+`
+	if !strings.Contains(b.String(), "# TYPE target_info gauge\ntarget_info{service_name=\"svc\"} 1\n") {
+		t.Errorf("no target_info naming the service:\n%s", b.String())
+	}
+	if got := b.String(); !strings.HasSuffix(got, want) {
+		t.Errorf("got:\n%s\nwant it to end with the tenure families, sorted:\n%s", got, want)
+	}
+	for _, name := range []string{"go_goroutines ", "go_gc_duration_seconds_count ", "go_info{version=", "process_open_fds ", "process_resident_memory_bytes "} {
+		if !strings.Contains(b.String(), "\n"+name) {
+			t.Errorf("no %s", name)
+		}
+	}
 }

@@ -86,6 +86,7 @@ func supervisorMain(args []string) int {
 	// the main goroutine keeps its thread for the supervisor's life.
 	runtime.LockOSThread()
 	becomeSubreaper()
+	shedStartupPages() // it runs a small loop for as long as the command runs
 	caught := make(chan os.Signal, 32)
 	signal.Notify(caught, syscall.SIGCHLD, syscall.SIGINT, syscall.SIGTERM, syscall.SIGQUIT, syscall.SIGHUP,
 		syscall.SIGUSR1, syscall.SIGUSR2, syscall.SIGTSTP, syscall.SIGTTIN, syscall.SIGTTOU, syscall.SIGPIPE)
