@@ -4,8 +4,6 @@ import (
 	"context"
 	"fmt"
 	"runtime/debug"
-	"sync"
-	"time"
 
 	"github.com/tenure-go/tenure/election"
 )
@@ -97,88 +95,12 @@ func (p *CallbackPanic) Unwrap() error {
 	return err
 }
 
-// dispatcher runs callbacks one at a time, in order, on its own goroutine, so
-// that the loop that renews the lease never waits for one. After a callback
-// panicked it runs no more callbacks, only barriers.
-type dispatcher struct {
-	mu      sync.Mutex // guards the fields below
-	queue   []job
-	closed  bool
-	broken  bool          // a callback panicked
-	running string        // name of the callback running now, or ""
-	since   time.Time     // when it began
-	wake    chan struct{} // size 1: a push never blocks
-
-	clk      Clock
-	panicked func(*CallbackPanic)
-}
-
-type job struct {
-	name string // callback name; "" for a barrier
-	f    func()
-}
-
-func newDispatcher(clk Clock, panicked func(*CallbackPanic)) *dispatcher {
-	return &dispatcher{wake: make(chan struct{}, 1), clk: clk, panicked: panicked}
-}
-
-func (d *dispatcher) push(name string, f func()) {
-	d.mu.Lock()
-	d.queue = append(d.queue, job{name, f})
-	d.mu.Unlock()
-	signal(d.wake)
-}
-
+// signal wakes the goroutine waiting on ch, a channel of size 1, or
+// leaves it woken.
 func signal(ch chan struct{}) {
 	select {
 	case ch <- struct{}{}:
 	default:
-	}
-}
-
-// close lets run return once the queue is empty.
-func (d *dispatcher) close() {
-	d.mu.Lock()
-	d.closed = true
-	d.mu.Unlock()
-	signal(d.wake)
-}
-
-// busy returns the callback running now and since when, if any.
-func (d *dispatcher) busy() (string, time.Time) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	return d.running, d.since
-}
-
-func (d *dispatcher) run() {
-	for {
-		d.mu.Lock()
-		if len(d.queue) == 0 {
-			closed := d.closed
-			d.mu.Unlock()
-			if closed {
-				return
-			}
-			<-d.wake
-			continue
-		}
-		j := d.queue[0]
-		d.queue[0] = job{}
-		d.queue = d.queue[1:]
-		if j.name != "" && d.broken {
-			d.mu.Unlock()
-			continue
-		}
-		if j.name != "" {
-			d.running, d.since = j.name, d.clk.Now()
-		}
-		d.mu.Unlock()
-		ok := call(j.name, j.f, d.panicked)
-		d.mu.Lock()
-		d.running = ""
-		d.broken = d.broken || !ok
-		d.mu.Unlock()
 	}
 }
 
@@ -196,57 +118,4 @@ func call(name string, f func(), panicked func(*CallbackPanic)) (ok bool) {
 	}()
 	f()
 	return true
-}
-
-// notifier delivers OnLeaderChange on a goroutine of its own, so that a slow
-// one (it dials the new leader) never delays OnElected. Reports coalesce: a
-// change that arrives while one is being delivered replaces any still
-// waiting, so the callback always catches up with the latest leader.
-type notifier struct {
-	mu      sync.Mutex // guards the fields below
-	latest  Leader
-	pending bool
-	closed  bool
-	broken  bool
-	wake    chan struct{}
-
-	f        func(Leader)
-	panicked func(*CallbackPanic)
-}
-
-func (n *notifier) push(l Leader) {
-	n.mu.Lock()
-	n.latest, n.pending = l, true
-	n.mu.Unlock()
-	signal(n.wake)
-}
-
-func (n *notifier) close() {
-	n.mu.Lock()
-	n.closed = true
-	n.mu.Unlock()
-	signal(n.wake)
-}
-
-func (n *notifier) run() {
-	for {
-		n.mu.Lock()
-		if !n.pending || n.broken {
-			closed := n.closed
-			n.mu.Unlock()
-			if closed {
-				return
-			}
-			<-n.wake
-			continue
-		}
-		l := n.latest
-		n.pending = false
-		n.mu.Unlock()
-		if !call("OnLeaderChange", func() { n.f(l) }, n.panicked) {
-			n.mu.Lock()
-			n.broken = true
-			n.mu.Unlock()
-		}
-	}
 }

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"strconv"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -17,11 +16,8 @@ import (
 	"github.com/tenure-go/tenure/fencing"
 	"github.com/tenure-go/tenure/internal/driver"
 	"github.com/tenure-go/tenure/internal/engine"
-	"github.com/tenure-go/tenure/internal/fencekey"
 	"github.com/tenure-go/tenure/internal/host"
-	"github.com/tenure-go/tenure/internal/lockcore"
 	"github.com/tenure-go/tenure/internal/seam"
-	"github.com/tenure-go/tenure/lease"
 )
 
 var (
@@ -44,12 +40,10 @@ type Candidate struct {
 	cfg     Config // validated
 	started atomic.Bool
 
-	mu     sync.Mutex // guards status
-	status Status
-
 	obs   seam.Observer // the simulator's, or nil
 	ready chan struct{} // closed once Run has made rn
 	rn    *runner
+	glue  atomic.Pointer[engine.Candidate] // rn's, for Status
 
 	ms       *metrics
 	meter    metric.Meter
@@ -156,9 +150,11 @@ func (c *Candidate) ID() string { return c.cfg.ID }
 // Status returns what the candidate knows now. It is safe to call at any time
 // from any goroutine.
 func (c *Candidate) Status() Status {
-	c.mu.Lock()
-	s := c.status
-	c.mu.Unlock()
+	var s Status
+	if g := c.glue.Load(); g != nil {
+		e := g.Status()
+		s = Status{Leader: e.Leader, Leading: e.Leading, Token: e.Token, Deadline: e.Deadline, Err: e.Err, Standby: e.Standby, Jeopardy: e.Jeopardy}
+	}
 	s.LastAnswer = c.answered.get()
 	s.Leading = s.Leading && c.cfg.Clock.Now().Before(s.Deadline)
 	if !s.Leading {
@@ -201,7 +197,7 @@ func (c *Candidate) Run(ctx context.Context) error {
 		return fmt.Errorf("tenure: metrics: %w", err)
 	}
 	defer func() { _ = reg.Unregister() }()
-	r := &runner{c: c, runCtx: ctx}
+	r := &runner{c: c, runCtx: ctx, dispWake: make(chan struct{}, 1), notifyWake: make(chan struct{}, 1)}
 	r.h = host.New(host.Config{
 		Clock: c.cfg.Clock, Store: c.cfg.Store,
 		Context: context.WithoutCancel(ctx), // ctx's values reach the store; the release outlives ctx
@@ -211,15 +207,11 @@ func (c *Candidate) Run(ctx context.Context) error {
 		},
 		After: r.after,
 	})
-	panicked := func(p *CallbackPanic) { r.h.Do(func() { r.crash(p) }) }
-	r.disp = newDispatcher(c.cfg.Clock, panicked)
-	if f := c.cfg.Callbacks.OnLeaderChange; f != nil {
-		r.notify = &notifier{wake: make(chan struct{}, 1), f: f, panicked: panicked}
-	}
 	if err := r.newRun(m); err != nil {
 		return err
 	}
 	c.rn = r
+	c.glue.Store(r.g)
 	close(c.ready)
 	c.loopAt.Store(c.cfg.Clock.Now().UnixNano())
 	c.running.Store(true)
@@ -249,56 +241,43 @@ func (c *Candidate) observeGauges() (metric.Registration, error) {
 	}, leader, token, term)
 }
 
-// runner carries out one Run: a host (internal/host) with the run's
-// entries (engine.Run: the lease's, and the standby's), on the goroutine
-// that called Run; callbacks run on the dispatcher's goroutine. It is the
-// run's engine.RunEffects.
+// runner carries out one Run: a host (internal/host) running the run's
+// glue (engine.Candidate: the lease's entry and the standby's, the terms'
+// contexts, the callbacks' queues, the wake-ups), on the goroutine that
+// called Run. It is the glue's shell: the callbacks run on a goroutine of
+// their own, OnLeaderChange on another, and wake-ups and notices go out
+// over the network.
 type runner struct {
 	c       *Candidate
 	h       *host.Host
-	run     *engine.Run
+	g       *engine.Candidate
+	run     *engine.Run    // g's
 	d       *driver.Driver // run's
-	disp    *dispatcher
-	notify  *notifier // nil without OnLeaderChange
 	runCtx  context.Context
 	crashed *CallbackPanic // the first callback that panicked
 
-	term Term
-	tctx *termContext // nil outside a term
-
-	woken   chan struct{} // closed once the lease is given back: wake the standby; nil if none waits
-	warnAt  time.Time     // next warning about a wedged OnElected
-	errAt   time.Time     // when the current store error was last logged
-	lastErr string
-	outage  time.Time  // when the store errors began; zero: it answers
-	flood   floodGuard // repeated warnings counted, not repeated
-
-	anomalyAt   time.Time // when lastAnomaly was last logged
-	lastAnomaly string
+	dispWake, notifyWake chan struct{} // size 1: a job queued, or the queue closed
 
 	conn    seam.WakeConn // the wake-up listener; nil without one
 	notices *sender       // renewal notices, one queued at most
-
-	feedLive atomic.Bool        // the store's change feed tells of the lease's writes
-	feedWake lockcore.WakeLimit // the loop's: releases the feed tells of (feedReleased)
 }
 
 func (r *runner) loop(ctx context.Context) error {
 	cfg := &r.c.cfg
-	r.h.Go(r.disp.run)
-	if r.notify != nil {
-		r.h.Go(r.notify.run)
+	r.h.Go(r.callbacks)
+	if cfg.Callbacks.OnLeaderChange != nil {
+		r.h.Go(r.leaderChanges)
 	}
 	stopFeed := r.startFeed()
 	defer func() {
 		stopFeed()
-		if r.tctx != nil { // not reached: Stop ends the term
-			r.tctx.cancel(errStopped)
+		if tc := r.g.Term(); tc != nil { // not reached: Stop ends the term
+			tc.Cancel(errStopped)
 		}
-		r.disp.close()
-		if r.notify != nil {
-			r.notify.close()
-		}
+		r.g.Dispatch.Close()
+		signal(r.dispWake)
+		r.g.Notify.Close()
+		signal(r.notifyWake)
 		if r.conn != nil {
 			_ = r.conn.Close()
 		}
@@ -310,7 +289,7 @@ func (r *runner) loop(ctx context.Context) error {
 	if err := r.run.Err(); err != nil {
 		return err
 	}
-	r.run.Finish()
+	r.g.Exit()
 	if r.crashed != nil {
 		panic(r.crashed)
 	}
@@ -327,10 +306,8 @@ func (r *runner) loop(ctx context.Context) error {
 
 // after runs on the loop after each event.
 func (r *runner) after() {
-	r.c.loopAt.Store(r.Now().UnixNano())
-	over := r.run.After()
-	r.checkWedged()
-	if over {
+	r.c.loopAt.Store(r.c.cfg.Clock.Now().UnixNano())
+	if r.g.After() {
 		r.h.Exit()
 	}
 }
@@ -346,312 +323,101 @@ func (r *runner) crash(p *CallbackPanic) {
 	r.stop()
 }
 
+func (r *runner) panicked(p *CallbackPanic) { r.h.Do(func() { r.crash(p) }) }
+
 var errStopped = errors.New("tenure: Run ended")
 
 // stop ends the run: the term, then the release; and the standby campaign.
 func (r *runner) stop() { r.run.Stop() }
 
-// PlanWake reads the standby's record now, to send its holder a wake-up
-// once the lease given back is confirmed (WakeNow).
-func (r *runner) PlanWake() {
-	r.woken = make(chan struct{})
-	r.wakeStandby(r.woken)
-}
-
-// WakeNow sends the planned wake-up: the lease was given back.
-func (r *runner) WakeNow() {
-	if r.woken != nil {
-		close(r.woken)
-		r.woken = nil
-	}
-}
-
-// The engine.RunEffects of a Candidate.
-
-func (r *runner) Now() time.Time { return r.c.cfg.Clock.Now() }
-
-// Barrier queues a barrier on the dispatcher, which passes it to the loop.
-func (r *runner) Barrier(b driver.Barrier) {
-	r.disp.push("", func() { r.h.Do(func() { r.d.Reached(b) }) })
-}
-
-func (r *runner) Elected(t election.Term) {
-	cfg := &r.c.cfg
-	term := Term{Lease: cfg.Lease, Holder: cfg.ID, Token: t.Token, Deadline: t.Deadline, Payload: cfg.Payload}
-	tc := newTermContext(r.runCtx, term, cfg.Clock)
-	r.term, r.tctx = term, tc
-	if now := cfg.Clock.Now(); t.Deadline.Sub(now) < cfg.OpTimeout {
-		// Confirmed late, it begins in jeopardy: say so before OnElected
-		// runs and can ask (the driver's Publish after this step says it
-		// again, unchanged).
-		since := followJeopardy(tc, now, driver.Snapshot{Leading: true, Term: t, Short: true}, r.c.ms, r.log)
-		r.c.mu.Lock()
-		r.c.status.Jeopardy = since
-		r.c.mu.Unlock()
-	}
-	r.log(slog.LevelInfo, "elected", "token", term.Token)
-	r.c.ms.elected()
-	if o := r.c.obs; o != nil {
-		o.Elected(uint64(t.Token))
-	}
-	if f := cfg.Callbacks.OnElected; f != nil {
-		r.disp.push("OnElected", func() { f(tc, term) })
-	}
-}
-
-func (r *runner) Demoted(_ election.Term, why election.Reason) {
-	cfg := &r.c.cfg
-	term, reason := r.term, DemotionReason(why)
-	followJeopardy(r.tctx, cfg.Clock.Now(), driver.Snapshot{}, r.c.ms, r.log) // over with the term
-	r.tctx.announce()
-	r.tctx.cancel(&TermEndedError{Lease: cfg.Lease, Token: term.Token, Reason: reason}) // before OnDemoted is even queued
-	r.tctx = nil
-	r.log(slog.LevelInfo, "demoted", "token", term.Token, "reason", reason.String())
-	r.c.ms.demoted(reason)
-	if o := r.c.obs; o != nil {
-		o.Demoted(uint64(term.Token), reason.String())
-	}
-	if f := cfg.Callbacks.OnDemoted; f != nil {
-		r.disp.push("OnDemoted", func() { f(term, reason) })
-	}
-	r.warnAt = r.Now().Add(cfg.Margin)
-}
-
-func (r *runner) LeaderChanged(l election.Leader) {
-	r.log(slog.LevelDebug, "leader changed", "leader", l.Holder, "token", l.Token)
-	if r.notify != nil {
-		r.notify.push(l)
-	}
-}
-
-// Anomaly logs a lost or foreign record, or a duplicate ID, once and then
-// once a minute (or a lease) while the same one persists: a duplicate ID
-// is seen at every poll.
-func (r *runner) Anomaly(err error) {
-	r.c.ms.anomaly()
-	now := r.Now()
-	if msg := err.Error(); msg != r.lastAnomaly || !now.Before(r.anomalyAt.Add(max(time.Minute, r.c.cfg.LeaseDuration))) {
-		r.lastAnomaly, r.anomalyAt = msg, now
-		r.log(slog.LevelError, "lease anomaly", "err", err)
-	}
-}
-
-// Publish updates the snapshot Status reads, and the deadline the term's
-// context checks.
-func (r *runner) Publish(snap driver.Snapshot, standby bool) {
-	s := Status{
-		Leader:  snap.Leader,
-		Err:     snap.Err,
-		Standby: standby,
-	}
-	if snap.Leading {
-		s.Leading, s.Token, s.Deadline = true, snap.Term.Token, snap.Term.Deadline
-	}
-	if r.tctx != nil {
-		s.Jeopardy = followJeopardy(r.tctx, r.c.cfg.Clock.Now(), snap, r.c.ms, r.log)
-	}
-	r.c.mu.Lock()
-	r.c.status = s
-	r.c.mu.Unlock()
-	if r.tctx != nil {
-		r.tctx.announce()
-	}
-	r.logErr(s.Err)
-}
-
-// Hot says whether this candidate is the standby, outside the driver's
-// step.
-func (r *runner) Hot(hot bool) {
-	r.c.mu.Lock()
-	r.c.status.Standby = hot
-	r.c.mu.Unlock()
-}
-
-// HandOver logs a hand-over to a standby of higher priority.
-func (r *runner) HandOver(holder string, priority int) {
-	if o := r.c.obs; o != nil {
-		o.HandOver()
-	}
-	r.log(slog.LevelInfo, "handing the lease over to a candidate of higher priority", "standby", holder, "priority", priority, "ours", r.c.cfg.Priority)
-}
-
-// Log logs for the run's entries.
-func (r *runner) Log(level slog.Level, msg string, args ...any) { r.log(level, msg, args...) }
-
-// checkWedged warns while OnElected of an ended term keeps running: the
-// candidate does not campaign meanwhile, so nobody here does the leader's
-// work. The first warning comes Margin after the term ended, then one every
-// LeaseDuration.
-func (r *runner) checkWedged() {
-	ended, held := r.d.Held()
-	if !held {
-		return
-	}
-	name, since := r.disp.busy()
-	if name != "OnElected" {
-		return
-	}
-	cfg := &r.c.cfg
-	now := r.Now()
-	if now.Before(r.warnAt) {
-		return
-	}
-	r.warnAt = now.Add(cfg.LeaseDuration)
-	r.log(slog.LevelWarn, "OnElected still running after its term ended; not campaigning until it returns",
-		"token", r.term.Token, "running", now.Sub(since).String(), "ended", now.Sub(ended).String())
-}
-
-// logErr logs a store error when it first appears and, while it persists,
-// again once a minute (or once a lease, if longer): a permanent error at
-// error level, others as warnings.
-func (r *runner) logErr(err error) {
-	now := r.Now()
-	if err == nil {
-		if !r.outage.IsZero() {
-			r.log(slog.LevelWarn, "store answers again", "after", now.Sub(r.outage).Round(time.Millisecond).String())
+// callbacks runs OnElected and OnDemoted as the glue queues them, one at
+// a time, so that the loop that renews the lease never waits for one; and
+// passes the barriers back to the loop.
+func (r *runner) callbacks() {
+	q, cb := &r.g.Dispatch, &r.c.cfg.Callbacks
+	for {
+		j, ok := q.Next(r.c.cfg.Clock.Now())
+		if !ok {
+			if q.Finished() {
+				return
+			}
+			<-r.dispWake
+			continue
 		}
-		r.lastErr, r.outage = "", time.Time{}
-		return
-	}
-	if errors.As(err, new(*election.DuplicateIDError)) {
-		return // Anomaly logs it
-	}
-	if r.outage.IsZero() {
-		r.outage = now
-	}
-	cfg := &r.c.cfg
-	if msg := err.Error(); msg != r.lastErr || !now.Before(r.errAt.Add(max(time.Minute, cfg.LeaseDuration))) {
-		r.lastErr, r.errAt = msg, now
-		level := slog.LevelWarn
-		if errors.Is(err, lease.ErrPermanent) {
-			level = slog.LevelError
+		ok = true
+		switch j.Kind {
+		case engine.JobElected:
+			ok = call(j.Name(), func() { cb.OnElected(j.Ctx, j.Term) }, r.panicked)
+		case engine.JobDemoted:
+			ok = call(j.Name(), func() { cb.OnDemoted(j.Term, j.Reason) }, r.panicked)
+		case engine.JobBarrier:
+			r.h.Do(func() { r.d.Reached(j.Barrier) })
 		}
-		r.log(level, "store error", "err", err)
+		q.Done(!ok)
 	}
 }
 
+// leaderChanges runs OnLeaderChange on a goroutine of its own, so that a
+// slow one (it dials the new leader) never delays OnElected.
+func (r *runner) leaderChanges() {
+	q, f := &r.g.Notify, r.c.cfg.Callbacks.OnLeaderChange
+	for {
+		l, ok := q.Next()
+		if !ok {
+			if q.Finished() {
+				return
+			}
+			<-r.notifyWake
+			continue
+		}
+		q.Done(!call("OnLeaderChange", func() { f(l) }, r.panicked))
+	}
+}
+
+// The engine.CandidateShell of a Run.
+
+func (r *runner) Dispatched() { signal(r.dispWake) }
+func (r *runner) Notified()   { signal(r.notifyWake) }
+
+func (r *runner) Published(driver.Snapshot, bool) {}
+func (r *runner) Hot(bool)                        {}
+
+// ReadStandby reads the standby's record on a goroutine of its own, for a
+// wake-up once the lease given back is confirmed.
+func (r *runner) ReadStandby(p *engine.WakePlan) {
+	cfg := &r.c.cfg
+	r.h.Go(func() {
+		// Not cancelled with the run: the release may well be confirmed
+		// before this read is answered, and Run waits for it (OpTimeout).
+		ctx, cancel := context.WithTimeout(seam.WakeRead(context.WithoutCancel(r.runCtx)), cfg.OpTimeout)
+		rec, _, err := cfg.Store.Get(ctx, cfg.Lease+election.StandbySuffix)
+		cancel()
+		p.Read(rec, err)
+	})
+}
+
+// SendWake sends the standby a wake-up: a datagram, which never waits.
+func (r *runner) SendWake(addr string) {
+	if err := wakeNet(r.c.cfg.Store).Send(addr, []byte(wakeMsg(r.c.cfg.Lease))); err != nil {
+		r.log(slog.LevelDebug, "wake-up not sent", "addr", addr, "err", err)
+		return
+	}
+	r.log(slog.LevelDebug, "woke the standby", "addr", addr)
+}
+
+// SendNotice queues a renewal notice to addr, dropping it if the one
+// before is still on its way: the loop never waits on the network.
+func (r *runner) SendNotice(addr string) {
+	if r.notices != nil {
+		r.notices.send(addr, noticeMsg(r.c.cfg.Lease))
+	}
+}
+
+// log logs as the glue does, with the lease and the candidate's ID.
 func (r *runner) log(level slog.Level, msg string, args ...any) {
-	if l := r.c.cfg.Logger; l != nil {
-		r.flood.log(l, r.c.cfg.Clock.Now(), level, msg, append([]any{"lease", r.c.cfg.Lease, "id", r.c.cfg.ID}, args...)...)
+	if r.g != nil {
+		r.g.Log(level, msg, args...)
+	} else if l := r.c.cfg.Logger; l != nil {
+		l.Log(context.Background(), level, msg, append([]any{"lease", r.c.cfg.Lease, "id", r.c.cfg.ID}, args...)...)
 	}
-}
-
-// termContext is the context of one term. Besides the cancellation the loop
-// sends, its Done and Err check the clock against the term's deadline, so
-// that a process resumed from a pause sees its term over at once, before the
-// loop goroutine has run; fencing.Err sees the same through contexts
-// derived from it.
-type termContext struct {
-	context.Context
-	cancel context.CancelCauseFunc
-	clk    Clock
-	fence  fencing.Fence
-
-	mu       sync.Mutex // guards what follows
-	deadline time.Time
-	jp       *termJeopardy // nil until a renewal fails or JeopardyOf asks: held locks are many
-}
-
-// termJeopardy is a term's jeopardy, and those waiting on its change.
-type termJeopardy struct {
-	j       driver.Jeopardy
-	changed chan struct{} // closed at j's next change (JeopardyOf); nil until asked for
-	told    time.Time     // j's Since when changed was made
-}
-
-// jeopardy returns the term's jeopardy, made on first use from the
-// deadline of the last confirmed renewal; t.mu is held.
-func (t *termContext) jeopardy(now time.Time) *termJeopardy {
-	if t.jp == nil {
-		t.jp = new(termJeopardy)
-		t.jp.j.Update(now, driver.Snapshot{Leading: true, Term: election.Term{Deadline: t.deadline}})
-	}
-	return t.jp
-}
-
-func newTermContext(parent context.Context, term Term, clk Clock) *termContext {
-	t := new(termContext)
-	t.init(parent, term, clk)
-	return t
-}
-
-// init makes t the context of term, as newTermContext does, in place: a
-// Lock holds its term's context in itself.
-func (t *termContext) init(parent context.Context, term Term, clk Clock) {
-	*t = termContext{clk: clk, deadline: term.Deadline, fence: term.Fence()}
-	t.Context, t.cancel = context.WithCancelCause(parent)
-}
-
-// Value answers fencing's keys itself (fencing.NewContext and WithTerm,
-// without a context each): the term's fence, and its end as the clock says;
-// and JeopardyOf's, the term itself.
-func (t *termContext) Value(key any) any {
-	switch key.(type) {
-	case fencekey.Fence:
-		return t.fence
-	case fencekey.Term:
-		return t.ended
-	case jeopardyKey:
-		return t
-	case seam.TermCancelled:
-		return func() bool { return t.Context.Err() != nil }
-	}
-	return t.Context.Value(key)
-}
-
-// publish takes what a step of the term's Machine published at now: the
-// deadline moves with a confirmed renewal, and the term goes into jeopardy
-// or out of it. It returns whether the jeopardy changed, and since when
-// the renewals have been failing (zero: they have not). Those waiting on
-// JeopardyOf learn of a change at announce, once the Status says it too.
-func (t *termContext) publish(now time.Time, s driver.Snapshot) (changed bool, since time.Time) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if t.jp == nil && (!s.Leading || s.Err == nil && !s.Short) {
-		if s.Leading {
-			t.deadline = s.Term.Deadline
-		}
-		return false, time.Time{} // safe, as it was
-	}
-	jp := t.jeopardy(now)
-	if s.Leading {
-		t.deadline = s.Term.Deadline
-	}
-	return jp.j.Update(now, s), jp.j.Since()
-}
-
-// announce wakes those waiting on JeopardyOf, if the jeopardy changed
-// since they asked.
-func (t *termContext) announce() {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if jp := t.jp; jp != nil && jp.changed != nil && jp.j.Since() != jp.told {
-		close(jp.changed)
-		jp.changed = nil
-	}
-}
-
-// current returns the term's deadline as of the latest renewal.
-func (t *termContext) current() time.Time {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return t.deadline
-}
-
-// ended cancels the context if the deadline has passed, and returns its
-// error.
-func (t *termContext) ended() error {
-	if !t.clk.Now().Before(t.current()) {
-		t.cancel(errDeadline)
-	}
-	return t.Context.Err()
-}
-
-var errDeadline = errors.New("tenure: the term's deadline passed")
-
-func (t *termContext) Err() error { return t.ended() }
-
-func (t *termContext) Done() <-chan struct{} {
-	t.ended()
-	return t.Context.Done()
 }

@@ -127,7 +127,7 @@ type Group struct {
 	reg      metric.Registration
 	held     atomic.Int64
 	answered lastAnswer
-	flood    floodGuard // repeated warnings counted, not repeated
+	flood    engine.FloodGuard // repeated warnings counted, not repeated
 	started  atomic.Bool
 	running  atomic.Bool
 
@@ -153,7 +153,7 @@ type groupEntry struct {
 
 // shardTerm is one term of a shard: its context, and why it ended.
 type shardTerm struct {
-	ctx     termContext
+	ctx     engine.TermContext
 	s       Shard
 	reason  DemotionReason // set before revoked is closed
 	revoked chan struct{}  // closed by the loop once the term ended
@@ -399,7 +399,7 @@ func (g *Group) serveWake(conn seam.WakeConn, addr string) {
 
 func (g *Group) log(level slog.Level, msg string, args ...any) {
 	if lg := g.cfg.Logger; lg != nil {
-		g.flood.log(lg, g.cfg.Clock.Now(), level, msg, append([]any{"id", g.cfg.ID, "group", g.cfg.Name}, args...)...)
+		g.flood.Log(lg, g.cfg.Clock.Now(), level, msg, append([]any{"id", g.cfg.ID, "group", g.cfg.Name}, args...)...)
 	}
 }
 
@@ -409,7 +409,7 @@ func (e *groupEntry) Now() time.Time { return e.g.cfg.Clock.Now() }
 
 func (e *groupEntry) Log(level slog.Level, msg string, args ...any) {
 	if level >= slog.LevelError {
-		e.g.ms.anomaly()
+		e.g.ms.Anomaly()
 	}
 	e.g.log(level, msg, args...)
 }
@@ -417,10 +417,10 @@ func (e *groupEntry) Log(level slog.Level, msg string, args ...any) {
 func (e *groupEntry) Assigned(shard int, t election.Term) {
 	g := e.g
 	st := &shardTerm{s: Shard{Group: g.cfg.Name, ID: shard, Term: Term{Lease: groupcore.ShardName(g.cfg.Name, shard), Holder: g.cfg.ID, Token: t.Token, Deadline: t.Deadline}}, revoked: make(chan struct{})}
-	st.ctx.init(context.Background(), Term{Lease: st.s.Lease, Holder: g.cfg.ID, Token: st.s.Token, Deadline: t.Deadline}, g.cfg.Clock)
+	st.ctx.Init(context.Background(), Term{Lease: st.s.Lease, Holder: g.cfg.ID, Token: st.s.Token, Deadline: t.Deadline}, g.cfg.Clock)
 	e.terms[shard] = st
 	g.held.Add(1)
-	g.ms.elected()
+	g.ms.Elected()
 	g.log(slog.LevelInfo, "shard assigned", "shard", shard, "token", st.s.Token)
 	g.h.Go(func() { g.runTerm(st) })
 }
@@ -454,8 +454,8 @@ func (g *Group) panic(p *CallbackPanic) {
 
 func (e *groupEntry) Publish(shard int, s driver.Snapshot) {
 	if st := e.terms[shard]; st != nil {
-		followJeopardy(&st.ctx, e.g.cfg.Clock.Now(), s, e.g.ms, e.g.log, "shard", shard)
-		st.ctx.announce()
+		engine.FollowJeopardy(&st.ctx, e.g.cfg.Clock.Now(), s, e.g.ms, e.g.log, "shard", shard)
+		st.ctx.Announce()
 	}
 }
 
@@ -468,10 +468,10 @@ func (e *groupEntry) Revoked(shard int, t election.Term, r election.Reason) {
 	g.held.Add(-1)
 	st.reason = DemotionReason(r)
 	close(st.revoked)
-	g.ms.demoted(st.reason)
-	followJeopardy(&st.ctx, g.cfg.Clock.Now(), driver.Snapshot{}, g.ms, g.log, "shard", shard) // over with the term
-	st.ctx.announce()
-	st.ctx.cancel(&TermEndedError{Lease: st.s.Lease, Token: st.s.Token, Reason: st.reason})
+	g.ms.Demoted(st.reason)
+	engine.FollowJeopardy(&st.ctx, g.cfg.Clock.Now(), driver.Snapshot{}, g.ms, g.log, "shard", shard) // over with the term
+	st.ctx.Announce()
+	st.ctx.Cancel(&TermEndedError{Lease: st.s.Lease, Token: st.s.Token, Reason: st.reason})
 	level := slog.LevelInfo
 	if r != election.ReasonShutDown && r != election.ReasonHandedOver {
 		level = slog.LevelWarn

@@ -90,7 +90,7 @@ func (f *lockerFx) Now() time.Time { return f.cfg.Clock.Now() }
 
 func (f *lockerFx) Log(level slog.Level, msg string, args ...any) {
 	if level >= slog.LevelError {
-		f.ms.anomaly()
+		f.ms.Anomaly()
 	}
 	f.l().log(level, msg, args...)
 }
@@ -101,10 +101,10 @@ func (f *lockerFx) Granted(e *engine.Entry, name string, t election.Term) {
 	c := callOf(e)
 	t.Lease, t.Holder, t.Payload = name, f.cfg.ID, e.Config().Payload
 	c.held = &Lock{e: e, l: f.l()}
-	c.held.ctx.init(context.Background(), t, f.cfg.Clock)
+	c.held.ctx.Init(context.Background(), t, f.cfg.Clock)
 	c.counted = true
 	f.held.Add(1)
-	f.ms.elected()
+	f.ms.Elected()
 	c.answer(takeResult{lock: c.held})
 	f.l().log(slog.LevelDebug, "locked", "lock", e.Name(), "token", t.Token)
 }
@@ -134,19 +134,19 @@ func (c *lockCall) answer(r takeResult) {
 
 func (f *lockerFx) Published(e *engine.Entry, s driver.Snapshot) {
 	if h := callOf(e).held; h != nil {
-		followJeopardy(&h.ctx, f.cfg.Clock.Now(), s, f.ms, f.l().log, "lock", e.Name())
-		h.ctx.announce()
+		engine.FollowJeopardy(&h.ctx, f.cfg.Clock.Now(), s, f.ms, f.l().log, "lock", e.Name())
+		h.ctx.Announce()
 	}
 }
 
 func (f *lockerFx) Ended(e *engine.Entry, t election.Term, r election.Reason) {
 	c := callOf(e)
 	f.uncount(c)
-	f.ms.demoted(r)
+	f.ms.Demoted(r)
 	if h := c.held; h != nil {
-		followJeopardy(&h.ctx, f.cfg.Clock.Now(), driver.Snapshot{}, f.ms, f.l().log, "lock", e.Name()) // over with the term
-		h.ctx.announce()
-		h.ctx.cancel(fmt.Errorf("tenure: lock %q (token %d) ended: %s", e.Name(), t.Token, r))
+		engine.FollowJeopardy(&h.ctx, f.cfg.Clock.Now(), driver.Snapshot{}, f.ms, f.l().log, "lock", e.Name()) // over with the term
+		h.ctx.Announce()
+		h.ctx.Cancel(fmt.Errorf("tenure: lock %q (token %d) ended: %s", e.Name(), t.Token, r))
 	}
 	if r != election.ReasonShutDown {
 		f.l().log(slog.LevelWarn, "lock lost", "lock", e.Name(), "token", t.Token, "reason", r.String())
@@ -179,7 +179,7 @@ func (f *lockerFx) Retired(e *engine.Entry) {
 	}
 	delete(f.unlocks, e)
 	if c.held != nil {
-		c.held.ctx.cancel(errUnlocked)
+		c.held.ctx.Cancel(errUnlocked)
 	}
 	f.lk.Fail(e, ErrClosed) // a call still waiting: the Locker is closing
 	f.l().checkDrained()

@@ -159,7 +159,7 @@ type Locker struct {
 	sent     chan struct{} // closed once wakes has sent what was queued at Close
 
 	closeOnce sync.Once
-	flood     floodGuard // repeated warnings counted, not repeated
+	flood     engine.FloodGuard // repeated warnings counted, not repeated
 
 	ms       *metrics
 	reg      metric.Registration
@@ -293,7 +293,7 @@ func (l *Locker) ID() string { return l.cfg.ID }
 
 // Lock is a held lock.
 type Lock struct {
-	ctx termContext // its fence names the lock and holds its token
+	ctx engine.TermContext // its fence names the lock and holds its token
 	e   *engine.Entry
 	l   *Locker
 }
@@ -303,7 +303,7 @@ func (h *Lock) Name() string { return h.e.Name() }
 
 // Token returns the lock's fencing token: above every earlier holder's
 // (of the same slot, with Slots).
-func (h *Lock) Token() fencing.Token { return h.ctx.fence.Token }
+func (h *Lock) Token() fencing.Token { return h.ctx.Fence().Token }
 
 // Slot returns which slot of its semaphore the lock holds (Slots), from 0
 // to n-1; 0 for a lock without Slots.
@@ -317,7 +317,7 @@ func (h *Lock) Context() context.Context { return &h.ctx }
 // Deadline returns the local instant at which the lock's term ends unless
 // renewed, as of its latest confirmed renewal; its context is done from
 // then on. A program that needs time to wind down starts before it.
-func (h *Lock) Deadline() time.Time { return h.ctx.current() }
+func (h *Lock) Deadline() time.Time { return h.ctx.Current() }
 
 // TryLock takes the lock if nobody holds it, and otherwise returns at once
 // an error wrapping ErrLocked (a *LockedError naming the holder). It waits
@@ -498,7 +498,7 @@ func (l *Locker) checkDrained() {
 
 func (l *Locker) log(level slog.Level, msg string, args ...any) {
 	if lg := l.cfg.Logger; lg != nil {
-		l.flood.log(lg, l.cfg.Clock.Now(), level, msg, append([]any{"id", l.cfg.ID}, args...)...)
+		l.flood.Log(lg, l.cfg.Clock.Now(), level, msg, append([]any{"id", l.cfg.ID}, args...)...)
 	}
 }
 

@@ -101,12 +101,12 @@ func opName(k election.OpKind) string {
 	return "get"
 }
 
-func (ms *metrics) elected() { ms.terms.Add(context.Background(), 1, ms.opts) }
+func (ms *metrics) Elected() { ms.terms.Add(context.Background(), 1, ms.opts) }
 
-func (ms *metrics) demoted(r DemotionReason) {
+func (ms *metrics) Demoted(r DemotionReason) {
 	ms.demotions.Add(context.Background(), 1, metric.WithAttributes(ms.base, attribute.String("reason", r.String())))
 }
 
-func (ms *metrics) jeopardized(delta int64) { ms.jeopardy.Add(context.Background(), delta, ms.opts) }
+func (ms *metrics) Jeopardized(delta int64) { ms.jeopardy.Add(context.Background(), delta, ms.opts) }
 
-func (ms *metrics) anomaly() { ms.anomalies.Add(context.Background(), 1, ms.opts) }
+func (ms *metrics) Anomaly() { ms.anomalies.Add(context.Background(), 1, ms.opts) }

@@ -1,13 +1,12 @@
 package tenure
 
 import (
-	"context"
 	"log/slog"
 
 	"github.com/tenure-go/tenure/election"
+	"github.com/tenure-go/tenure/fencing"
 	"github.com/tenure-go/tenure/internal/driver"
 	"github.com/tenure-go/tenure/internal/engine"
-	"github.com/tenure-go/tenure/internal/seam"
 	"github.com/tenure-go/tenure/internal/standby"
 	"github.com/tenure-go/tenure/lease"
 )
@@ -42,7 +41,15 @@ func (r *runner) newRun(m driver.Machine) error {
 		sc := cfg.standbyConfig()
 		rc.StandbyConfig = &sc
 	}
-	r.run = engine.NewRun(r.h.Core, r, m, rc)
+	r.g = engine.NewCandidate(r.h.Core, m, engine.CandidateConfig{
+		Run: rc, Payload: cfg.Payload, LeaseDuration: cfg.LeaseDuration, OpTimeout: cfg.OpTimeout, Margin: cfg.Margin,
+		Parent: r.runCtx, Clock: cfg.Clock, Logger: cfg.Logger, Meter: r.c.ms, Observer: r.c.obs,
+		Ended: func(lease string, token fencing.Token, reason election.Reason) error {
+			return &TermEndedError{Lease: lease, Token: token, Reason: reason}
+		},
+		OnElected: cfg.Callbacks.OnElected != nil, OnDemoted: cfg.Callbacks.OnDemoted != nil, OnLeaderChange: cfg.Callbacks.OnLeaderChange != nil,
+	}, r)
+	r.run = r.g.Run()
 	r.d = r.run.Driver()
 	return nil
 }
@@ -87,9 +94,9 @@ func (r *runner) listen() {
 		var f func()
 		switch string(buf[:n]) {
 		case wake:
-			f = r.wake
+			f = func() { r.g.Woken() }
 		case notice:
-			f = r.noticed(lease.NoVersion) // a notice does not say which
+			f = func() { r.g.Noticed(lease.NoVersion) } // a notice does not say which
 		default:
 			continue
 		}
@@ -97,70 +104,4 @@ func (r *runner) listen() {
 			return // the run is over
 		}
 	}
-}
-
-// noticed returns what takes a renewal notice of version v (NoVersion:
-// unknown): the Machine rate-limits it.
-func (r *runner) noticed(v lease.Version) func() { return func() { r.run.Noticed(v) } }
-
-// wake takes a wake-up: read the lease now, within the rate limit.
-func (r *runner) wake() {
-	if !r.readWoken() {
-		r.log(slog.LevelDebug, "wake-up dropped: over the rate limit")
-	}
-}
-
-// readWoken reads the lease now for a wake-up, and reports whether it did:
-// not over the rate limit, nor without a standby campaign.
-func (r *runner) readWoken() bool {
-	if !r.run.Woken() {
-		return false
-	}
-	if o := r.c.obs; o != nil {
-		o.Woken()
-	}
-	r.log(slog.LevelDebug, "woken: reading the lease")
-	return true
-}
-
-// Notice queues a renewal notice to addr, dropping it if the one before
-// is still on its way: the loop never waits on the network. Where the
-// store's change feed tells of each renewal, it sends none.
-func (r *runner) Notice(addr string) {
-	if r.notices != nil && !r.feedNotices() {
-		r.notices.send(addr, noticeMsg(r.c.cfg.Lease))
-	}
-}
-
-// wakeStandby reads the standby's record now, and sends its holder a
-// wake-up once released is closed: once the lease given back is
-// confirmed. It gives up if the run ends first without that.
-func (r *runner) wakeStandby(released <-chan struct{}) {
-	cfg := &r.c.cfg
-	r.h.Go(func() {
-		// Not cancelled with the run: the release may well be confirmed
-		// before this read is answered, and Run waits for it (OpTimeout).
-		ctx, cancel := context.WithTimeout(seam.WakeRead(context.WithoutCancel(r.runCtx)), cfg.OpTimeout)
-		rec, _, err := cfg.Store.Get(ctx, cfg.Lease+election.StandbySuffix)
-		cancel()
-		addr, _ := standby.Parse(rec.Payload)
-		if err != nil || rec.Released || rec.Holder == cfg.ID || addr == "" {
-			r.log(slog.LevelDebug, "no standby to wake", "holder", rec.Holder, "released", rec.Released, "err", err)
-			return
-		}
-		select {
-		case <-released:
-		case <-r.h.Quit():
-			select {
-			case <-released:
-			default:
-				return
-			}
-		}
-		if err := wakeNet(cfg.Store).Send(addr, []byte(wakeMsg(cfg.Lease))); err != nil {
-			r.log(slog.LevelDebug, "wake-up not sent", "standby", rec.Holder, "err", err)
-			return
-		}
-		r.log(slog.LevelDebug, "woke the standby", "standby", rec.Holder, "addr", addr)
-	})
 }

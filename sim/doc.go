@@ -6,13 +6,14 @@
 //
 // # Two tiers
 //
-// The fast tier (Run) runs the Candidate and the Locker below their APIs,
-// single-threaded: their production entries (internal/engine, under the
-// driver tenure.Candidate runs, internal/driver) on the production
-// host.Core, whose calls the world carries over its network and whose one
-// timer it fires, with effects that put callbacks on the simulator's queue,
-// and with models of the Candidate's callback dispatcher and notifier
-// running the sim's callbacks. It simulates hours per second of wall time.
+// The fast tier (Run) runs the Candidate, the Locker and the Group below
+// their APIs, single-threaded: their production glue and entries
+// (internal/engine, under the driver tenure.Candidate runs,
+// internal/driver) on the production host.Core, whose calls the world
+// carries over its network and whose one timer it fires. The glue's queues
+// of callbacks (engine.Dispatch, engine.Notify) hand the sim's callbacks
+// out as they hand tenure's goroutines theirs; the fast tier runs them on
+// its one thread. It simulates hours per second of wall time.
 //
 // The real tier (RunReal, from a test) runs tenure.Candidate, tenure.Locker
 // and tenure.Group themselves, their goroutines and callbacks, inside a

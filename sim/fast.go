@@ -1,58 +1,63 @@
 package sim
 
 import (
+	"context"
+	"errors"
 	"fmt"
-	"log/slog"
 	"strconv"
 	"time"
 
-	"github.com/tenure-go/tenure"
 	"github.com/tenure-go/tenure/election"
+	"github.com/tenure-go/tenure/fencing"
 	"github.com/tenure-go/tenure/internal/driver"
 	"github.com/tenure-go/tenure/internal/engine"
 	"github.com/tenure-go/tenure/internal/host"
-	"github.com/tenure-go/tenure/internal/lockcore"
 	"github.com/tenure-go/tenure/internal/standby"
 	"github.com/tenure-go/tenure/lease"
 )
 
-// fastRun is the fast tier's Candidate: the production run below the API
-// (internal/engine's Run: the lease's driver and release timer, the
-// standby campaign or a leader's watch of its record, resigns, hand-overs)
-// on the production host.Core (engineHost), with effects that stage on the
-// simulator's queue what the Candidate's goroutines stage in the real tier,
-// and single-threaded models of the Candidate's callback dispatcher and
-// notifier running the sim's callbacks.
+// fastRun is the fast tier's Candidate: the production glue of a Run
+// (internal/engine's Candidate: the lease's driver and release timer, the
+// standby campaign or a leader's watch of its record, resigns, hand-overs,
+// the terms' contexts, the callbacks' queues, the standby's wake-up) on the
+// production host.Core (engineHost). It is that glue's shell for the
+// simulator's single thread: it stages on the simulator's queue what the
+// Candidate's goroutines do in the real tier, and runs the sim's program
+// (OnElected's rounds of work, OnDemoted, OnLeaderChange) as the glue's
+// queues hand its calls out.
 type fastRun struct {
-	trusted  bool               // Options.trustFeed: a feed event came; take the lease at the next read
-	feedWake lockcore.WakeLimit // releases the feed tells of (tenure's feedReleased)
+	trusted bool // Options.trustFeed: a feed event came; take the lease at the next read
 
 	in  *instance
 	w   *world
 	eng *engineHost
+	c   *engine.Candidate
 	run *engine.Run
 	d   *driver.Driver
 	m   driver.Machine
 
 	exited bool // the loop returned; the deferred cleanup runs
-	jeop   driver.Jeopardy
-	term   *fastTerm
-	disp   dispatcher
-	notif  notifier
 	dead   bool // crashed
+
+	// The callbacks' goroutines, run in turn: dispatching, inside
+	// dispatch (a job queued by a callback only queues); elected, the
+	// program's OnElected running (nil: none); notifying, an
+	// OnLeaderChange running; dispDone and notifDone, the goroutines
+	// returned, which Run waits for.
+	dispatching, notifying bool
+	elected                *program
+	dispDone, notifDone    bool
+	termStart              time.Duration // true time of the latest election
+	// plans are the wake-ups of the standby planned whose reads'
+	// goroutines have yet to return (Run waits for them too).
+	plans []*engine.WakePlan
 
 	// With a standby (Timing.ColdPollInterval): whether the Machine reads
 	// at the cold cadence, as the run last said (Hot).
-	hasSB bool
-	cold  bool
-	// The wake-up of the standby after a release (Plan.Wake): wakeTo is the
-	// standby's ID as its record named it, once read; released, once the
-	// release is confirmed.
-	wakeTo           string
-	waking, released bool
-	quitWake         bool // the run ended without a confirmed release: no wake-up
-	returned         bool // Run returned (finish)
-	priority         int  // Config.Priority
+	hasSB    bool
+	cold     bool
+	returned bool // Run returned (finish)
+	priority int  // Config.Priority
 	// Renewal notices (Plan.Wake), for noticeBound: the last confirmed
 	// write's deadline, and where and when its notice went ("" if none).
 	confirmed time.Time
@@ -61,19 +66,16 @@ type fastRun struct {
 	hotSince  time.Duration // true time the Machine was last told hot
 }
 
-// fastTerm models a term's context.
-type fastTerm struct {
-	tok       uint64
-	cancelled bool
-	deadline  time.Time     // the term context's own check (termContext.ended); zero: none
-	start     time.Duration // true time of the election
-	jeopardy  bool          // reported in jeopardy (driver.Jeopardy) at some point
-}
-
-// over models the term context's Done and Err: cancelled by the loop, or
-// past its deadline by the clock.
-func (f *fastRun) over(t *fastTerm) bool {
-	return t.cancelled || !t.deadline.IsZero() && !f.now().Before(t.deadline)
+// program is the sim's OnElected of one term: a loop that waits for the
+// next round of work, checks its term's context, and writes.
+type program struct {
+	ctx     *engine.TermContext
+	tok     uint64
+	waiting bool   // waiting for the next round of work
+	tm      *timer // what it waits for
+	// The rounds of the leader's work, made once a term rather than a
+	// closure each round.
+	check, act func()
 }
 
 func newFastRun(in *instance) instRuntime {
@@ -110,12 +112,21 @@ func newFastRun(in *instance) instRuntime {
 		rc.Preference.Priority = 0
 		rc.StandbyConfig = &sc
 	}
-	f.run = engine.NewRun(f.eng.core, (*runFx)(f), f.m, rc)
+	f.c = engine.NewCandidate(f.eng.core, f.m, engine.CandidateConfig{
+		Run: rc, LeaseDuration: in.timing.LeaseDuration, OpTimeout: in.timing.OpTimeout, Margin: in.timing.Margin,
+		Parent: context.Background(), Clock: f, Meter: (*fastMeter)(f), Observer: (*fastObserver)(f),
+		Ended:     func(string, fencing.Token, election.Reason) error { return errTermEnded },
+		OnElected: true, OnDemoted: true, OnLeaderChange: true,
+	}, f)
+	f.run = f.c.Run()
 	f.d = f.run.Driver()
-	f.disp.f = f
-	f.notif.f = f
 	return f
 }
+
+var errTermEnded = errors.New("sim: the term ended")
+
+// Now is the instance's clock, which the terms' contexts read.
+func (f *fastRun) Now() time.Time { return f.in.local() }
 
 func (f *fastRun) now() time.Time { return f.in.local() }
 
@@ -149,7 +160,7 @@ func (f *fastRun) fire(tm *timer) {
 }
 
 func (f *fastRun) deliver(req *request) {
-	if req.wake {
+	if req.plan != nil {
 		f.wakeRead(req)
 		return
 	}
@@ -176,23 +187,14 @@ func (f *fastRun) stop() {
 }
 
 // loop models the end of an iteration of the Candidate's loop (runner.after
-// and the host's): the run settles the event (engine.Run.After), then
-// the run ends or the host's timer is armed for the next iteration.
+// and the host's): the glue settles the event (engine.Candidate.After),
+// then the run ends or the host's timer is armed for the next iteration.
 func (f *fastRun) loop() {
 	if f.exited {
 		return
 	}
-	if f.run.After() {
+	if f.c.After() {
 		f.exit()
-		if f.waking && f.d.GaveUp() {
-			// The run ends without the lease given back: the wake-up's
-			// goroutine returns on quit.
-			f.quitWake = true
-			if f.wakeTo != "" {
-				f.wakeTo, f.waking = "", false
-				f.joined()
-			}
-		}
 		return
 	}
 	f.eng.arm()
@@ -215,28 +217,8 @@ func (f *fastRun) wakeRead(req *request) {
 	if f.dead {
 		return
 	}
-	rec := req.res.rec
-	addr, _ := standby.Parse(rec.Payload)
-	if f.quitWake || req.res.err != nil || rec.Released || rec.Holder == f.in.ID || addr == "" {
-		f.waking = false
-		f.joined() // Run waits for this read
-		return
-	}
-	f.wakeTo = addr
-	f.sendWake()
-}
-
-// sendWake sends the wake-up once the standby is known and the release
-// confirmed.
-func (f *fastRun) sendWake() {
-	if f.wakeTo == "" || !f.released {
-		return
-	}
-	to := f.wakeTo
-	f.wakeTo, f.waking = "", false
-	// From the goroutine that read the standby record, as the Candidate's.
-	f.w.stage(item{in: f.in, src: srcWake, kind: itWake, s: to, msg: wakePrefix + leaseName})
-	f.joined()
+	req.plan.Read(req.res.rec, req.res.err)
+	f.joined() // Run waits for this read
 }
 
 // noticed takes a renewal notice of version v (NoVersion: unknown): the
@@ -245,7 +227,7 @@ func (f *fastRun) noticed(v lease.Version) {
 	if f.dead || f.exited {
 		return
 	}
-	f.run.Noticed(v)
+	f.c.Noticed(v)
 	f.loop()
 }
 
@@ -254,16 +236,14 @@ func (f *fastRun) woken() {
 	if f.dead || f.exited {
 		return
 	}
-	if f.run.Woken() {
-		f.w.chk.stats.WakesUsed++
-		f.w.trace(f.in, line{what: mFault, text: "woken: reading the lease"})
-	}
+	f.c.Woken() // the observer counts and traces it
 	f.loop()
 }
 
 // exit models run's deferred cleanup: cancel the lease's call in flight,
-// stop listening, let the dispatcher and the notifier drain, and return
-// once they have.
+// drop a wake-up planned for a release never confirmed, stop listening,
+// let the callbacks' goroutines drain, and return once they and the
+// wake-up's have.
 func (f *fastRun) exit() {
 	f.exited = true
 	if f.hasSB && !f.cold {
@@ -274,8 +254,12 @@ func (f *fastRun) exit() {
 	}
 	f.eng.stop()
 	f.eng.owes = owesNone
-	f.disp.close()
-	f.notif.close()
+	f.c.Exit()
+	f.c.Dispatch.Close()
+	f.dispatch()
+	f.c.Notify.Close()
+	f.notify()
+	f.joined()
 }
 
 func (f *fastRun) settleOwed() {
@@ -289,102 +273,94 @@ func (f *fastRun) settleOwed() {
 
 func (f *fastRun) release(r *request) { f.eng.release(r) }
 
-// runFx is the fast tier's engine.RunEffects: what tenure.Candidate's
+// The engine.CandidateShell of the fast tier: what tenure.Candidate's
 // runner does, staged for the world.
-type runFx fastRun
 
-func (x *runFx) f() *fastRun { return (*fastRun)(x) }
-
-func (x *runFx) Now() time.Time                 { return x.f().now() }
-func (x *runFx) Log(slog.Level, string, ...any) {}
-
-func (x *runFx) Publish(s driver.Snapshot, _ bool) {
-	f := x.f()
-	if s.Leading && f.term != nil {
-		f.term.deadline = s.Term.Deadline
-	}
+// Published notes a confirmed write, for noticeBound: its notice, if one
+// goes out, follows at once (SendNotice).
+func (f *fastRun) Published(s driver.Snapshot, _ bool) {
 	// Not traced: the real tier's trace must match this one line for line.
-	if f.jeop.Update(f.now(), s); !f.jeop.Since().IsZero() && f.term != nil {
-		f.term.jeopardy = true
-	}
 	if f.hasSB && s.Leading && s.Term.Deadline.After(f.confirmed) {
-		f.confirmed, f.noticeTo, f.noticeAt = s.Term.Deadline, "", f.w.now // Notice follows at once, if it goes out
+		f.confirmed, f.noticeTo, f.noticeAt = s.Term.Deadline, "", f.w.now
 	}
 }
 
-func (x *runFx) Notice(addr string) {
-	f := x.f()
+func (f *fastRun) SendNotice(addr string) {
 	f.noticeTo = addr
 	// From the listener's sender goroutine, as the Candidate's.
 	f.w.stage(item{in: f.in, src: srcSend, kind: itWake, s: addr, msg: noticePrefix + leaseName})
 }
 
-func (x *runFx) Elected(et election.Term) {
-	f := x.f()
-	t := &fastTerm{tok: uint64(et.Token), start: f.w.now}
-	if _, ok := f.m.Term(); ok { // the naive baseline has no deadline to check
-		t.deadline = et.Deadline
-	}
-	f.term = t
-	f.w.stage(item{in: f.in, src: srcRunner, kind: itElected, tok: t.tok})
-	f.disp.push(&job{kind: jElected, term: t})
-}
-
-func (x *runFx) Demoted(et election.Term, r election.Reason) {
-	f := x.f()
-	t := f.term
-	if t == nil {
-		f.w.stage(item{in: f.in, src: srcRunner, kind: itViolation, inv: Callbacks, s: "EventDemoted without a term"})
-		return
-	}
-	f.term = nil
-	t.cancelled = true
-	f.disp.cancelled(t)
-	reason := tenure.DemotionReason(r).String()
-	if (r == election.ReasonStoreUnavailable || r == election.ReasonExpired) && !t.jeopardy && !f.in.paused && f.in.resumedAt < t.start {
-		f.w.stage(item{in: f.in, src: srcRunner, kind: itViolation, inv: Callbacks,
-			s: "term " + strconv.FormatUint(t.tok, 10) + " ended for want of renewals (" + reason + ") and was never reported in jeopardy"})
-	}
-	f.w.stage(item{in: f.in, src: srcRunner, kind: itDemoted, tok: t.tok, s: reason, deadline: et.Deadline})
-	f.disp.push(&job{kind: jDemoted, term: t, reason: reason})
-}
-
-func (x *runFx) LeaderChanged(l election.Leader) { x.f().notif.push(l) }
-
-func (x *runFx) Anomaly(error) { x.w.chk.stats.Anomalies++ }
-
-func (x *runFx) Barrier(b driver.Barrier) { x.f().disp.push(&job{kind: jBarrier, barrier: b}) }
-
 // Hot: the Machine is told to read at the hot cadence, or the cold.
-func (x *runFx) Hot(hot bool) {
-	f := x.f()
+func (f *fastRun) Hot(hot bool) {
 	f.cold = !hot
 	f.hotStint(hot)
 }
 
-func (x *runFx) HandOver(string, int) { x.w.handingOver(x.in) }
-
-// PlanWake reads the standby record now, to wake its holder once the
-// lease is given back (runner.PlanWake): with or without a wake-up
+// ReadStandby reads the standby record now, to wake its holder once the
+// lease is given back (runner.ReadStandby): with or without a wake-up
 // network, since the leader cannot know whether its standby listens.
-func (x *runFx) PlanWake() {
-	f := x.f()
-	if !f.waking {
-		f.waking, f.released = true, false
-		req := &request{in: f.in, kind: election.OpGet, reg: f.w.store.sb, wake: true}
-		f.w.stage(item{in: f.in, src: srcWake, kind: itRequest, req: req})
-	}
+func (f *fastRun) ReadStandby(p *engine.WakePlan) {
+	f.plans = append(f.plans, p)
+	req := &request{in: f.in, kind: election.OpGet, reg: f.w.store.sb, plan: p}
+	f.w.stage(item{in: f.in, src: srcWake, kind: itRequest, req: req})
 }
 
-// WakeNow: the lease was given back; the wake-up goes out once the
-// standby is known.
-func (x *runFx) WakeNow() {
-	f := x.f()
-	if f.waking {
-		f.released = true
-		f.sendWake()
-	}
+// SendWake sends the wake-up, from the goroutine that read the standby
+// record, as the Candidate's.
+func (f *fastRun) SendWake(to string) {
+	f.w.stage(item{in: f.in, src: srcWake, kind: itWake, s: to, msg: wakePrefix + leaseName})
+	f.joined()
 }
+
+func (f *fastRun) Dispatched() { f.dispatch() }
+func (f *fastRun) Notified()   { f.notify() }
+
+// fastObserver hears of terms, wake-ups and hand-overs from the glue, at
+// the instant they happen (seam.Observer, as the real tier's).
+type fastObserver fastRun
+
+func (o *fastObserver) f() *fastRun { return (*fastRun)(o) }
+
+func (o *fastObserver) Elected(t election.Term) {
+	f := o.f()
+	f.termStart = f.w.now
+	f.w.stage(item{in: f.in, src: srcRunner, kind: itElected, tok: uint64(t.Token)})
+}
+
+// Demoted: the term's context was just cancelled; OnElected leaves its
+// select. A term that ended for want of renewals must have been reported
+// in jeopardy.
+func (o *fastObserver) Demoted(t election.Term, r election.Reason) {
+	f := o.f()
+	tok := uint64(t.Token)
+	if p := f.elected; p != nil && p.tok == tok && p.waiting {
+		p.tm.dead = true
+		f.cleanup(p)
+	}
+	reason := r.String()
+	if (r == election.ReasonStoreUnavailable || r == election.ReasonExpired) && !f.c.LastTerm().WasInJeopardy() && !f.in.paused && f.in.resumedAt < f.termStart {
+		f.w.stage(item{in: f.in, src: srcRunner, kind: itViolation, inv: Callbacks,
+			s: "term " + strconv.FormatUint(tok, 10) + " ended for want of renewals (" + reason + ") and was never reported in jeopardy"})
+	}
+	f.w.stage(item{in: f.in, src: srcRunner, kind: itDemoted, tok: tok, s: reason, deadline: t.Deadline})
+}
+
+func (o *fastObserver) Woken() {
+	f := o.f()
+	f.w.chk.stats.WakesUsed++
+	f.w.trace(f.in, line{what: mFault, text: "woken: reading the lease"})
+}
+
+func (o *fastObserver) HandOver() { o.w.handingOver(o.in) }
+
+// fastMeter counts the glue's anomalies in the statistics.
+type fastMeter fastRun
+
+func (m *fastMeter) Elected()                {}
+func (m *fastMeter) Demoted(election.Reason) {}
+func (m *fastMeter) Jeopardized(int64)       {}
+func (m *fastMeter) Anomaly()                { m.w.chk.stats.Anomalies++ }
 
 // hotStandby reports whether in is the standby, reading the lease at the
 // hot cadence.
@@ -421,213 +397,150 @@ func (f *fastRun) finish() {
 	f.w.stage(item{in: f.in, src: srcRun, kind: itRunDone, s: s})
 }
 
-// dispatcher models callbacks.go's dispatcher running the sim's callbacks
-// (realRun.callbacks): one job at a time, in order.
-type dispatcher struct {
-	f        *fastRun
-	queue    []*job
-	cur      *job
-	running  bool // inside run: a push from a callback only queues
-	closed   bool
-	finished bool
-}
-
-type jobKind uint8
-
-const (
-	jElected jobKind = iota + 1
-	jDemoted
-	jBarrier
-)
-
-type job struct {
-	kind    jobKind
-	term    *fastTerm
-	reason  string
-	waiting bool           // jElected: waiting for the next round of work
-	tm      *timer         // what it waits for
-	barrier driver.Barrier // jBarrier
-	// jElected: the rounds of the leader's work, made once a term rather
-	// than a closure each round.
-	check, act func()
-}
-
-func (d *dispatcher) push(j *job) {
-	d.queue = append(d.queue, j)
-	d.run()
-}
-
-func (d *dispatcher) close() {
-	d.closed = true
-	d.run()
-}
-
-func (d *dispatcher) run() {
-	if d.running {
+// dispatch runs the sim's OnElected and OnDemoted as the glue's queue
+// (engine.Dispatch) hands them out, one at a time, as tenure's callbacks
+// goroutine does: a job queued by a callback waits for it.
+func (f *fastRun) dispatch() {
+	if f.dispatching {
 		return
 	}
-	d.running = true
-	for d.cur == nil && len(d.queue) > 0 {
-		j := d.queue[0]
-		d.queue[0] = nil
-		d.queue = d.queue[1:]
-		d.cur = j
-		d.begin(j)
+	f.dispatching = true
+	for {
+		j, ok := f.c.Dispatch.Next(f.now())
+		if !ok {
+			break
+		}
+		f.begin(j)
 	}
-	d.running = false
-	if d.cur == nil && d.closed && !d.finished {
-		d.finished = true
-		d.f.joined()
+	f.dispatching = false
+	if !f.dispDone && f.c.Dispatch.Finished() {
+		f.dispDone = true
+		f.joined()
 	}
 }
 
-// joined models wg.Wait in run's cleanup: Run returns once the dispatcher
-// and the notifier have both returned.
-//
-// With a wake-up planned it waits for that goroutine too: the read of the
-// standby record and the send.
+// joined models wg.Wait in run's cleanup: Run returns once the callbacks'
+// goroutines have returned, and those that read the standby record to
+// wake it.
 func (f *fastRun) joined() {
-	if f.exited && f.disp.finished && f.notif.finished && !f.waking && !f.returned {
+	if !f.exited || !f.dispDone || !f.notifDone || f.returned {
+		return
+	}
+	live := f.plans[:0]
+	for _, p := range f.plans {
+		if !p.Settled() {
+			live = append(live, p)
+		}
+	}
+	clear(f.plans[len(live):])
+	if f.plans = live; len(live) == 0 {
 		f.returned = true
 		f.finish()
 	}
 }
 
 // next ends the current job and runs the following ones.
-func (d *dispatcher) next() {
-	d.cur = nil
-	d.run()
+func (f *fastRun) next() {
+	f.c.Dispatch.Done(false)
+	f.dispatch()
 }
 
-func (d *dispatcher) begin(j *job) {
-	f := d.f
+func (f *fastRun) begin(j engine.Job) {
 	in := f.in
-	switch j.kind {
-	case jElected:
-		f.w.stage(item{in: in, src: srcCallbacks, kind: itCbElected, tok: j.term.tok})
-		d.workLoop(j)
-	case jDemoted:
-		f.w.stage(item{in: in, src: srcCallbacks, kind: itCbDemoted, tok: j.term.tok, s: j.reason, flag: j.term.cancelled})
+	switch j.Kind {
+	case engine.JobElected:
+		p := &program{ctx: engine.TermOf(j.Ctx), tok: uint64(j.Term.Token)}
+		f.elected = p
+		f.w.stage(item{in: in, src: srcCallbacks, kind: itCbElected, tok: p.tok})
+		f.workLoop(p)
+	case engine.JobDemoted:
+		f.w.stage(item{in: in, src: srcCallbacks, kind: itCbDemoted, tok: uint64(j.Term.Token), s: j.Reason.String(), flag: engine.TermOf(j.Ctx).Cancelled()})
 		done := func() {
 			f.w.stage(item{in: in, src: srcCallbacks, kind: itCbDemotedDone})
-			d.next()
+			f.next()
 		}
 		if dur := in.slow(slowDemoted); dur > 0 {
-			j.tm = f.after(srcCallbacks, dur, done)
+			f.after(srcCallbacks, dur, done)
 		} else {
 			done()
 		}
-	case jBarrier:
-		f.d.Reached(j.barrier)
+	case engine.JobBarrier:
+		f.d.Reached(j.Barrier)
 		f.loop()
-		d.next()
+		f.next()
 	}
 }
 
 // workLoop models the top of OnElected's loop: a select on the term's
 // context and a timer for the next round, the timer created either way.
-func (d *dispatcher) workLoop(j *job) {
-	f := d.f
-	if j.check == nil {
-		j.check = func() { d.check(j) }
-		j.act = func() {
-			f.w.stage(item{in: f.in, src: srcCallbacks, kind: itWrite, tok: j.term.tok})
-			d.workLoop(j)
+func (f *fastRun) workLoop(p *program) {
+	if p.check == nil {
+		p.check = func() { f.checkTerm(p) }
+		p.act = func() {
+			f.w.stage(item{in: f.in, src: srcCallbacks, kind: itWrite, tok: p.tok})
+			f.workLoop(p)
 		}
 	}
-	tm := f.after(srcCallbacks, f.w.plan.Work, j.check)
-	if f.over(j.term) {
+	tm := f.after(srcCallbacks, f.w.plan.Work, p.check)
+	if p.ctx.Err() != nil {
 		tm.dead = true
-		d.cleanup(j)
+		f.cleanup(p)
 		return
 	}
-	j.tm, j.waiting = tm, true
+	p.tm, p.waiting = tm, true
 }
 
-// cancelled: the term's context is done; OnElected leaves its select.
-func (d *dispatcher) cancelled(t *fastTerm) {
-	if j := d.cur; j != nil && j.kind == jElected && j.term == t && j.waiting {
-		j.tm.dead = true
-		d.cleanup(j)
-	}
-}
-
-func (d *dispatcher) check(j *job) {
-	f := d.f
-	j.waiting = false
-	if f.over(j.term) { // ctx.Err() after the timer: the clock is past the deadline
-		d.cleanup(j)
+// checkTerm: ctx.Err() after the timer, before the write.
+func (f *fastRun) checkTerm(p *program) {
+	p.waiting = false
+	if p.ctx.Err() != nil { // the clock is past the deadline
+		f.cleanup(p)
 		return
 	}
-	f.w.stage(item{in: f.in, src: srcCallbacks, kind: itCheck, tok: j.term.tok})
-	j.tm = f.after(srcCallbacks, f.w.plan.Act, j.act)
+	f.w.stage(item{in: f.in, src: srcCallbacks, kind: itCheck, tok: p.tok})
+	p.tm = f.after(srcCallbacks, f.w.plan.Act, p.act)
 }
 
-func (d *dispatcher) cleanup(j *job) {
-	j.waiting = false
-	f := d.f
+func (f *fastRun) cleanup(p *program) {
+	p.waiting = false
 	if dur := f.in.slow(slowCleanup); dur > 0 {
-		j.tm = f.after(srcCallbacks, dur, func() { d.returned() })
+		p.tm = f.after(srcCallbacks, dur, f.returnedElected)
 		return
 	}
-	d.returned()
+	f.returnedElected()
 }
 
-func (d *dispatcher) returned() {
-	d.f.w.stage(item{in: d.f.in, src: srcCallbacks, kind: itCbReturn})
-	d.next()
+func (f *fastRun) returnedElected() {
+	f.w.stage(item{in: f.in, src: srcCallbacks, kind: itCbReturn})
+	f.elected = nil
+	f.next()
 }
 
-// notifier models callbacks.go's notifier running the sim's OnLeaderChange
-// on a goroutine of its own: one call at a time, and a change that comes
-// while one runs replaces any still waiting.
-type notifier struct {
-	f        *fastRun
-	running  bool
-	pending  *election.Leader
-	closed   bool
-	finished bool
-}
-
-func (n *notifier) push(l election.Leader) {
-	if n.running {
-		n.pending = &l
-		return
+// notify runs the sim's OnLeaderChange as the glue's queue (engine.Notify)
+// hands the leaders out, as tenure's goroutine for it does.
+func (f *fastRun) notify() {
+	for !f.notifying {
+		l, ok := f.c.Notify.Next()
+		if !ok {
+			break
+		}
+		f.notifying = true
+		f.w.stage(item{in: f.in, src: srcLeader, kind: itCbLeader, tok: uint64(l.Token), s: l.Holder})
+		if dur := f.in.slow(slowLeader); dur > 0 {
+			f.after(srcLeader, dur, f.leaderReturned)
+			return
+		}
+		f.notifying = false
+		f.c.Notify.Done(false)
 	}
-	n.begin(l)
-}
-
-func (n *notifier) begin(l election.Leader) {
-	f := n.f
-	n.running = true
-	f.w.stage(item{in: f.in, src: srcLeader, kind: itCbLeader, tok: uint64(l.Token), s: l.Holder})
-	if dur := f.in.slow(slowLeader); dur > 0 {
-		f.after(srcLeader, dur, n.returned)
-		return
-	}
-	n.returned()
-}
-
-func (n *notifier) returned() {
-	n.running = false
-	if l := n.pending; l != nil {
-		n.pending = nil
-		n.begin(*l)
-		return
-	}
-	n.idle()
-}
-
-func (n *notifier) close() {
-	n.closed = true
-	if !n.running {
-		n.idle()
+	if !f.notifDone && f.c.Notify.Finished() {
+		f.notifDone = true
+		f.joined()
 	}
 }
 
-func (n *notifier) idle() {
-	if n.closed && !n.finished {
-		n.finished = true
-		n.f.joined()
-	}
+func (f *fastRun) leaderReturned() {
+	f.notifying = false
+	f.c.Notify.Done(false)
+	f.notify()
 }

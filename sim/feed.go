@@ -42,28 +42,15 @@ type feedListener interface {
 	heard(ev lease.Event) // an event of the feed
 }
 
-// heard takes an event of the feed as the Candidate's feed goroutine does
-// (tenure's startFeed, feedReleased): a release as a wake-up where the
-// standby takes one, else as a read now within a wake-up's rate limit of
-// its own; a renewal as a renewal notice, rate limit and all.
+// heard takes an event of the feed as the Candidate's feed goroutine does:
+// the glue's (engine.Candidate.FeedEvent).
 func (f *fastRun) heard(ev lease.Event) {
 	if f.dead || f.exited {
 		return
 	}
 	f.trusted = f.w.opt.trustFeed
-	switch {
-	case !ev.Released:
-		f.noticed(ev.Version)
-	case f.run.Woken():
-		f.w.chk.stats.WakesUsed++
-		f.w.trace(f.in, line{what: mFault, text: "woken: reading the lease"})
-		f.loop()
-	case f.feedWake.Allow(f.now()):
-		f.d.Hint()
-		f.loop()
-	default:
-		f.noticed(lease.NoVersion)
-	}
+	f.c.FeedEvent(ev)
+	f.loop()
 }
 
 // lastFeed reports whether the store's change feed, clean, tells a hot

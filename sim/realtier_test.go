@@ -257,7 +257,8 @@ func (r *realRun) leave() { r.inCb.Add(-1) }
 
 // callbacks are the sim's program: the leader checks its term's context,
 // then acts (a write to the resource) a moment later, in a loop; every
-// callback may be slow (Plan.Slow). fastRun's dispatcher models exactly this.
+// callback may be slow (Plan.Slow). fastRun runs exactly this, as the
+// glue's queues hand the callbacks out.
 func (r *realRun) callbacks() tenure.Callbacks {
 	in := r.in
 	w := in.w
@@ -533,12 +534,12 @@ func (c *simConn) Addr() string { return c.in.ID }
 // measures.
 type termObserver struct{ in *instance }
 
-func (o termObserver) Elected(tok uint64) {
-	o.in.w.stage(item{in: o.in, src: srcRunner, kind: itElected, tok: tok})
+func (o termObserver) Elected(t election.Term) {
+	o.in.w.stage(item{in: o.in, src: srcRunner, kind: itElected, tok: uint64(t.Token)})
 }
 
-func (o termObserver) Demoted(tok uint64, reason string) {
-	o.in.w.stage(item{in: o.in, src: srcRunner, kind: itDemoted, tok: tok, s: reason})
+func (o termObserver) Demoted(t election.Term, r election.Reason) {
+	o.in.w.stage(item{in: o.in, src: srcRunner, kind: itDemoted, tok: uint64(t.Token), s: r.String()})
 }
 
 func (o termObserver) HandOver() {

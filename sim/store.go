@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/tenure-go/tenure/election"
+	"github.com/tenure-go/tenure/internal/engine"
 	"github.com/tenure-go/tenure/internal/host"
 	"github.com/tenure-go/tenure/internal/lockcore"
 	"github.com/tenure-go/tenure/internal/standby"
@@ -56,9 +57,10 @@ type request struct {
 	// early: sent while a term's callbacks were pending (world.stage).
 	early bool
 	// reg: a call on a plain record (the standby's, a lock's), not the
-	// lease's; wake: the read a leader makes to find the standby to wake.
+	// lease's; plan: of the read a leader makes to find the standby to
+	// wake (fast tier).
 	reg  *register
-	wake bool
+	plan *engine.WakePlan
 	// stale: a read that a stale answer may serve.
 	stale bool
 	// abandoned: the caller stopped waiting (its context is done). Guarded

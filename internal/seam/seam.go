@@ -6,13 +6,18 @@
 // travel on the simulated network rather than over UDP (WakeCarrier).
 package seam
 
-import "context"
+import (
+	"context"
+
+	"github.com/tenure-go/tenure/election"
+)
 
 // Observer learns, on a Candidate's loop goroutine and at the instant it
-// happens, that a term began or ended.
+// happens, that a term began or ended: the Machine's term (its deadline
+// that of the last confirmed renewal).
 type Observer interface {
-	Elected(token uint64)
-	Demoted(token uint64, reason string)
+	Elected(t election.Term)
+	Demoted(t election.Term, r election.Reason)
 	// Woken: a wake-up was taken (within the rate limit): the lease is
 	// read now.
 	Woken()

@@ -1,4 +1,4 @@
-package tenure
+package engine
 
 import (
 	"context"
@@ -13,12 +13,12 @@ import (
 // lock of a process.
 const floodEvery = 10 * time.Second
 
-// floodGuard keeps repeated warnings and errors from flooding the log: one
+// FloodGuard keeps repeated warnings and errors from flooding the log: one
 // of a kind (its message, and its error's text with numbers and request
 // IDs taken out) is logged at once, then at most once per floodEvery, with
 // how many of its kind were held back since ("repeated"). Debug and info
-// lines pass. The zero floodGuard is ready.
-type floodGuard struct {
+// lines pass. The zero FloodGuard is ready.
+type FloodGuard struct {
 	mu    sync.Mutex // guards kinds
 	kinds map[string]*floodKind
 }
@@ -32,9 +32,9 @@ type floodKind struct {
 // (durations, addresses' ports, tokens) and hex IDs (AWS request IDs).
 var varying = regexp.MustCompile(`[0-9a-fA-F]{8,}(-[0-9a-fA-F]{4,})*|[0-9]+`)
 
-// log logs msg through lg at level, unless its kind was logged within
+// Log logs msg through lg at level, unless its kind was logged within
 // floodEvery of now.
-func (g *floodGuard) log(lg *slog.Logger, now time.Time, level slog.Level, msg string, args ...any) {
+func (g *FloodGuard) Log(lg *slog.Logger, now time.Time, level slog.Level, msg string, args ...any) {
 	if lg == nil {
 		return
 	}
@@ -52,7 +52,7 @@ func (g *floodGuard) log(lg *slog.Logger, now time.Time, level slog.Level, msg s
 
 // pass reports whether a line of kind may be logged at now, and how many
 // of its kind were held back before it.
-func (g *floodGuard) pass(now time.Time, kind string) (held int, ok bool) {
+func (g *FloodGuard) pass(now time.Time, kind string) (held int, ok bool) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if g.kinds == nil {
