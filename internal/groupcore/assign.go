@@ -124,3 +124,35 @@ func score(key uint64, s int) uint64 {
 	z = (z ^ z>>27) * 0x94d049bb133111eb
 	return z ^ z>>31
 }
+
+// assignCache keeps Assign's latest answers: a Campaign plans at every
+// step, asking for the same few views (the live members, those alive, each
+// of them without one) until a member joins, leaves or falls silent, and
+// an answer sorts k·n pairs. The answers are shared: read them only.
+type assignCache struct {
+	k    int
+	e    [16]assignEntry
+	next int // the entry to replace
+}
+
+type assignEntry struct {
+	used    bool
+	members []Member
+	owner   []int
+}
+
+// get returns Assign(k, members).
+func (c *assignCache) get(k int, members []Member) []int {
+	if k != c.k {
+		*c = assignCache{k: k}
+	}
+	for i := range c.e {
+		if e := &c.e[i]; e.used && slices.Equal(e.members, members) {
+			return e.owner
+		}
+	}
+	e := &c.e[c.next]
+	c.next = (c.next + 1) % len(c.e)
+	e.used, e.members, e.owner = true, append(e.members[:0], members...), Assign(k, members)
+	return e.owner
+}

@@ -126,6 +126,8 @@ type Campaign struct {
 	err     error     // the store refused us for good
 	done    bool
 	ids     map[string]string // key → ID, as shard records named their holders
+
+	assigned assignCache
 }
 
 // shardLock is one shard's lock, and the lockcore.Host it runs under.
@@ -465,7 +467,7 @@ func (m *Campaign) plan(now time.Time) {
 			return // our entry goes first, so that the woken find us gone
 		}
 	}
-	owner := Assign(len(m.sh), live)
+	owner := m.assigned.get(len(m.sh), live)
 	// Suspects: members whose entries our last read found unmoved for
 	// suspectAfter, if that read is recent (ours are not failing).
 	var alive []Member
@@ -478,7 +480,7 @@ func (m *Campaign) plan(now time.Time) {
 	}
 	var alt []int
 	if len(alive) < len(live) {
-		alt = Assign(len(m.sh), alive)
+		alt = m.assigned.get(len(m.sh), alive)
 	}
 	nexts := make([]string, len(m.sh))
 	for i := range m.sh {
@@ -541,7 +543,7 @@ func (m *Campaign) watched(alive []Member, nexts []string, on bool) []bool {
 			continue
 		}
 		without := removeKey(alive, x.Key)
-		succ := Assign(len(m.sh), without)
+		succ := m.assigned.get(len(m.sh), without)
 		for i, next := range nexts {
 			if next == x.Key && without[succ[i]].Key == m.self {
 				watch[i] = true
