@@ -3,7 +3,6 @@ package tenure
 import (
 	"context"
 	"fmt"
-	"runtime/debug"
 
 	"github.com/tenure-go/tenure/election"
 )
@@ -93,29 +92,4 @@ func (p *CallbackPanic) Error() string {
 func (p *CallbackPanic) Unwrap() error {
 	err, _ := p.Value.(error)
 	return err
-}
-
-// signal wakes the goroutine waiting on ch, a channel of size 1, or
-// leaves it woken.
-func signal(ch chan struct{}) {
-	select {
-	case ch <- struct{}{}:
-	default:
-	}
-}
-
-// call runs f and reports whether it returned; a panic is passed to
-// panicked and reported as false.
-func call(name string, f func(), panicked func(*CallbackPanic)) (ok bool) {
-	if name == "" {
-		f()
-		return true
-	}
-	defer func() {
-		if !ok {
-			panicked(&CallbackPanic{Callback: name, Value: recover(), Stack: debug.Stack()})
-		}
-	}()
-	f()
-	return true
 }

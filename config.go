@@ -15,6 +15,7 @@ import (
 	"go.opentelemetry.io/otel/metric"
 
 	"github.com/tenure-go/tenure/election"
+	"github.com/tenure-go/tenure/internal/shell"
 	"github.com/tenure-go/tenure/lease"
 )
 
@@ -24,6 +25,10 @@ import (
 // it; election.Timing defines each field, its default (a zero field takes
 // it) and its rules, once.
 type Timing = election.Timing
+
+// NoWake, as Runtime.WakeAddr, turns wake-ups off where they would be on by
+// default (with a Priority).
+const NoWake = shell.NoWake
 
 // Runtime is what a Candidate, Locker, Group or Watcher takes from the
 // process that runs it: its identity, its clock, where it logs, counts and
@@ -230,7 +235,7 @@ func (c *Config) checkStandby() error {
 	if err := lease.ValidateName(c.Lease + election.StandbySuffix); err != nil {
 		return &election.FieldError{Field: "Lease", Reason: "leaves no room for the standby record's name", Err: err}
 	}
-	return checkWake(c.WakeAddr, c.WakeAdvertise, "WakeAddr", "WakeAdvertise")
+	return shell.CheckWake(c.WakeAddr, c.WakeAdvertise, "WakeAddr", "WakeAdvertise")
 }
 
 // WithDefaults returns a copy of c with every zero field that has a default

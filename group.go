@@ -4,24 +4,16 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
-	"strconv"
-	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/metric"
 
 	"github.com/tenure-go/tenure/election"
-	"github.com/tenure-go/tenure/internal/driver"
-	"github.com/tenure-go/tenure/internal/engine"
+	"github.com/tenure-go/tenure/fencing"
 	"github.com/tenure-go/tenure/internal/groupcore"
-	"github.com/tenure-go/tenure/internal/host"
+	"github.com/tenure-go/tenure/internal/shell"
 	"github.com/tenure-go/tenure/lease"
-
-	"github.com/tenure-go/tenure/internal/seam"
 )
 
 // GroupConfig configures a Group. Store, Name, Shards and OnAssigned are
@@ -118,45 +110,9 @@ type GroupMember struct {
 // them, hand them over when one joins or leaves, and take over those of
 // a member that died. See docs/groups.md for what it guarantees.
 type Group struct {
-	cfg  GroupConfig
-	lock *election.Config
-	e    groupEntry
-	h    *host.Host
-
-	ms       *metrics
-	reg      metric.Registration
-	held     atomic.Int64
-	answered lastAnswer
-	flood    engine.FloodGuard // repeated warnings counted, not repeated
-	started  atomic.Bool
-	running  atomic.Bool
-
-	wakeAddr  string
-	wakes     *sender
-	closeWake func()                     // once the loop ended: send the last wake-ups, close the listener
-	feeds     map[int]context.CancelFunc // the loop's: the change feed of each shard waited for
-
-	mu       sync.Mutex // guards panicked and final
-	panicked *CallbackPanic
-	final    GroupStatus
-}
-
-// groupEntry is what the Group keeps of its member's campaign, which runs
-// as an engine.Member in its host: the callbacks of each shard's term. It
-// is the member's engine.MemberEffects. Every field is the loop's.
-type groupEntry struct {
-	g     *Group
-	m     *engine.Member
-	c     *groupcore.Campaign
-	terms []*shardTerm
-}
-
-// shardTerm is one term of a shard: its context, and why it ended.
-type shardTerm struct {
-	ctx     engine.TermContext
-	s       Shard
-	reason  DemotionReason // set before revoked is closed
-	revoked chan struct{}  // closed by the loop once the term ended
+	cfg     GroupConfig
+	sh      *shell.Group
+	started atomic.Bool
 }
 
 // Validate checks every field, with the defaults filled in where a field
@@ -189,7 +145,7 @@ func (c GroupConfig) resolved() (GroupConfig, error) {
 			return c, fieldError(&election.FieldError{Field: "Name", Reason: fmt.Sprintf("too long for the group's records (%q)", n), Err: err})
 		}
 	}
-	if err := checkWake(c.WakeAddr, c.WakeAdvertise, "WakeAddr", "WakeAdvertise"); err != nil {
+	if err := shell.CheckWake(c.WakeAddr, c.WakeAdvertise, "WakeAddr", "WakeAdvertise"); err != nil {
 		return c, fieldError(err)
 	}
 	if err := noColdPolls(c.Timing, "a group"); err != nil {
@@ -211,23 +167,32 @@ func NewGroup(cfg GroupConfig) (*Group, error) {
 		return nil, err
 	}
 	lc := cfg.machine(cfg.Timing, nil, staleReads(cfg.Store, cfg.StrongPolls))
-	g := &Group{cfg: cfg, lock: &lc, closeWake: func() {}, feeds: map[int]context.CancelFunc{}}
-	var meter metric.Meter
-	if g.ms, meter, err = newMetrics(cfg.MeterProvider, attribute.String("group", cfg.Name)); err != nil {
-		return nil, fmt.Errorf("tenure: metrics: %w", err)
-	}
-	held, err := meter.Int64ObservableGauge("tenure.group.shards.held", metric.WithDescription("Shards of a group this member holds."), metric.WithUnit("{shard}"))
-	if err == nil {
-		g.reg, err = meter.RegisterCallback(func(_ context.Context, o metric.Observer) error {
-			o.ObserveInt64(held, g.held.Load(), metric.WithAttributes(attribute.String("group", cfg.Name), attribute.String("member", cfg.ID)))
-			return nil
-		}, held)
-	}
+	ms, meter, err := shell.NewMetrics(cfg.MeterProvider, attribute.String("group", cfg.Name))
 	if err != nil {
 		return nil, fmt.Errorf("tenure: metrics: %w", err)
 	}
-	g.e = groupEntry{g: g, terms: make([]*shardTerm, cfg.Shards)}
-	g.final = GroupStatus{Group: cfg.Name, ID: cfg.ID, Key: groupcore.Key(cfg.ID), Shards: cfg.Shards}
+	g := &Group{cfg: cfg}
+	shard := func(i int, t election.Term) Shard { return Shard{Group: cfg.Name, ID: i, Term: t} }
+	var onRevoked func(int, election.Term, election.Reason)
+	if f := cfg.OnRevoked; f != nil {
+		onRevoked = func(i int, t election.Term, r election.Reason) { f(shard(i, t), r) }
+	}
+	g.sh, err = shell.NewGroup(shell.GroupConfig{
+		Campaign: groupcore.CampaignConfig{Name: cfg.Name, Shards: cfg.Shards, ID: cfg.ID, Weight: cfg.Weight, Lock: &lc, Watch: cfg.Watch},
+		Store:    cfg.Store, Clock: cfg.Clock, Logger: cfg.Logger, WakeAddr: cfg.WakeAddr, WakeAdvertise: cfg.WakeAdvertise,
+		Metrics: ms, Meter: meter,
+		OnAssigned: func(ctx context.Context, i int, t election.Term) { cfg.OnAssigned(ctx, shard(i, t)) },
+		OnRevoked:  onRevoked,
+		Panicked: func(callback string, value any, stack []byte) any {
+			return &CallbackPanic{Callback: callback, Value: value, Stack: stack}
+		},
+		Ended: func(lease string, token fencing.Token, reason election.Reason) error {
+			return &TermEndedError{Lease: lease, Token: token, Reason: reason}
+		},
+	})
+	if err != nil {
+		return nil, err
+	}
 	return g, nil
 }
 
@@ -236,7 +201,7 @@ func (g *Group) ID() string { return g.cfg.ID }
 
 // WakeAddr returns the address this member publishes for wake-ups while
 // Run runs, or "" without one.
-func (g *Group) WakeAddr() string { return g.wakeAddr }
+func (g *Group) WakeAddr() string { return g.sh.WakeAddr() }
 
 // Run runs the member until ctx is done: it joins the group, holds and
 // renews the shards that fall to it, and hands them over as members come
@@ -251,243 +216,20 @@ func (g *Group) Run(ctx context.Context) error {
 	if !g.started.CompareAndSwap(false, true) {
 		return errors.New("tenure: Group.Run called twice")
 	}
-	defer func() { _ = g.reg.Unregister() }()
-	g.h = host.New(host.Config{
-		Clock: g.cfg.Clock, Store: g.cfg.Store, Context: context.WithoutCancel(ctx),
-		Observe: func(kind election.OpKind, err error, took time.Duration) {
-			g.ms.storeCall(opName(kind), err, took)
-			g.answered.note(g.cfg.Clock, err)
-		},
-		After: func() {
-			if g.e.c.Done() {
-				g.h.Exit()
-			}
-			g.syncFeed()
-		},
-	})
-	conn, addr, err := g.bindWake()
-	if err != nil {
-		return err
-	}
-	m, err := engine.NewMember(g.h.Core, &g.e, groupcore.CampaignConfig{
-		Name: g.cfg.Name, Shards: g.cfg.Shards, ID: g.cfg.ID, Weight: g.cfg.Weight, Addr: addr, Lock: g.lock, Watch: g.cfg.Watch,
-	})
-	if err != nil {
-		if conn != nil {
-			_ = conn.Close()
-		}
-		return fmt.Errorf("tenure: group %q: %w", g.cfg.Name, err)
-	}
-	if t, ok := g.cfg.Store.(engine.Tapped); ok {
-		m.Tap(t.TapMember())
-	}
-	c := m.Campaign()
-	g.e.m, g.e.c = m, c
-	if conn != nil {
-		g.wakeAddr = addr
-		g.serveWake(conn, addr)
-	}
-	g.log(slog.LevelInfo, "joining the group", "shards", g.cfg.Shards, "key", c.Key())
-	g.running.Store(true)
-	c.Start()
-	g.h.Run(ctx.Done(), c.Leave)
-	g.mu.Lock()
-	g.final = g.e.status()
-	g.mu.Unlock()
-	g.running.Store(false)
-	g.closeWake()
-	g.stopFeeds()
-	g.h.Wait()
-	g.log(slog.LevelInfo, "left the group")
-	g.mu.Lock()
-	p := g.panicked
-	g.mu.Unlock()
-	if p != nil {
-		panic(p)
-	}
-	if err := c.Err(); err != nil {
-		return fmt.Errorf("tenure: group %q: %w", g.cfg.Name, err)
-	}
-	return nil
+	return g.sh.Run(ctx)
 }
 
 // Status returns what this member knows now.
 func (g *Group) Status() GroupStatus {
-	if g.running.Load() {
-		ch := make(chan GroupStatus, 1)
-		if g.h.Do(func() { ch <- g.e.status() }) {
-			return <-ch
-		}
-	}
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	return g.final
-}
-
-// LastAnswer returns the local time the store last answered one of this
-// member's calls; zero before the first.
-func (g *Group) LastAnswer() time.Time { return g.answered.get() }
-
-func (e *groupEntry) status() GroupStatus {
-	g, c := e.g, e.c
-	st := GroupStatus{Group: g.cfg.Name, ID: g.cfg.ID, Key: c.Key(), Shards: g.cfg.Shards, Share: c.Wanted(), Err: c.StoreErr()}
-	for _, m := range c.Live() {
-		st.Members = append(st.Members, GroupMember{ID: c.ID(m.Key), Key: m.Key, Weight: m.Weight})
-	}
-	for i := range g.cfg.Shards {
-		if c.Held(i) {
-			st.Held = append(st.Held, i)
-		}
-	}
-	st.Balanced = len(st.Held) == st.Share && c.HeldCount() == st.Share
-	if err := c.Err(); err != nil {
-		st.Err = err
+	s := g.sh.Status()
+	st := GroupStatus{Group: g.cfg.Name, ID: g.cfg.ID, Key: s.Key, Shards: g.cfg.Shards,
+		Held: s.Held, Share: s.Share, Balanced: s.Balanced, Err: s.Err}
+	for i, m := range s.Members {
+		st.Members = append(st.Members, GroupMember{ID: s.IDs[i], Key: m.Key, Weight: m.Weight})
 	}
 	return st
 }
 
-// bindWake opens the wake-up listener, where one is wanted, and returns
-// it with the address to publish; nil without one.
-func (g *Group) bindWake() (seam.WakeConn, string, error) {
-	listen := g.cfg.WakeAddr
-	if listen == "" {
-		listen = defaultWakeAddr(g.cfg.Store)
-	}
-	if listen == NoWake {
-		return nil, "", nil
-	}
-	conn, addr, err := wakeNet(g.cfg.Store).Listen(listen, g.cfg.WakeAdvertise)
-	switch {
-	case err != nil && g.cfg.WakeAddr != "":
-		return nil, "", err
-	case err != nil:
-		g.log(slog.LevelWarn, "no wake-ups: a shard handed over is found at the next poll (set WakeAddr)", "err", err)
-		return nil, "", nil
-	}
-	return conn, addr, nil
-}
-
-// serveWake passes the wake-ups conn receives to the campaign, and sends
-// the campaign's, until the loop ends.
-func (g *Group) serveWake(conn seam.WakeConn, addr string) {
-	g.wakes = newSender(conn, 256, g.log)
-	prefix := wakeMsg(g.cfg.Name + "/")
-	g.h.Go(func() {
-		buf := make([]byte, len(prefix)+16)
-		for {
-			n, err := conn.Recv(buf)
-			if err != nil {
-				return // closed
-			}
-			i, err := strconv.Atoi(strings.TrimPrefix(string(buf[:n]), prefix))
-			if err != nil || !strings.HasPrefix(string(buf[:n]), prefix) {
-				continue
-			}
-			if !g.h.Do(func() { g.e.m.Woken(i) }) {
-				return
-			}
-		}
-	})
-	sent := make(chan struct{})
-	g.h.Go(func() { g.wakes.run(g.h.Quit()); close(sent) })
-	g.closeWake = func() {
-		<-sent // the last wake-ups go out first
-		_ = conn.Close()
-	}
-	g.log(slog.LevelInfo, "listening for wake-ups", "addr", conn.Addr(), "advertised", addr)
-}
-
-func (g *Group) log(level slog.Level, msg string, args ...any) {
-	if lg := g.cfg.Logger; lg != nil {
-		g.flood.Log(lg, g.cfg.Clock.Now(), level, msg, append([]any{"id", g.cfg.ID, "group", g.cfg.Name}, args...)...)
-	}
-}
-
-// The engine.MemberEffects of the group.
-
-func (e *groupEntry) Now() time.Time { return e.g.cfg.Clock.Now() }
-
-func (e *groupEntry) Log(level slog.Level, msg string, args ...any) {
-	if level >= slog.LevelError {
-		e.g.ms.Anomaly()
-	}
-	e.g.log(level, msg, args...)
-}
-
-func (e *groupEntry) Assigned(shard int, t election.Term) {
-	g := e.g
-	st := &shardTerm{s: Shard{Group: g.cfg.Name, ID: shard, Term: Term{Lease: groupcore.ShardName(g.cfg.Name, shard), Holder: g.cfg.ID, Token: t.Token, Deadline: t.Deadline}}, revoked: make(chan struct{})}
-	st.ctx.Init(context.Background(), Term{Lease: st.s.Lease, Holder: g.cfg.ID, Token: st.s.Token, Deadline: t.Deadline}, g.cfg.Clock)
-	e.terms[shard] = st
-	g.held.Add(1)
-	g.ms.Elected()
-	g.log(slog.LevelInfo, "shard assigned", "shard", shard, "token", st.s.Token)
-	g.h.Go(func() { g.runTerm(st) })
-}
-
-// runTerm runs a shard's term's callbacks, in order, and then lets the
-// campaign release the shard.
-func (g *Group) runTerm(st *shardTerm) {
-	ok := call("OnAssigned", func() { g.cfg.OnAssigned(&st.ctx, st.s) }, g.panic)
-	// The context may end at the deadline on the callback's own goroutine
-	// (its Err reads the clock), before the loop has revoked the term and
-	// said why: OnRevoked waits for the loop.
-	<-st.ctx.Done()
-	<-st.revoked
-	if ok && g.cfg.OnRevoked != nil {
-		call("OnRevoked", func() { g.cfg.OnRevoked(st.s, st.reason) }, g.panic)
-	}
-	g.h.Do(func() { g.e.m.Returned(st.s.ID) })
-}
-
-// panic keeps a callback's panic for Run, and leaves the group: its
-// shards are handed over before Run panics with it.
-func (g *Group) panic(p *CallbackPanic) {
-	g.mu.Lock()
-	if g.panicked == nil {
-		g.panicked = p
-	}
-	g.mu.Unlock()
-	g.log(slog.LevelError, "callback panicked: leaving the group", "callback", p.Callback, "panic", p.Value)
-	g.h.Do(func() { g.e.c.Leave() })
-}
-
-func (e *groupEntry) Publish(shard int, s driver.Snapshot) {
-	if st := e.terms[shard]; st != nil {
-		engine.FollowJeopardy(&st.ctx, e.g.cfg.Clock.Now(), s, e.g.ms, e.g.log, "shard", shard)
-		st.ctx.Announce()
-	}
-}
-
-func (e *groupEntry) Revoked(shard int, t election.Term, r election.Reason) {
-	g, st := e.g, e.terms[shard]
-	if st == nil {
-		return
-	}
-	e.terms[shard] = nil
-	g.held.Add(-1)
-	st.reason = DemotionReason(r)
-	close(st.revoked)
-	g.ms.Demoted(st.reason)
-	engine.FollowJeopardy(&st.ctx, g.cfg.Clock.Now(), driver.Snapshot{}, g.ms, g.log, "shard", shard) // over with the term
-	st.ctx.Announce()
-	st.ctx.Cancel(&TermEndedError{Lease: st.s.Lease, Token: st.s.Token, Reason: st.reason})
-	level := slog.LevelInfo
-	if r != election.ReasonShutDown && r != election.ReasonHandedOver {
-		level = slog.LevelWarn
-	}
-	g.log(level, "shard revoked", "shard", shard, "token", t.Token, "reason", st.reason.String())
-}
-
-func (e *groupEntry) Wake(addr string, shard int) {
-	if w := e.g.wakes; w != nil {
-		w.send(addr, wakeMsg(groupcore.ShardName(e.g.cfg.Name, shard)))
-	}
-}
-
-func (e *groupEntry) Changed(live []groupcore.Member) {
-	e.g.log(slog.LevelInfo, "members changed", "members", len(live))
-}
-
-// Done: the host's After ends the loop.
-func (e *groupEntry) Done() {}
+// LastAnswer returns the local time the store last answered one of this
+// member's calls; zero before the first.
+func (g *Group) LastAnswer() time.Time { return g.sh.LastAnswer() }

@@ -1,37 +1,12 @@
 package tenure
 
 import (
-	"encoding/json"
-	"errors"
 	"net/http"
-	"sync"
 	"time"
 
 	"github.com/tenure-go/tenure/election"
-	"github.com/tenure-go/tenure/lease"
+	"github.com/tenure-go/tenure/internal/shell"
 )
-
-// lastAnswer is when the store last answered a call: with a record, a
-// conflict or no record, not with an error.
-type lastAnswer struct {
-	mu sync.Mutex
-	at time.Time // local time
-}
-
-func (a *lastAnswer) note(clk Clock, err error) {
-	if err == nil || errors.Is(err, lease.ErrConflict) || errors.Is(err, lease.ErrNotFound) {
-		now := clk.Now()
-		a.mu.Lock()
-		a.at = now
-		a.mu.Unlock()
-	}
-}
-
-func (a *lastAnswer) get() time.Time {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	return a.at
-}
 
 // candidateHealth is the JSON body of a Candidate's Handler.
 type candidateHealth struct {
@@ -75,11 +50,12 @@ type candidateHealth struct {
 // (payloads often hold addresses). Serve it only where its readers may
 // learn who leads.
 func (c *Candidate) Handler() http.Handler {
-	return probes(func(probe string) (bool, any) {
+	return shell.Probes(func(probe string) (bool, any) {
 		st := c.Status()
 		answered := st.LastAnswer
 		now := c.cfg.Clock.Now()
-		h := candidateHealth{Lease: c.cfg.Lease, ID: c.cfg.ID, Running: c.running.Load(), Leading: st.Leading,
+		running, _ := c.sh.Running()
+		h := candidateHealth{Lease: c.cfg.Lease, ID: c.cfg.ID, Running: running, Leading: st.Leading,
 			Standby: st.Standby, Leader: st.Leader.Holder, LeaderToken: uint64(st.Leader.Token)}
 		if st.Leading {
 			h.Token = uint64(st.Token)
@@ -106,7 +82,7 @@ func (c *Candidate) Handler() http.Handler {
 			if c.cfg.Standby {
 				within = max(within, election.MaxPoll(c.cfg.ColdPollInterval)+c.cfg.OpTimeout)
 			}
-			h.Healthy, h.Reason = health(h.Running, answered, now, within)
+			h.Healthy, h.Reason = shell.Health(h.Running, answered, now, within)
 		}
 		return h.Healthy, h
 	})
@@ -116,50 +92,16 @@ func (c *Candidate) Handler() http.Handler {
 // least once a poll (a cold one with Standby) and an OpTimeout, so a loop
 // silent for twice that and a lease is stuck.
 func (c *Candidate) alive(now time.Time) (bool, string) {
-	if !c.running.Load() {
+	running, at := c.sh.Running()
+	if !running {
 		return false, "not running"
 	}
 	poll := max(c.cfg.PollInterval, c.cfg.ColdPollInterval, c.cfg.RenewInterval)
 	bound := 2*(election.MaxPoll(poll)+c.cfg.OpTimeout) + c.cfg.LeaseDuration
-	if at := time.Unix(0, c.loopAt.Load()); now.Sub(at) > bound {
+	if now.Sub(at) > bound {
 		return false, "the loop has not stepped for " + now.Sub(at).Round(time.Millisecond).String()
 	}
 	return true, ""
-}
-
-// probes serves /livez, /readyz, /leader and /healthz (as /readyz) from
-// check, which returns the answer and the JSON body for a probe.
-func probes(check func(probe string) (bool, any)) http.Handler {
-	mux := http.NewServeMux()
-	for _, p := range []string{"livez", "readyz", "leader", "healthz"} {
-		mux.HandleFunc("GET /"+p, func(w http.ResponseWriter, _ *http.Request) {
-			ok, body := check(p)
-			writeHealth(w, ok, body)
-		})
-	}
-	return mux
-}
-
-// health decides a probe's answer.
-func health(running bool, answered, now time.Time, within time.Duration) (bool, string) {
-	switch {
-	case !running:
-		return false, "not running"
-	case answered.IsZero():
-		return false, "no answer from the store yet"
-	case now.Sub(answered) > within:
-		return false, "no answer from the store for " + now.Sub(answered).Round(time.Millisecond).String()
-	}
-	return true, ""
-}
-
-func writeHealth(w http.ResponseWriter, ok bool, body any) {
-	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("Cache-Control", "no-store")
-	if !ok {
-		w.WriteHeader(http.StatusServiceUnavailable)
-	}
-	_ = json.NewEncoder(w).Encode(body)
 }
 
 // lockerHealth is the JSON body of a Locker's Handler.
@@ -178,16 +120,11 @@ type lockerHealth struct {
 // least one lock). Each answers 200 or 503 with its state as JSON (docs/cli.md); it
 // names no lock. Other paths answer 404.
 func (l *Locker) Handler() http.Handler {
-	return probes(func(probe string) (bool, any) {
+	return shell.Probes(func(probe string) (bool, any) {
 		now := l.cfg.Clock.Now()
 		answered := l.LastAnswer()
-		running := true
-		select {
-		case <-l.h.Quit():
-			running = false
-		default:
-		}
-		h := lockerHealth{ID: l.cfg.ID, Running: running, Held: l.held.Load()}
+		running := l.sh.Open()
+		h := lockerHealth{ID: l.cfg.ID, Running: running, Held: l.sh.Held()}
 		switch {
 		case probe == "livez":
 			h.Healthy = running
@@ -202,7 +139,7 @@ func (l *Locker) Handler() http.Handler {
 		case answered.IsZero() && running:
 			h.Healthy = true // idle: nothing asked of the store yet
 		default:
-			h.Healthy, h.Reason = health(running, answered, now, l.cfg.LeaseDuration)
+			h.Healthy, h.Reason = shell.Health(running, answered, now, l.cfg.LeaseDuration)
 		}
 		if !answered.IsZero() {
 			s := now.Sub(answered).Seconds()
@@ -228,11 +165,11 @@ type groupHealth struct {
 // LeaseDuration), /leader (it holds at least one shard). Each answers 200
 // or 503 with its state as JSON (docs/cli.md). Other paths answer 404.
 func (g *Group) Handler() http.Handler {
-	return probes(func(probe string) (bool, any) {
+	return shell.Probes(func(probe string) (bool, any) {
 		now := g.cfg.Clock.Now()
 		answered := g.LastAnswer()
-		running := g.running.Load()
-		h := groupHealth{ID: g.cfg.ID, Group: g.cfg.Name, Running: running, Held: g.held.Load()}
+		running := g.sh.Running()
+		h := groupHealth{ID: g.cfg.ID, Group: g.cfg.Name, Running: running, Held: g.sh.Held()}
 		switch probe {
 		case "livez":
 			h.Healthy = running
@@ -245,7 +182,7 @@ func (g *Group) Handler() http.Handler {
 				h.Reason = "holds no shard"
 			}
 		default:
-			h.Healthy, h.Reason = health(running, answered, now, g.cfg.LeaseDuration)
+			h.Healthy, h.Reason = shell.Health(running, answered, now, g.cfg.LeaseDuration)
 		}
 		if !answered.IsZero() {
 			s := now.Sub(answered).Seconds()

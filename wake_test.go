@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/tenure-go/tenure/internal/groupcore"
+	"github.com/tenure-go/tenure/internal/shell"
 	"github.com/tenure-go/tenure/lease/filelease"
 	"github.com/tenure-go/tenure/lease/memlease"
 )
@@ -16,7 +17,7 @@ import (
 // a group's member on a file store publishes 127.0.0.1, not the host's
 // outbound address.
 func TestWakeOnLoopbackForOneHostStores(t *testing.T) {
-	if got := defaultWakeAddr(memlease.New()); got != "127.0.0.1:0" {
+	if got := shell.DefaultWakeAddr(memlease.New()); got != "127.0.0.1:0" {
 		t.Errorf("memlease: %s", got)
 	}
 	store, err := filelease.New(filepath.Join(t.TempDir(), "leases"))

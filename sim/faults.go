@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/tenure-go/tenure/internal/shell"
 	"github.com/tenure-go/tenure/lease"
 )
 
@@ -170,10 +171,10 @@ func (w *world) hook(on hook, in *instance) {
 // are sent: tenure's own.
 type hearer interface{ hear(msg string) }
 
-// Wake-up messages as tenure sends them (standby.go, locker.go).
-const (
-	wakePrefix   = "tenure wake "
-	noticePrefix = "tenure renewed "
+// Wake-up messages as tenure sends them (internal/shell).
+var (
+	wakePrefix   = shell.WakeMsg("")
+	noticePrefix = shell.NoticeMsg("")
 )
 
 // sendMsg sends msg, a message of tenure's, from in to the instance with

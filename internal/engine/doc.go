@@ -7,9 +7,12 @@
 // host.Core. It routes their store calls and answers, and tells the
 // process around it what happened through an effects interface.
 //
-// tenure's Candidate and Locker run it under host.Host's loop, with
-// callbacks on a dispatcher, callers waiting on channels, contexts for
-// terms and held locks, metrics and a UDP listener around it; the
-// simulator steps the very same code with its own time, network and
-// program. What differs between the two is only what the effects do.
+// A Candidate's glue around its run is here too (Candidate): the terms'
+// contexts and their jeopardy (TermContext), the queues of its callbacks
+// (Dispatch) and of OnLeaderChange (Notify), its status, and the standby's
+// wake-up (WakePlan). internal/shell runs all of it in a process, under
+// host.Host's loop, with the callbacks on goroutines, callers waiting on
+// channels, metrics and a UDP listener around it; the simulator steps the
+// very same code on one thread, with its own time, network and program.
+// What differs between the two is only what the shells do.
 package engine

@@ -1,4 +1,4 @@
-package tenure
+package shell
 
 import (
 	"context"
@@ -38,20 +38,23 @@ import (
 
 const meterName = "github.com/tenure-go/tenure"
 
-type metrics struct {
+// Metrics are the instruments of a Candidate, a Locker or a Group.
+type Metrics struct {
 	terms, demotions, anomalies, calls metric.Int64Counter
 	jeopardy                           metric.Int64UpDownCounter
 	duration                           metric.Float64Histogram
-	base                               attribute.KeyValue
-	opts                               metric.MeasurementOption // base alone
+	Base                               attribute.KeyValue
+	Opts                               metric.MeasurementOption // Base alone
 }
 
-func newMetrics(mp metric.MeterProvider, base attribute.KeyValue) (*metrics, metric.Meter, error) {
+// NewMetrics makes the instruments on mp (the global MeterProvider if
+// nil), each measured with base.
+func NewMetrics(mp metric.MeterProvider, base attribute.KeyValue) (*Metrics, metric.Meter, error) {
 	if mp == nil {
 		mp = otel.GetMeterProvider()
 	}
 	m := mp.Meter(meterName)
-	ms := &metrics{base: base, opts: metric.WithAttributes(base)}
+	ms := &Metrics{Base: base, Opts: metric.WithAttributes(base)}
 	var err, e error
 	ms.terms, e = m.Int64Counter("tenure.terms", metric.WithDescription("Terms begun."), metric.WithUnit("{term}"))
 	err = errors.Join(err, e)
@@ -69,9 +72,9 @@ func newMetrics(mp metric.MeterProvider, base attribute.KeyValue) (*metrics, met
 	return ms, m, err
 }
 
-// storeCall records one call: op "get" or "put", its error, how long it took.
-func (ms *metrics) storeCall(op string, err error, d time.Duration) {
-	o := metric.WithAttributes(ms.base, attribute.String("op", op), attribute.String("outcome", outcome(err)))
+// StoreCall records one call: op "get" or "put", its error, how long it took.
+func (ms *Metrics) StoreCall(op string, err error, d time.Duration) {
+	o := metric.WithAttributes(ms.Base, attribute.String("op", op), attribute.String("outcome", outcome(err)))
 	ms.calls.Add(context.Background(), 1, o)
 	ms.duration.Record(context.Background(), d.Seconds(), o)
 }
@@ -94,19 +97,21 @@ func outcome(err error) string {
 	return "error"
 }
 
-func opName(k election.OpKind) string {
+// OpName is the op attribute of a call of kind k.
+func OpName(k election.OpKind) string {
 	if k == election.OpPut {
 		return "put"
 	}
 	return "get"
 }
 
-func (ms *metrics) Elected() { ms.terms.Add(context.Background(), 1, ms.opts) }
+// Elected, Demoted, Jeopardized and Anomaly make Metrics an engine.Meter.
+func (ms *Metrics) Elected() { ms.terms.Add(context.Background(), 1, ms.Opts) }
 
-func (ms *metrics) Demoted(r DemotionReason) {
-	ms.demotions.Add(context.Background(), 1, metric.WithAttributes(ms.base, attribute.String("reason", r.String())))
+func (ms *Metrics) Demoted(r election.Reason) {
+	ms.demotions.Add(context.Background(), 1, metric.WithAttributes(ms.Base, attribute.String("reason", r.String())))
 }
 
-func (ms *metrics) Jeopardized(delta int64) { ms.jeopardy.Add(context.Background(), delta, ms.opts) }
+func (ms *Metrics) Jeopardized(delta int64) { ms.jeopardy.Add(context.Background(), delta, ms.Opts) }
 
-func (ms *metrics) Anomaly() { ms.anomalies.Add(context.Background(), 1, ms.opts) }
+func (ms *Metrics) Anomaly() { ms.anomalies.Add(context.Background(), 1, ms.Opts) }

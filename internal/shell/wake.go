@@ -1,4 +1,4 @@
-package tenure
+package shell
 
 import (
 	"fmt"
@@ -14,18 +14,25 @@ import (
 // to the address its waiter published. They carry no authority; a receiver
 // rate-limits them and only reads sooner.
 
-// NoWake, as Runtime.WakeAddr, turns wake-ups off where they would be on by
-// default (with a Priority).
+// NoWake, as a WakeAddr, turns wake-ups off where they would be on by
+// default (tenure.NoWake).
 const NoWake = "none"
 
-// defaultWakeAddr is where a candidate with a Priority (or a group's
+// WakeMsg is a wake-up for the lease or lock name: the message names it,
+// so that a wake-up meant for another on the same address is ignored.
+func WakeMsg(name string) string { return "tenure wake " + name }
+
+// NoticeMsg is a renewal notice for the lease: its leader has just renewed.
+func NoticeMsg(lease string) string { return "tenure renewed " + lease }
+
+// DefaultWakeAddr is where a candidate with a Priority (or a group's
 // member) listens when its WakeAddr is not set: loopback, port 0, when the
 // store is one host's (lease.OneHost: no other host can take part);
 // otherwise port 0 on the address this host sends from by its default
 // route, the one other hosts most likely reach it at (a pod's IP; a VM's
 // address in its network), or loopback on a host without a route.
 // Connecting a UDP socket sends nothing: it only asks the routing table.
-func defaultWakeAddr(store lease.Store) string {
+func DefaultWakeAddr(store lease.Store) string {
 	host := "127.0.0.1"
 	if oh, ok := store.(lease.OneHost); ok && oh.OneHost() {
 		return net.JoinHostPort(host, "0")
@@ -40,9 +47,9 @@ func defaultWakeAddr(store lease.Store) string {
 	return net.JoinHostPort(host, "0")
 }
 
-// checkWake checks a wake-up address and the address advertised for it,
+// CheckWake checks a wake-up address and the address advertised for it,
 // for the fields named addrField and advField.
-func checkWake(addr, advertise, addrField, advField string) error {
+func CheckWake(addr, advertise, addrField, advField string) error {
 	bad := func(field, format string, args ...any) error {
 		return &election.FieldError{Field: field, Reason: fmt.Sprintf(format, args...)}
 	}
@@ -71,9 +78,9 @@ func checkWake(addr, advertise, addrField, advField string) error {
 	return nil
 }
 
-// wakeNet returns the network that carries the wake-ups of a process
+// WakeNet returns the network that carries the wake-ups of a process
 // using store: UDP, but for the simulator's store (seam.WakeCarrier).
-func wakeNet(store lease.Store) seam.WakeNet {
+func WakeNet(store lease.Store) seam.WakeNet {
 	if c, ok := store.(seam.WakeCarrier); ok {
 		return c.WakeNet()
 	}
@@ -83,7 +90,7 @@ func wakeNet(store lease.Store) seam.WakeNet {
 // udpNet carries wake-ups as UDP datagrams.
 type udpNet struct{}
 
-// Listen listens on addr (checked by checkWake) and returns the address to
+// Listen listens on addr (checked by CheckWake) and returns the address to
 // publish: advertise, or addr's host with the port bound.
 func (udpNet) Listen(addr, advertise string) (seam.WakeConn, string, error) {
 	conn, err := net.ListenPacket("udp", addr)
@@ -140,21 +147,23 @@ func (c *udpConn) Addr() string { return c.pc.LocalAddr().String() }
 // datagram is a message to send, and where.
 type datagram struct{ addr, msg string }
 
-// sender sends datagrams from a listener's socket on a goroutine of its
-// own, so that a loop never waits on the network: send drops a datagram
-// when those before it are still queued.
-type sender struct {
+// Sender sends datagrams from a listener's socket on a goroutine of its
+// own, so that a loop never waits on the network: Send drops a
+// datagram when those before it are still queued.
+type Sender struct {
 	conn seam.WakeConn
 	q    chan datagram
 	log  func(level slog.Level, msg string, args ...any)
 }
 
-func newSender(conn seam.WakeConn, queue int, log func(level slog.Level, msg string, args ...any)) *sender {
-	return &sender{conn: conn, q: make(chan datagram, queue), log: log}
+// NewSender returns a sender on conn's socket that queues at most queue
+// datagrams.
+func NewSender(conn seam.WakeConn, queue int, log func(level slog.Level, msg string, args ...any)) *Sender {
+	return &Sender{conn: conn, q: make(chan datagram, queue), log: log}
 }
 
-// send queues msg to addr, or drops it if the queue is full.
-func (s *sender) send(addr, msg string) {
+// Send queues msg to addr, or drops it if the queue is full.
+func (s *Sender) Send(addr, msg string) {
 	select {
 	case s.q <- datagram{addr, msg}:
 	default:
@@ -162,10 +171,10 @@ func (s *sender) send(addr, msg string) {
 	}
 }
 
-// run sends the queued datagrams until quit is closed, and then those
+// Run sends the queued datagrams until quit is closed, and then those
 // still queued (an Unlock just before Close wakes its waiter all the same):
-// the socket must stay open until run returns.
-func (s *sender) run(quit <-chan struct{}) {
+// the socket must stay open until Run returns.
+func (s *Sender) Run(quit <-chan struct{}) {
 	send := func(d datagram) {
 		if err := s.conn.Send(d.addr, []byte(d.msg)); err != nil {
 			s.log(slog.LevelDebug, "not sent", "msg", d.msg, "addr", d.addr, "err", err)
