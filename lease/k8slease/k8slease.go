@@ -72,17 +72,6 @@ import (
 	"github.com/tenure-go/tenure/lease"
 )
 
-// The annotations of a Lease tenure writes.
-const (
-	AnnotationName      = kube.AnnotationName
-	AnnotationToken     = kube.AnnotationToken
-	AnnotationNonce     = kube.AnnotationNonce
-	AnnotationDuration  = kube.AnnotationDuration
-	AnnotationWrittenAt = kube.AnnotationWrittenAt
-	AnnotationReleased  = kube.AnnotationReleased
-	AnnotationPayload   = kube.AnnotationPayload
-)
-
 // Config configures a Store.
 type Config struct {
 	// Namespace is where the Leases are. Required.
