@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"os"
+	"runtime/debug"
 	"strconv"
 	"strings"
 
@@ -17,8 +18,10 @@ import (
 // read-only mappings of the executable (its code and constant data) are
 // dropped with MADV_DONTNEED: the kernel keeps them in its page cache,
 // shared, and maps back what the process touches again, from there. Its
-// writable data is left alone.
+// writable data is left alone. The heap's garbage of the start (the SDKs'
+// parsed configuration and endpoint rules) goes back to the system too.
 func shedStartupPages() {
+	debug.FreeOSMemory()
 	exe, err := os.Readlink("/proc/self/exe")
 	if err != nil {
 		return
