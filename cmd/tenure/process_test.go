@@ -374,7 +374,8 @@ func (e *procEnv) killFailsOver(holder *exec.Cmd, first event, what string, next
 // child starts within a poll.
 func TestProcessSIGTERM(t *testing.T) {
 	onStores(t, func(t *testing.T, e *procEnv) {
-		a := e.tenure("run", "--id", "a", "job")
+		var errb strings.Builder
+		a := e.tenureLog(io.MultiWriter(&errb, os.Stderr), "run", "--id", "a", "job")
 		e.await(20*time.Second, "first child", func(ev event) bool { return ev.what == "start" && ev.holder == "a" })
 		// b follows before a is stopped: the bound is from a follower's
 		// poll, not from a process start (a -race binary under load took
@@ -393,6 +394,11 @@ func TestProcessSIGTERM(t *testing.T) {
 		e.await(5*time.Second, "SIGTERM at the child", func(ev event) bool { return ev.what == "term" && ev.holder == "a" })
 		if err := a.Wait(); err != nil {
 			t.Errorf("tenure after SIGTERM: %v, want exit 0 (the child's status)", err)
+		}
+		// At the default verbosity a run says that it leads and what it
+		// runs; a shutdown that was asked for is no warning.
+		if log := errb.String(); !strings.Contains(log, `level=INFO msg="elected, token `) || !strings.Contains(log, `level=INFO msg="got terminated`) {
+			t.Errorf("a's log at the default verbosity:\n%s\nwant the election and the asked-for shutdown at INFO", log)
 		}
 		p, _ := plan.New(election.Timing{LeaseDuration: e.lease}, 2, 50*time.Millisecond)
 		e.await(p.ReleaseFailover+2*time.Second, "b's child", func(ev event) bool { return ev.what == "start" && ev.holder == "b" })
