@@ -334,9 +334,10 @@ func (c Config) installGoTool(t goTool) error {
 	}
 	defer os.RemoveAll(tmp)
 	// Pure Go, released that way: no C compiler needed. GOFLAGS is cleared
-	// so that flags meant for this module do not apply.
+	// so that flags meant for this module do not apply. Stripped, and
+	// compiled without DWARF (a tenth of the compiler's time).
 	env := append(os.Environ(), "GOBIN="+filepath.Join(tmp, "bin"), "CGO_ENABLED=0", "GOFLAGS=")
-	if err := run(tmp, env, "go", "install", "-ldflags=-s -w", stamp); err != nil {
+	if err := run(tmp, env, "go", "install", "-gcflags=all=-dwarf=false", "-ldflags=-s -w", stamp); err != nil {
 		return err
 	}
 	out, err := exec.Command("go", "version", "-m", filepath.Join(tmp, "bin", t.name)).Output()

@@ -66,7 +66,8 @@ func (c Config) installKube() error {
 		}
 	}
 	env := append(os.Environ(), "CGO_ENABLED=0", "GOFLAGS=-mod=mod", "GOWORK=off")
-	if err := run(src, env, "go", "build", "-trimpath", "-ldflags=-s -w", "-o", filepath.Join(tmp, "bin", "kube-apiserver"), "k8s.io/kubernetes/cmd/kube-apiserver"); err != nil {
+	// Stripped, and compiled without DWARF (a tenth of the compiler's time).
+	if err := run(src, env, "go", "build", "-trimpath", "-gcflags=all=-dwarf=false", "-ldflags=-s -w", "-o", filepath.Join(tmp, "bin", "kube-apiserver"), "k8s.io/kubernetes/cmd/kube-apiserver"); err != nil {
 		return err
 	}
 	if err := os.RemoveAll(src); err != nil {
