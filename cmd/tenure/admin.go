@@ -160,9 +160,9 @@ func listCommand(args []string, stdout, stderr io.Writer) int {
 		case slotName.MatchString(r.Name):
 			// A --once-per slot is never given back: it stays taken, so
 			// that no replica runs the slot again.
-			m := slotName.FindStringSubmatch(r.Name)
+			lock := r.Name[:strings.LastIndexByte(r.Name, '/')]
 			fmt.Fprintf(stdout, "%s: once-per slot of %s, taken by %q (token %d), written %s ago by the writer's clock: it stays taken so that the slot runs once (its lease, %v, keeps it); tenure gc removes it once that and --older-than (24h) have passed\n",
-				r.Name, m[1], r.Holder, r.Token, now.Sub(*r.WrittenAt).Round(time.Second), r.rec.Duration)
+				r.Name, lock, r.Holder, r.Token, now.Sub(*r.WrittenAt).Round(time.Second), r.rec.Duration)
 		default:
 			fmt.Fprintf(stdout, "%s: held by %q, token %d, lease %v, written %s ago by the writer's clock\n", r.Name, r.Holder, r.Token, r.rec.Duration, now.Sub(*r.WrittenAt).Round(time.Second))
 		}

@@ -7,8 +7,10 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/tenure-go/tenure"
+	"github.com/tenure-go/tenure/lease"
 	"github.com/tenure-go/tenure/lease/filelease"
 )
 
@@ -266,5 +268,30 @@ func TestUsageErrorsPointToHelp(t *testing.T) {
 	}
 	if _, _, errs := runTenure(t, "lock", "-h"); strings.Contains(errs, "(default -1)") || !strings.Contains(errs, "-conflict-exit status") {
 		t.Errorf("lock -h shows --conflict-exit as:\n%s", errs)
+	}
+}
+
+// TestOncePerSlotSaysSo: a spent --once-per slot lists as what it is (kept
+// taken so that the slot runs once, and when gc removes it), not as a
+// lease held; gc's floor on --older-than says why it is there.
+func TestOncePerSlotSaysSo(t *testing.T) {
+	dir := t.TempDir()
+	store, err := filelease.New(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := time.Now().Add(-time.Minute)
+	name := "nightly/" + at.UTC().Format("20060102T150405Z")
+	rec := lease.Record{Holder: "a", Token: uint64(at.UnixMilli()), Duration: time.Hour, Nonce: "n", WrittenAt: at}
+	if _, err := store.Put(context.Background(), name, rec, lease.NoVersion); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errs := runTenure(t, "list", "--store", "file://"+dir)
+	if code != 0 || !strings.Contains(out, name+`: once-per slot of nightly, taken by "a"`) || !strings.Contains(out, "tenure gc removes it once") || strings.Contains(out, "held by") {
+		t.Errorf("list: %d %s%s; want the slot shown as a spent once-per slot", code, out, errs)
+	}
+	code, _, errs = runTenure(t, "gc", "--older-than", "1s", "--store", "file://"+dir)
+	if code != exitUsage || !strings.Contains(errs, "want an hour at least: a record is removed only if its token is below") {
+		t.Errorf("gc --older-than 1s: %d %s; want %d saying why an hour", code, errs, exitUsage)
 	}
 }
