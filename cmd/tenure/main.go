@@ -31,8 +31,9 @@ func main() {
 	// Its heap is a few MB, allocated slowly (a renewal every few
 	// seconds): collecting at 25 % growth rather than 100 % keeps a
 	// megabyte or so off every replica for a GC cycle every few minutes.
-	// GOGC, when set, still decides.
-	if os.Getenv("GOGC") == "" {
+	// GOGC, when set, still decides; the simulator, which allocates fast
+	// for minutes, keeps the default.
+	if os.Getenv("GOGC") == "" && (len(os.Args) < 2 || os.Args[1] != "sim") {
 		debug.SetGCPercent(25)
 	}
 	if len(os.Args) > 1 && os.Args[1] == supervisorArg {
