@@ -391,7 +391,7 @@ func TestProcessSIGTERM(t *testing.T) {
 			t.Fatal(err)
 		}
 		sent := time.Now()
-		e.await(30*time.Second, "SIGTERM at the child", func(ev event) bool { return ev.what == "term" && ev.holder == "a" })
+		e.await(5*time.Second, "SIGTERM at the child", func(ev event) bool { return ev.what == "term" && ev.holder == "a" })
 		if err := a.Wait(); err != nil {
 			t.Errorf("tenure after SIGTERM: %v, want exit 0 (the child's status)", err)
 		}
@@ -1351,7 +1351,7 @@ func TestProcessStoreDirDeleted(t *testing.T) {
 	if err := os.RemoveAll(strings.TrimPrefix(e.store, "file://")); err != nil {
 		t.Fatal(err)
 	}
-	e.await(30*time.Second, "the leader's child stopped", func(ev event) bool { return ev.what == "term" && ev.pid == first.pid })
+	e.await(5*time.Second, "the leader's child stopped", func(ev event) bool { return ev.what == "term" && ev.pid == first.pid })
 	next := e.await(e.crashBound()+5*time.Second, "a child after the loss", func(ev event) bool { return ev.what == "start" && ev.pid != first.pid })
 	if next.token <= first.token {
 		t.Errorf("token %d after the loss, not above %d", next.token, first.token)
