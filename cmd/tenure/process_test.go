@@ -874,15 +874,12 @@ func TestProcessSIGTSTP(t *testing.T) {
 	if err := a.Process.Signal(syscall.SIGTSTP); err != nil {
 		t.Fatal(err)
 	}
-	// A child in the middle of a write stops only once the write returns,
-	// and a machine writing gigabytes (a cold make test's build cache)
-	// throttles writers for seconds (state D): bounds of liveness, loose.
-	awaitState(t, 'T', 30*time.Second, a.Process.Pid, first.pid, helper.pid)
+	awaitState(t, 'T', 5*time.Second, a.Process.Pid, first.pid, helper.pid)
 	if err := a.Process.Signal(syscall.SIGCONT); err != nil {
 		t.Fatal(err)
 	}
 	n := len(e.events())
-	e.awaitLog(30*time.Second, "a write after SIGCONT", func(evs []event) bool {
+	e.awaitLog(5*time.Second, "a write after SIGCONT", func(evs []event) bool {
 		for _, ev := range evs[n:] {
 			if ev.what == "accepted" && ev.pid == first.pid {
 				return true
