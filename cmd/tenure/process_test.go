@@ -871,6 +871,17 @@ func TestProcessSIGTSTP(t *testing.T) {
 	a := e.tenure("run", "--id", "a", "job")
 	first := e.await(20*time.Second, "the child", func(ev event) bool { return ev.what == "start" })
 	helper := e.await(10*time.Second, "a helper", func(ev event) bool { return ev.what == "spawn" })
+	// All three helpers started: a SIGTSTP that stops one still between
+	// fork and exec leaves the child waiting on it in state D, not T.
+	e.awaitLog(10*time.Second, "the three helpers", func(evs []event) bool {
+		n := 0
+		for _, ev := range evs {
+			if ev.what == "spawn" {
+				n++
+			}
+		}
+		return n == 3
+	})
 	if err := a.Process.Signal(syscall.SIGTSTP); err != nil {
 		t.Fatal(err)
 	}
