@@ -3,7 +3,41 @@ package sim
 import (
 	"testing"
 	"testing/synctest"
+	"time"
 )
+
+// RunReal runs scenario sc with seed on the real tier: every instance is a
+// tenure.Candidate with its goroutines and callbacks, given a clock, a store
+// and a logger by the simulator. It must be called from a test, outside any
+// synctest bubble: the run happens inside one, where synctest.Wait tells the
+// scheduler that every goroutine has settled before it fires the next event.
+// The scheduler never lets the runtime's timers decide anything: every
+// clock the Candidates hold is the simulator's, and it fires one event at a
+// time in (true time, sequence) order.
+func RunReal(t *testing.T, sc *Scenario, seed uint64, opt Options) *Result {
+	t.Helper()
+	if opt.Strategy != Tenure {
+		t.Fatalf("sim: the real tier runs tenure.Candidate; the %v strategy exists in the fast tier only", opt.Strategy)
+	}
+	start := time.Now()
+	var r *Result
+	synctest.Test(t, func(t *testing.T) {
+		w := newWorld(sc, seed, opt, newRealProcess)
+		w.shared = true
+		w.settle = w.settleReal
+		before := bubble()
+		w.run()
+		synctest.Wait()
+		for _, g := range bubble().since(before) {
+			w.chk.violate(Goroutines, nil, "a goroutine outlives the run:\n"+g)
+		}
+		w.finish()
+		r = w.result("real")
+	})
+	r.Wall = time.Since(start)
+	return r
+}
+
 
 // realSeeds: the real tier runs every scenario over this many seeds.
 func realSeeds() uint64 {

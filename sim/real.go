@@ -10,7 +10,6 @@ import (
 	"strconv"
 	"strings"
 	"sync/atomic"
-	"testing"
 	"testing/synctest"
 	"time"
 
@@ -19,38 +18,6 @@ import (
 	"github.com/tenure-go/tenure/internal/seam"
 	"github.com/tenure-go/tenure/lease"
 )
-
-// RunReal runs scenario sc with seed on the real tier: every instance is a
-// tenure.Candidate with its goroutines and callbacks, given a clock, a store
-// and a logger by the simulator. It must be called from a test, outside any
-// synctest bubble: the run happens inside one, where synctest.Wait tells the
-// scheduler that every goroutine has settled before it fires the next event.
-// The scheduler never lets the runtime's timers decide anything: every
-// clock the Candidates hold is the simulator's, and it fires one event at a
-// time in (true time, sequence) order.
-func RunReal(t *testing.T, sc *Scenario, seed uint64, opt Options) *Result {
-	t.Helper()
-	if opt.Strategy != Tenure {
-		t.Fatalf("sim: the real tier runs tenure.Candidate; the %v strategy exists in the fast tier only", opt.Strategy)
-	}
-	start := time.Now()
-	var r *Result
-	synctest.Test(t, func(t *testing.T) {
-		w := newWorld(sc, seed, opt, newRealProcess)
-		w.shared = true
-		w.settle = w.settleReal
-		before := bubble()
-		w.run()
-		synctest.Wait()
-		for _, g := range bubble().since(before) {
-			w.chk.violate(Goroutines, nil, "a goroutine outlives the run:\n"+g)
-		}
-		w.finish()
-		r = w.result("real")
-	})
-	r.Wall = time.Since(start)
-	return r
-}
 
 // settleReal waits until every goroutine of the bubble is blocked on
 // something only the scheduler can provide, processes what they staged,
