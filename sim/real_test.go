@@ -38,7 +38,6 @@ func RunReal(t *testing.T, sc *Scenario, seed uint64, opt Options) *Result {
 	return r
 }
 
-
 // realSeeds: the real tier runs every scenario over this many seeds.
 func realSeeds() uint64 {
 	if raceEnabled || testing.Short() {
