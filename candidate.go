@@ -89,6 +89,9 @@ func New(cfg Config) (*Candidate, error) {
 		return nil, err
 	}
 	c := &Candidate{cfg: cfg}
+	if o, ok := cfg.Store.(seam.Observing); ok {
+		c.obs = o.ObserveTerms(cfg.Lease)
+	}
 	if c.ms, c.meter, err = shell.NewMetrics(cfg.MeterProvider, attribute.String("lease", cfg.Lease)); err != nil {
 		return nil, fmt.Errorf("tenure: metrics: %w", err)
 	}

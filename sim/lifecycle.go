@@ -140,6 +140,9 @@ func (w *world) resume(in *instance) {
 
 // leader returns an instance that acts as leader now, or nil.
 func (w *world) leader() *instance {
+	if w.user != nil {
+		return w.user.holder()
+	}
 	for _, in := range w.insts {
 		if in.live() && w.chk.open[in] != nil {
 			return in

@@ -390,7 +390,7 @@ func (s realStore) callStale(ctx context.Context, name string, kind election.OpK
 	// every call it starts.
 	w := s.in.w
 	req := &request{in: s.in, kind: kind, rec: rec.Clone(), expect: expect, stale: stale, ch: make(chan reply, 1)}
-	if name != leaseName { // the standby's record, a lock's
+	if name != w.lease { // the standby's record, a lock's
 		w.mu.Lock()
 		req.reg = w.store.register(name)
 		w.mu.Unlock()

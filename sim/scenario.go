@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"cmp"
 	"hash/fnv"
 	"math/rand/v2"
 	"time"
@@ -16,6 +17,7 @@ type Scenario struct {
 	locks   bool // its nodes run lock clients (LockPlan), not Candidates
 	standby bool // its Candidates run with a standby
 	group   bool // its nodes run group members (GroupPlan)
+	nodes   int  // how many nodes the plan starts from; zero: five
 	build   func(p *plan, r *rand.Rand)
 }
 
@@ -138,7 +140,7 @@ func (s *Scenario) plan(seed uint64) *plan {
 	h := fnv.New64a()
 	h.Write([]byte(s.Name))
 	r := rand.New(rand.NewPCG(seed, h.Sum64()))
-	p := defaultPlan(r, 5)
+	p := defaultPlan(r, cmp.Or(s.nodes, 5))
 	s.build(p, r)
 	return p
 }

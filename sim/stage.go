@@ -48,6 +48,7 @@ const (
 	itWake                              // real tier: s, msg: a wake-up or a notice to send to the instance with ID s
 	itWoken                             // real tier: the loop took a wake-up
 	itHandOver                          // real tier: the leader hands the lease over
+	itAct                               // act: an act of a user's code (simtest)
 )
 
 type item struct {
@@ -63,6 +64,7 @@ type item struct {
 	tm       *timer
 	req      *request
 	msg      string
+	act      *userAct
 }
 
 type timer struct {
@@ -189,6 +191,8 @@ func (w *world) process(it *item) {
 		w.sendMsg(in, it.s, it.msg)
 	case itHandOver:
 		w.handingOver(in)
+	case itAct:
+		w.user.take(in, it.act)
 	case itWoken:
 		w.chk.stats.WakesUsed++
 		w.trace(in, line{what: mFault, text: "woken: reading the lease"})
@@ -261,5 +265,9 @@ func (w *world) trace(in *instance, l line) {
 }
 
 func (w *world) fault(who, format string, args ...any) {
-	w.tr.add(w.now, who, line{what: mFault, text: fmt.Sprintf(format, args...)})
+	text := fmt.Sprintf(format, args...)
+	if w.user != nil {
+		w.user.noted(who, text)
+	}
+	w.tr.add(w.now, who, line{what: mFault, text: text})
 }

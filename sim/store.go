@@ -214,7 +214,7 @@ func stateAt(past []pastState, at time.Duration, exists bool, rec lease.Record, 
 }
 
 func newStore(w *world, lat latency, f faults) *store {
-	sb := &register{name: leaseName + election.StandbySuffix, label: "standby"}
+	sb := &register{name: w.lease + election.StandbySuffix, label: "standby"}
 	return &store{w: w, lat: lat, f: f, lostAt: -1, readAt: -1, regs: map[string]*register{sb.name: sb}, sb: sb}
 }
 
@@ -225,7 +225,7 @@ func (s *store) send(r *request) {
 	r.id = w.reqID
 	r.sent, r.next = true, never
 	w.chk.stats.Requests++
-	name := leaseName
+	name := w.lease
 	if g := r.reg; g != nil {
 		name = g.name
 		if g == s.sb {
@@ -302,7 +302,7 @@ func (s *store) arrive(r *request) {
 			w.chk.stats.StaleReads++
 		}
 		if !exists {
-			r.res = reply{err: lease.NotFound(leaseName)}
+			r.res = reply{err: lease.NotFound(w.lease)}
 			w.trace(in, line{what: mApply, req: r.id, op: int64(r.kind), code: oNotFound, flags: flags})
 		} else {
 			r.res = reply{rec: rec.Clone(), ver: ver}
@@ -312,15 +312,15 @@ func (s *store) arrive(r *request) {
 		if s.exists != (r.expect != lease.NoVersion) || s.exists && s.ver != r.expect {
 			w.chk.stats.Conflicts++
 			if chance(w.rng, s.f.PlainConflictPPM) {
-				r.res = reply{err: lease.Conflict(leaseName)}
+				r.res = reply{err: lease.Conflict(w.lease)}
 			} else {
-				r.res = reply{err: &lease.ConflictError{Name: leaseName, Current: s.rec.Clone(), Version: s.ver, Found: s.exists}}
+				r.res = reply{err: &lease.ConflictError{Name: w.lease, Current: s.rec.Clone(), Version: s.ver, Found: s.exists}}
 			}
 			w.trace(in, line{what: mApply, req: r.id, op: int64(r.kind), code: oConflict, text: string(s.ver)})
 			break
 		}
 		if s.exists && !s.rec.Released && r.rec.Token > s.rec.Token {
-			s.checkWait(in, leaseName, s.rec, max(s.writtenAt, s.lostAt))
+			s.checkWait(in, w.lease, s.rec, max(s.writtenAt, s.lostAt))
 		}
 		s.checkWrite(in, r.rec)
 		r.renewal = s.exists && r.rec.Token == s.rec.Token && !r.rec.Released
@@ -337,6 +337,9 @@ func (s *store) arrive(r *request) {
 		s.ver = lease.Version("v" + strconv.Itoa(s.verN))
 		s.rec, s.exists = r.rec.Clone(), true
 		r.res = reply{ver: s.ver}
+		if w.user != nil {
+			w.user.applied(w.lease, r.rec)
+		}
 		w.trace(in, line{what: mApply, req: r.id, op: int64(r.kind), code: oOK, text: string(s.ver), holder: r.rec.Holder, tok: int64(r.rec.Token)})
 		if w.plan.Feed != nil {
 			w.feed(in, lease.Event{Version: s.ver, Released: r.rec.Released})
@@ -347,7 +350,7 @@ func (s *store) arrive(r *request) {
 				w.trace(in, line{what: mLost, req: r.id, text: "the answer is lost"})
 				return
 			}
-			r.res = reply{err: fmt.Errorf("put lease %q: %w", leaseName, errReset)}
+			r.res = reply{err: fmt.Errorf("put lease %q: %w", w.lease, errReset)}
 		}
 	}
 	r.next = w.now + r.down
@@ -392,6 +395,9 @@ func (s *store) arrivePlain(r *request) {
 		g.ver = lease.Version("v" + strconv.Itoa(s.verN))
 		g.rec, g.exists, g.written = r.rec.Clone(), true, w.now
 		r.res = reply{ver: g.ver}
+		if w.user != nil {
+			w.user.applied(g.name, r.rec)
+		}
 	}
 	shown := r.res.rec // a read's record, or the one written
 	if r.kind == election.OpPut && r.res.err == nil {

@@ -34,6 +34,8 @@ const (
 	mWrite                      // tok, code: fate, prev
 	mRunDone                    // text: Run's error, if any
 	mViolation                  // code: invariant, text: message
+	mAct                        // text: an act of a user's code (simtest)
+	mBroken                     // text: a user's world: a check that failed
 )
 
 // Outcomes of a store request (mApply, mRecv).
@@ -272,6 +274,12 @@ func (l line) format(b []byte) []byte {
 		b = append(b, "VIOLATION "...)
 		b = append(b, Invariant(l.code).String()...)
 		b = append(b, ": "...)
+		b = append(b, l.text...)
+	case mAct:
+		b = append(b, "act: "...)
+		b = append(b, l.text...)
+	case mBroken:
+		b = append(b, "FAILED: "...)
 		b = append(b, l.text...)
 	}
 	return b

@@ -24,11 +24,12 @@ const endCap = 10 * time.Minute
 // instance (instRuntime) and in how the scheduler lets it settle after each
 // event.
 type world struct {
-	sc   *Scenario
-	plan *plan
-	opt  Options
-	seed uint64
-	rng  *rand.Rand // the scheduler's draws (latency, faults), in event order
+	sc    *Scenario
+	lease string // the lease the store models in full (stale reads, lost records, its feed); other names are plain records
+	plan  *plan
+	opt   Options
+	seed  uint64
+	rng   *rand.Rand // the scheduler's draws (latency, faults), in event order
 
 	now time.Duration // true time since the start
 	seq uint64        // orders events at equal times
@@ -59,6 +60,8 @@ type world struct {
 
 	// settle lets the instance that just received an event (nil: any) run
 	// until it is idle, then flushes what it staged.
+	user *userWorld // a user's world (simtest); nil in a scenario
+
 	settle  func(in *instance)
 	runtime func(*instance) instRuntime // makes what runs an instance
 	shared  bool                        // real tier: goroutines read now (under mu)
@@ -210,6 +213,7 @@ func newWorld(sc *Scenario, seed uint64, opt Options, runtime func(*instance) in
 	plan := sc.plan(seed)
 	w := &world{
 		sc:      sc,
+		lease:   leaseName,
 		plan:    plan,
 		opt:     opt,
 		seed:    seed,

@@ -66,5 +66,11 @@ type CallOrders struct{}
 // reads it between events, and must not wake a paused process's callback.
 type TermCancelled struct{}
 
+// Observing is a lease.Store that observes the terms of the Candidates
+// built on it (nil: not those of this lease): the simulator's, in a user's
+// world (package simtest), where the user's own code builds the Candidate.
+// Only this module can name the type, so no other store is one.
+type Observing interface{ ObserveTerms(lease string) Observer }
+
 // Observe installs o on candidate, a *tenure.Candidate, before its Run.
 var Observe func(candidate any, o Observer)
