@@ -126,7 +126,7 @@ func (c *Candidate) Run(ctx context.Context, m driver.Machine, obs seam.Observer
 		Clock: cfg.Clock, Store: cfg.Store,
 		Context: context.WithoutCancel(ctx), // ctx's values reach the store; the release outlives ctx
 		Observe: func(kind election.OpKind, err error, took time.Duration) {
-			cfg.Metrics.StoreCall(OpName(kind), err, took)
+			cfg.Metrics.StoreCall(kind, err, took)
 			c.answered.Note(cfg.Clock, err)
 		},
 		After: c.after,

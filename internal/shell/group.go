@@ -140,7 +140,7 @@ func (g *Group) Run(ctx context.Context) error {
 	g.h = host.New(host.Config{
 		Clock: cfg.Clock, Store: cfg.Store, Context: context.WithoutCancel(ctx),
 		Observe: func(kind election.OpKind, err error, took time.Duration) {
-			cfg.Metrics.StoreCall(OpName(kind), err, took)
+			cfg.Metrics.StoreCall(kind, err, took)
 			g.answered.Note(cfg.Clock, err)
 		},
 		After: func() {

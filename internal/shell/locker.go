@@ -88,7 +88,7 @@ func NewLocker(cfg LockerConfig) (*Locker, error) {
 	l.h = host.New(host.Config{
 		Clock: cfg.Clock, Store: cfg.Store, MaxCalls: maxCalls,
 		Observe: func(kind election.OpKind, err error, took time.Duration) {
-			cfg.Metrics.StoreCall(OpName(kind), err, took)
+			cfg.Metrics.StoreCall(kind, err, took)
 			l.answered.Note(cfg.Clock, err)
 		},
 		After: func() {

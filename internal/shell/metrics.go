@@ -45,6 +45,10 @@ type Metrics struct {
 	duration                           metric.Float64Histogram
 	Base                               attribute.KeyValue
 	Opts                               metric.MeasurementOption // Base alone
+	// callOpts are the attributes of a store call, by op (get, put) and
+	// outcome: made once, since a set is built and sorted at every use of
+	// metric.WithAttributes, at every renewal and poll.
+	callOpts [2][len(outcomes)]metric.MeasurementOption
 }
 
 // NewMetrics makes the instruments on mp (the global MeterProvider if
@@ -55,6 +59,11 @@ func NewMetrics(mp metric.MeterProvider, base attribute.KeyValue) (*Metrics, met
 	}
 	m := mp.Meter(meterName)
 	ms := &Metrics{Base: base, Opts: metric.WithAttributes(base)}
+	for op, name := range [...]string{"get", "put"} {
+		for o, oc := range outcomes {
+			ms.callOpts[op][o] = metric.WithAttributeSet(attribute.NewSet(base, attribute.String("op", name), attribute.String("outcome", oc)))
+		}
+	}
 	var err, e error
 	ms.terms, e = m.Int64Counter("tenure.terms", metric.WithDescription("Terms begun."), metric.WithUnit("{term}"))
 	err = errors.Join(err, e)
@@ -72,37 +81,37 @@ func NewMetrics(mp metric.MeterProvider, base attribute.KeyValue) (*Metrics, met
 	return ms, m, err
 }
 
-// StoreCall records one call: op "get" or "put", its error, how long it took.
-func (ms *Metrics) StoreCall(op string, err error, d time.Duration) {
-	o := metric.WithAttributes(ms.Base, attribute.String("op", op), attribute.String("outcome", outcome(err)))
+// StoreCall records one call: its kind, its error, how long it took.
+func (ms *Metrics) StoreCall(kind election.OpKind, err error, d time.Duration) {
+	op := 0
+	if kind == election.OpPut {
+		op = 1
+	}
+	o := ms.callOpts[op][outcome(err)]
 	ms.calls.Add(context.Background(), 1, o)
 	ms.duration.Record(context.Background(), d.Seconds(), o)
 }
 
-func outcome(err error) string {
+// outcomes are the values of the outcome attribute.
+var outcomes = [...]string{"ok", "conflict", "not_found", "permanent", "timeout", "abandoned", "error"}
+
+// outcome returns the index in outcomes of err's.
+func outcome(err error) int {
 	switch {
 	case err == nil:
-		return "ok"
+		return 0
 	case errors.Is(err, lease.ErrConflict):
-		return "conflict"
+		return 1
 	case errors.Is(err, lease.ErrNotFound):
-		return "not_found"
+		return 2
 	case errors.Is(err, lease.ErrPermanent):
-		return "permanent"
+		return 3
 	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, election.ErrTimeout):
-		return "timeout"
+		return 4
 	case errors.Is(err, context.Canceled):
-		return "abandoned"
+		return 5
 	}
-	return "error"
-}
-
-// OpName is the op attribute of a call of kind k.
-func OpName(k election.OpKind) string {
-	if k == election.OpPut {
-		return "put"
-	}
-	return "get"
+	return 6
 }
 
 // Elected, Demoted, Jeopardized and Anomaly make Metrics an engine.Meter.

@@ -253,7 +253,7 @@ func runSeed(t *testing.T, cfg Config, faults []string, seed uint64, program fun
 
 // play runs one seed in a synctest bubble of its own.
 func play(t *testing.T, cfg Config, scenario string, seed uint64, program func(*World, *Node), keep bool, trace *bytes.Buffer) (out userworld.Outcome, err error) {
-	synctest.Test(t, func(*testing.T) {
+	synctest.Test(t, func(t *testing.T) {
 		w := &World{seed: seed}
 		spec := userworld.Spec{
 			Seed: seed, Nodes: cfg.Nodes, Lease: cfg.Lease, Scenario: scenario, Duration: cfg.Duration,
@@ -275,6 +275,12 @@ func play(t *testing.T, cfg Config, scenario string, seed uint64, program func(*
 		}
 		w.uw = uw
 		out = uw.Run()
+		if out.Leaked {
+			// synctest panics once this function returns with goroutines
+			// of the bubble left: say why first.
+			t.Errorf("seed %d: the program leaves goroutines behind, and the test stops here (testing/synctest's panic follows):\n%s",
+				seed, strings.Join(out.Failures, "\n"))
+		}
 		if cfg.Check != nil {
 			h := &History{Seed: seed}
 			for _, a := range out.Acts {
