@@ -144,14 +144,19 @@ func (u *userWorld) Run() userworld.Outcome {
 	before := bubble()
 	w.run()
 	synctest.Wait()
-	for _, g := range bubble().since(before) {
+	leaked := bubble().since(before)
+	for _, g := range leaked {
 		u.fail(nil, "a goroutine outlives the run (every goroutine of the program must end once its context is done):\n"+g)
 	}
 	w.finish()
 	r := w.result("user")
-	out := userworld.Outcome{Acts: u.acts, Sometimes: u.some, Hash: r.Hash, SimTime: r.SimTime, Events: r.Events}
+	out := userworld.Outcome{Acts: u.acts, Sometimes: u.some, Hash: r.Hash, SimTime: r.SimTime, Events: r.Events, Leaked: len(leaked) > 0}
+	promised := r.Requires
+	if w.chk.stats.Pauses > 0 {
+		promised = promised.Without(OneLeader) // a paused leader believes on: the zombie fencing stops
+	}
 	for _, v := range r.Violations {
-		if r.Requires.Has(v.Inv) {
+		if promised.Has(v.Inv) {
 			out.Failures = append(out.Failures, fmt.Sprintf("tenure's %s (%s) at %s: %s", v.Inv, v.Inv.Name(), clockTime(v.At), v.Msg))
 		}
 	}
@@ -266,6 +271,9 @@ func (u *userWorld) checkEffect(in *instance, a *userworld.Act) {
 // the overlap.
 func (u *userWorld) cause(in *instance, rec lease.Record) string {
 	from := u.w.now - 2*max(in.timing.LeaseDuration, rec.Duration)
+	if in.resumedAt >= from {
+		from = min(from, in.pausedAt) // the pause that made it a zombie
+	}
 	var parts []string
 	for _, n := range u.notes {
 		if n.at < from || n.who == "" && !strings.Contains(n.text, "record") {
@@ -480,15 +488,15 @@ var (
 )
 
 func (s userStore) Get(ctx context.Context, name string) (lease.Record, lease.Version, error) {
-	return realStore{s.in}.Get(ctx, name)
+	return realStore(s).Get(ctx, name)
 }
 
 func (s userStore) GetStale(ctx context.Context, name string) (lease.Record, lease.Version, error) {
-	return realStore{s.in}.GetStale(ctx, name)
+	return realStore(s).GetStale(ctx, name)
 }
 
 func (s userStore) Put(ctx context.Context, name string, rec lease.Record, expect lease.Version) (lease.Version, error) {
-	return realStore{s.in}.Put(ctx, name, rec, expect)
+	return realStore(s).Put(ctx, name, rec, expect)
 }
 
 func (userStore) OrderCalls() seam.CallOrders { return seam.CallOrders{} }

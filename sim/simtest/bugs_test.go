@@ -42,7 +42,7 @@ func TestBuggyProgramsFail(t *testing.T) {
 				took = append(took, n)
 			}
 			slices.Sort(took)
-			t.Logf("seeds to the first failure over %d ranges: median %d (min %d, max %d)", len(took), took[len(took)/2], took[0], took[len(took)-1])
+			t.Logf("%s: seeds to the first failure over %d ranges: median %d (min %d, max %d)", p.name, len(took), took[len(took)/2], took[0], took[len(took)-1])
 		})
 	}
 }

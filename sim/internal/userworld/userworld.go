@@ -102,6 +102,7 @@ type Outcome struct {
 	Acts      []Act           // every act, in order
 	Sometimes map[string]bool // each Sometimes message: whether it held once
 	Hash      uint64          // of the trace: equal seeds give equal hashes
+	Leaked    bool            // goroutines outlive the run (among Failures)
 	SimTime   time.Duration
 	Events    int64
 	// SVG draws the run's timeline (with Spec.Timeline).
