@@ -204,7 +204,13 @@ func (l *Locker) take(ctx context.Context, name string, try bool, opts []LockOpt
 		if o.fair {
 			return nil, fmt.Errorf("tenure: lock %q: OncePer and Fair do not go together: a slot is never waited for", name)
 		}
-		slot, err := slotLock(name, o.every, l.cfg.Clock.Now())
+		// The slot is the wall clock's: a clock with a Wall method keeps
+		// its monotonic Now apart from it (tenure.Clock).
+		now := l.cfg.Clock.Now()
+		if wall := wallOf(l.cfg.Clock); wall != nil {
+			now = wall()
+		}
+		slot, err := slotLock(name, o.every, now)
 		if err != nil {
 			return nil, err
 		}

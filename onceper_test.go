@@ -80,3 +80,30 @@ func TestOncePerRefusesBadSettings(t *testing.T) {
 		}
 	})
 }
+
+// wallClock is a clock whose Now is a monotonic reading far from the time
+// of day, with the wall reading apart, as a simulator's.
+type wallClock struct{ mono, wall time.Time }
+
+func (c wallClock) Now() time.Time                         { return c.mono }
+func (c wallClock) Wall() time.Time                        { return c.wall }
+func (c wallClock) After(d time.Duration) <-chan time.Time { return make(chan time.Time, 1) }
+
+// TestOncePerSlotIsTheWallClocks: the slot comes from the clock's Wall
+// reading where it has one, not from Now.
+func TestOncePerSlotIsTheWallClocks(t *testing.T) {
+	ctx := context.Background()
+	store := memlease.New()
+	clk := wallClock{mono: time.Unix(3600, 0), wall: time.Date(2026, 11, 29, 12, 34, 56, 0, time.UTC)}
+	l, err := tenure.NewLocker(tenure.LockerConfig{Store: store, Runtime: tenure.Runtime{ID: "a", Clock: clk}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	if _, err := l.TryLock(ctx, "nightly", tenure.OncePer(time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := store.Get(ctx, "nightly/20261129T123400Z"); err != nil {
+		t.Fatalf("the wall clock's slot: %v", err)
+	}
+}

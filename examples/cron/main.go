@@ -24,6 +24,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/benbjohnson/clock"
+
 	"github.com/tenure-go/tenure"
 	"github.com/tenure-go/tenure/fencing"
 	"github.com/tenure-go/tenure/lease"
@@ -200,18 +202,7 @@ func (d *demo) callbacks(id string, every time.Duration) tenure.Callbacks {
 				d.printf("%s elected token=%d (%.2fs after the previous leader left)", id, term.Token, time.Since(gone).Seconds())
 			}
 
-			// The leader's work: run the job now and every interval, until
-			// the term's context ends.
-			tick := time.NewTicker(every)
-			defer tick.Stop()
-			for {
-				d.job(ctx, id)
-				select {
-				case <-ctx.Done():
-					return
-				case <-tick.C:
-				}
-			}
+			lead(ctx, clock.New(), every, func(ctx context.Context) { d.job(ctx, id) })
 		},
 		OnDemoted: func(term tenure.Term, reason tenure.DemotionReason) {
 			d.mu.Lock()
@@ -219,6 +210,20 @@ func (d *demo) callbacks(id string, every time.Duration) tenure.Callbacks {
 			d.mu.Unlock()
 			d.printf("%s demoted token=%d (%v)", id, term.Token, reason)
 		},
+	}
+}
+
+// lead is the leader's work: it runs the job now and every interval, by
+// clk, until the term's context ends. It takes its time from a clock, not
+// from package time, so that main_test.go runs it in the simulator.
+func lead(ctx context.Context, clk tenure.Clock, every time.Duration, job func(context.Context)) {
+	for {
+		job(ctx)
+		select {
+		case <-ctx.Done():
+			return
+		case <-clk.After(every):
+		}
 	}
 }
 

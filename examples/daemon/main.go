@@ -24,6 +24,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/benbjohnson/clock"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	otelprom "go.opentelemetry.io/otel/exporters/prometheus"
@@ -70,7 +71,7 @@ func run(addr, storeURL, name string, leaseFor time.Duration, log *slog.Logger) 
 		Lease: name, Store: store, Timing: tenure.Timing{LeaseDuration: leaseFor}, Payload: []byte(addr),
 		Runtime: tenure.Runtime{Logger: log, MeterProvider: mp},
 		Callbacks: tenure.Callbacks{
-			OnElected: work,
+			OnElected: work(clock.New(), printLine),
 			OnDemoted: func(t tenure.Term, r tenure.DemotionReason) {
 				log.Info("no longer leading", "token", t.Token, "reason", r)
 			},
@@ -108,21 +109,29 @@ func run(addr, storeURL, name string, leaseFor time.Duration, log *slog.Logger) 
 	return runErr
 }
 
-// work is the leader's job: here, a line every two seconds, each carrying
-// the term's fence, as a write to a fenced resource would.
-func work(ctx context.Context, t tenure.Term) {
-	tick := time.NewTicker(2 * time.Second)
-	defer tick.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-tick.C:
+// work is the leader's job: every two seconds by clk, while the term
+// lasts, write, with the term's context (which carries its fence). It takes
+// its time from a clock, not from package time, so that main_test.go runs
+// it in the simulator.
+func work(clk tenure.Clock, write func(ctx context.Context)) func(ctx context.Context, t tenure.Term) {
+	return func(ctx context.Context, t tenure.Term) {
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-clk.After(2 * time.Second):
+			}
 			if err := fencing.Err(ctx); err != nil {
 				return
 			}
-			f, _ := fencing.FromContext(ctx)
-			fmt.Printf("%s  leading with token %d\n", time.Now().Format(time.TimeOnly), f.Token)
+			write(ctx)
 		}
 	}
+}
+
+// printLine is the daemon's write: a line carrying the term's fence, as a
+// write to a fenced resource would.
+func printLine(ctx context.Context) {
+	f, _ := fencing.FromContext(ctx)
+	fmt.Printf("%s  leading with token %d\n", time.Now().Format(time.TimeOnly), f.Token)
 }

@@ -32,6 +32,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/benbjohnson/clock"
+
 	"github.com/tenure-go/tenure"
 	"github.com/tenure-go/tenure/fencing"
 	"github.com/tenure-go/tenure/lease/memlease"
@@ -63,7 +65,7 @@ func run(ctx context.Context, out io.Writer, replicas int, every, duration, skew
 	start := time.Now().Truncate(every).Add(every) // OncePer's slots are aligned to the Unix epoch
 	var mu sync.Mutex                              // guards ran and out
 	ran := map[int64][]string{}
-	job := func(id string, slot int64, tok fencing.Token) {
+	job := func(_ context.Context, id string, slot int64, tok fencing.Token) {
 		mu.Lock()
 		defer mu.Unlock()
 		ran[slot] = append(ran[slot], id)
@@ -79,7 +81,7 @@ func run(ctx context.Context, out io.Writer, replicas int, every, duration, skew
 		offset := time.Duration(rand.Int64N(int64(skew) + 1)) // this replica's clock ticks late by this much
 		wg.Go(func() {
 			defer l.Close()
-			replica(ctx, l, id, start, every, duration, offset, job)
+			replica(ctx, clock.New(), l, id, start, every, duration, offset, job)
 		})
 	}
 	wg.Wait()
@@ -93,12 +95,18 @@ func run(ctx context.Context, out io.Writer, replicas int, every, duration, skew
 }
 
 // replica is one replica's scheduler: at each slot's start on its own clock
-// it runs the job, unless another replica has run it in this slot.
-func replica(ctx context.Context, l *tenure.Locker, id string, start time.Time, every, duration, offset time.Duration, job func(string, int64, fencing.Token)) {
+// (clk, from which it takes its time so that main_test.go runs it in the
+// simulator) it runs the job, unless another replica has run it in this
+// slot.
+func replica(ctx context.Context, clk tenure.Clock, l *tenure.Locker, id string, start time.Time, every, duration, offset time.Duration, job func(context.Context, string, int64, fencing.Token)) {
 	for slot := int64(0); slot < int64(duration/every); slot++ {
-		<-time.After(time.Until(start.Add(time.Duration(slot)*every + offset)))
-		err := l.Do(ctx, "job", func(_ context.Context, tok fencing.Token) error {
-			job(id, slot, tok)
+		select {
+		case <-ctx.Done():
+			return
+		case <-clk.After(start.Add(time.Duration(slot)*every + offset).Sub(clk.Now())):
+		}
+		err := l.Do(ctx, "job", func(ctx context.Context, tok fencing.Token) error {
+			job(ctx, id, slot, tok)
 			return nil
 		}, tenure.OncePer(every))
 		if err != nil && !errors.Is(err, tenure.ErrSlotTaken) {
