@@ -26,6 +26,9 @@ func (w *world) loseRecord() {
 		w.fault("", "no lease record to lose")
 		return
 	}
+	if w.user != nil {
+		w.user.lost = true
+	}
 	w.fault("", "the lease record (token %d) vanishes", s.rec.Token)
 	s.replaced()
 	s.exists, s.rec, s.ver, s.lostAt = false, lease.Record{}, lease.NoVersion, w.now
@@ -39,6 +42,9 @@ func (w *world) restoreRecord(frac float64, released bool) {
 	s := w.store
 	if w.healed {
 		return
+	}
+	if w.user != nil {
+		w.user.lost = true
 	}
 	pool := s.history
 	if released {

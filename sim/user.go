@@ -50,6 +50,7 @@ type userWorld struct {
 	fails   []string
 	some    map[string]bool
 	notes   []note
+	lost    bool // the lease's record was lost or restored
 }
 
 // note is a fault the scheduler injected, kept to explain an act that
@@ -154,6 +155,12 @@ func (u *userWorld) Run() userworld.Outcome {
 	promised := r.Requires
 	if w.chk.stats.Pauses > 0 {
 		promised = promised.Without(OneLeader) // a paused leader believes on: the zombie fencing stops
+	}
+	if u.lost {
+		// A lost or restored record hands out tokens from the past to
+		// processes that never saw the later ones (docs/protocol.md, Lost
+		// records): a Locker forgets a lock it gave back.
+		promised = promised.Without(Tokens)
 	}
 	for _, v := range r.Violations {
 		if promised.Has(v.Inv) {

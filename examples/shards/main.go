@@ -27,6 +27,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/benbjohnson/clock"
+
 	"github.com/tenure-go/tenure"
 	"github.com/tenure-go/tenure/fencing"
 	"github.com/tenure-go/tenure/lease"
@@ -94,6 +96,24 @@ func (s *cutStore) Put(ctx context.Context, name string, rec lease.Record, v lea
 	return s.Store.Put(ctx, name, rec, v)
 }
 
+// consume is one partition's consumer: every interval by clk it commits
+// the partition's next message with the fence ctx carries, until ctx ends
+// (nil) or a commit fails (fencing.ErrStaleToken once a newer owner
+// committed). It takes its time from a clock, not from package time, so
+// that main_test.go runs it in the simulator.
+func consume(ctx context.Context, clk tenure.Clock, every time.Duration, commit func(context.Context) error) error {
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-clk.After(every):
+		}
+		if err := commit(ctx); err != nil {
+			return err
+		}
+	}
+}
+
 // outcome is what a run saw.
 type outcome struct {
 	commits, refused int
@@ -129,40 +149,34 @@ func run(ctx context.Context, w io.Writer, o options) (outcome, error) {
 			// once the shard's next owner has committed.
 			OnAssigned: func(ctx context.Context, s tenure.Shard) {
 				say("%s: partition %d, token %d", id, s.ID, s.Token)
-				tick := time.NewTicker(o.lease / 20)
-				defer tick.Stop()
-				zombie := false
-				var late <-chan time.Time // a zombie's writes must be refused by then
-				for {
-					select {
-					case <-ctx.Done():
-						if !r.store.cut.Load() || zombie {
-							return
-						}
-						zombie = true // it cannot know: it writes on with its fence
-						ctx = fencing.NewContext(context.Background(), s.Fence())
-						late = time.After(5 * o.lease)
-					case <-late:
-						mu.Lock()
-						out.broken = append(out.broken, fmt.Sprintf("%s: partition %d's commits with token %d still accepted 5 leases after its term", id, s.ID, s.Token))
-						mu.Unlock()
-						return
-					case <-tick.C:
-					}
+				commit := func(ctx context.Context) error {
 					err := res.commit(ctx, s.ID)
 					mu.Lock()
+					defer mu.Unlock()
 					switch {
 					case err == nil:
 						out.commits++
 					case errors.Is(err, fencing.ErrStaleToken):
 						out.refused++
-						mu.Unlock()
 						say("%s: partition %d commit refused (token %d): %v", id, s.ID, s.Token, err)
-						return
+						return err
 					case ctx.Err() != nil: // the term ended as the commit began
 					default:
 						out.broken = append(out.broken, err.Error())
 					}
+					return nil
+				}
+				_ = consume(ctx, clock.New(), o.lease/20, commit)
+				if ctx.Err() == nil || !r.store.cut.Load() {
+					return
+				}
+				// Cut off, it cannot know its term ended: it writes on with its
+				// fence, and the fence must refuse it within 5 leases.
+				zombie, cancel := context.WithTimeout(fencing.NewContext(context.Background(), s.Fence()), 5*o.lease)
+				defer cancel()
+				if consume(zombie, clock.New(), o.lease/20, commit) == nil {
+					mu.Lock()
+					out.broken = append(out.broken, fmt.Sprintf("%s: partition %d's commits with token %d still accepted 5 leases after its term", id, s.ID, s.Token))
 					mu.Unlock()
 				}
 			},

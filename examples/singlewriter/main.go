@@ -42,6 +42,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/benbjohnson/clock"
+
 	"github.com/tenure-go/tenure"
 	"github.com/tenure-go/tenure/fencing"
 	"github.com/tenure-go/tenure/lease"
@@ -208,6 +210,9 @@ type demo struct {
 	start time.Time
 	res   resource
 	every time.Duration
+	// clk times the leader's writes: clock.New(), or a simulated node's in
+	// main_test.go.
+	clk tenure.Clock
 
 	elected chan electedEvent // each election
 	written chan string       // each accepted write, by replica id
@@ -227,7 +232,7 @@ func (d *demo) printf(format string, args ...any) {
 
 // run plays the scenario and reports what happened.
 func run(ctx context.Context, w io.Writer, o options, res resource) (outcome, error) {
-	d := &demo{w: w, start: time.Now(), res: res, every: o.every,
+	d := &demo{w: w, start: time.Now(), res: res, every: o.every, clk: clock.New(),
 		elected: make(chan electedEvent, 4), written: make(chan string, 64), failed: make(chan error, 1)}
 	store := memlease.New()
 	ctx, stopAll := context.WithCancel(ctx)
@@ -370,8 +375,6 @@ func (d *demo) callbacks(r *replica) tenure.Callbacks {
 
 // lead is the leader's work: write, every interval, while the term lasts.
 func (d *demo) lead(ctx context.Context, r *replica, term tenure.Term) {
-	tick := time.NewTicker(d.every)
-	defer tick.Stop()
 	for n := 1; ; n++ {
 		if ctx.Err() != nil {
 			return // the term is over: the check every leader makes
@@ -415,7 +418,7 @@ func (d *demo) lead(ctx context.Context, r *replica, term tenure.Term) {
 		select {
 		case <-ctx.Done():
 			return
-		case <-tick.C:
+		case <-d.clk.After(d.every):
 		}
 	}
 }

@@ -42,8 +42,9 @@
 //     below one it accepted for the same lease, and never accepts one.
 //   - Always, Sometimes (over all seeds of Run), and Config.Check over the
 //     whole history.
-//   - tenure's own promises that hold under the seed's faults (one leader,
-//     tokens that increase), and that no goroutine outlives the run.
+//   - tenure's own promises that hold under the seed's faults (one leader
+//     unless a process was paused; tokens that increase unless the record
+//     was lost or restored), and that no goroutine outlives the run.
 //
 // A failing seed prints the command that replays it, and writes its trace
 // and its timeline (an SVG with the program's acts on it) to files it names.
