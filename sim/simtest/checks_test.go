@@ -227,3 +227,25 @@ func TestConfigErrors(t *testing.T) {
 		}
 	}
 }
+
+func TestSemaphoreHoldersAreHeldToTheirSlots(t *testing.T) {
+	// Four nodes share a semaphore of two: each holder's effects are made
+	// for its slot (EffectContext), and a holder that works past its
+	// lock's context acts while another holds its slot.
+	cfg := Config{Nodes: 4, Lease: "job", Faults: noZombies, Seeds: 20}
+	cfg, faults := cfg.resolved()
+	failed := 0
+	for seed := range uint64(20) {
+		out, err := play(t, cfg, scenarioOf(faults, seed), seed, lockWorker(true, tenure.Slots(2)), false, &bytes.Buffer{})
+		if err != nil || len(out.Failures) > 0 {
+			t.Fatalf("seed %d, fixed: %v %q", seed, err, out.Failures)
+		}
+		out, _ = play(t, cfg, scenarioOf(faults, seed), seed, lockWorker(false, tenure.Slots(2)), false, &bytes.Buffer{})
+		if has(out.Failures, "::slot.") {
+			failed++
+		}
+	}
+	if failed == 0 {
+		t.Fatal("no seed of the buggy holder failed")
+	}
+}

@@ -170,13 +170,13 @@ func leaderWriter(fenced bool) func(w *World, n *Node) {
 // lockWorker takes the lock "job", works five steps 5s apart, lets go, and
 // comes back 10s later. The bug ignores the lock's context: a holder cut
 // off from the store works on after its lock ran out.
-func lockWorker(respect bool) func(w *World, n *Node) {
+func lockWorker(respect bool, opts ...tenure.LockOption) func(w *World, n *Node) {
 	return func(w *World, n *Node) {
 		l := must(tenure.NewLocker(tenure.LockerConfig{Store: n.Store(), Runtime: n.Runtime()}))
 		defer l.Close()
 		ctx := n.Context()
 		for ctx.Err() == nil {
-			h, err := l.Lock(ctx, "job")
+			h, err := l.Lock(ctx, "job", opts...)
 			if err != nil {
 				continue // ctx is done, or the store failed: try again
 			}

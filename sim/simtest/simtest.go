@@ -60,8 +60,8 @@
 // (a goroutine left waiting on them is reported when the run ends). A
 // process pause holds what the process waits for on the world (its clock,
 // its store, its acts), not a goroutine spinning on its own. Effects the
-// program does not record are not checked, and semaphores are held to their
-// slots' records, not to their count. docs/testing.md says more.
+// program does not record are not checked; a semaphore's holders are held
+// to their slots through EffectContext. docs/testing.md says more.
 package simtest
 
 import (
