@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"html"
 	"io"
+	"slices"
 	"time"
 )
 
@@ -53,9 +54,15 @@ func (r *Result) WriteSVG(out io.Writer) error {
 	if n := totalViolations(r); n > 0 {
 		verdict = plural(n, "violation")
 	}
+	if n := len(slices.DeleteFunc(slices.Clone(t.Violations), func(v drawMark) bool { return v.Inv != 0 })); n > 0 {
+		verdict += ", " + plural(n, "failed check")
+	}
 	p(`<text x="10" y="40" fill="#444">%s simulated, %s, %s refused by the fence, %s</text>`+"\n",
 		r.SimTime.Round(time.Second), plural(r.stats.Terms, "term"), plural(r.stats.Refused, "write"), verdict)
 	legend(bw, svgWidth-560, 16)
+	if len(t.Acts) > 0 {
+		p(`<g transform="translate(%d,%d)"><circle cx="7" cy="6" r="3" fill="#555"/><text x="18" y="11">the program's act</text></g>`+"\n", svgWidth-560, 36)
+	}
 
 	// Time axis and grid.
 	tick := niceTick(end)
@@ -108,13 +115,21 @@ func (r *Result) WriteSVG(out io.Writer) error {
 			p(`<path d="M%.1f %d l-5 10 h10 z" fill="#d00"><title>stale write ACCEPTED</title></path>`+"\n", x(m.At), y+svgBar+2)
 		}
 	}
+	for _, a := range t.Acts {
+		p(`<circle cx="%.1f" cy="%d" r="2" fill="#555"><title>%s at %s</title></circle>`+"\n",
+			x(a.At), rowY(a.Row)+svgBar+8, html.EscapeString(a.What), fmtTime(a.At))
+	}
 	seen := map[Invariant]bool{}
 	for _, v := range t.Violations {
-		p(`<line x1="%.1f" y1="%d" x2="%.1f" y2="%d" stroke="#d00" stroke-dasharray="3,3"><title>%v at %s</title></line>`+"\n",
-			x(v.At), svgTop-8, x(v.At), axisY, v.Inv, fmtTime(v.At))
+		label := v.Inv.String()
+		if v.Inv == 0 {
+			label = "failed check" // a user's program's (simtest)
+		}
+		p(`<line x1="%.1f" y1="%d" x2="%.1f" y2="%d" stroke="#d00" stroke-dasharray="3,3"><title>%s at %s</title></line>`+"\n",
+			x(v.At), svgTop-8, x(v.At), axisY, label, fmtTime(v.At))
 		if !seen[v.Inv] {
 			seen[v.Inv] = true
-			p(`<text x="%.1f" y="%d" fill="#d00" font-size="11">%v</text>`+"\n", x(v.At)+2, svgTop-10, v.Inv)
+			p(`<text x="%.1f" y="%d" fill="#d00" font-size="11">%s</text>`+"\n", x(v.At)+2, svgTop-10, label)
 		}
 	}
 	p("</svg>\n")

@@ -10,7 +10,8 @@ type drawing struct {
 	Rows       []*drawRow
 	Terms      []drawTerm
 	Writes     []drawMark // refused or wrongly accepted writes
-	Violations []drawMark
+	Acts       []drawAct  // a user's program's acts (simtest)
+	Violations []drawMark // Inv 0: a user's check
 	End        time.Duration
 
 	byNode map[*node]int
@@ -51,6 +52,17 @@ type drawMark struct {
 	At      time.Duration
 	Refused bool
 	Inv     Invariant
+}
+
+// drawAct is an act of a user's program on row Row.
+type drawAct struct {
+	Row  int
+	At   time.Duration
+	What string
+}
+
+func (t *drawing) act(n *node, now time.Duration, what string) {
+	t.Acts = append(t.Acts, drawAct{Row: t.byNode[n], At: now, What: what})
 }
 
 func (t *drawing) node(n *node) {

@@ -178,7 +178,7 @@ func (u *userWorld) fail(in *instance, msg string) {
 	u.fails = append(u.fails, fmt.Sprintf("at %s: %s", clockTime(u.w.now), msg))
 	u.w.trace(in, line{what: mBroken, text: msg})
 	if tl := u.w.tl; tl != nil {
-		tl.violation(u.w.now, OneLeader)
+		tl.violation(u.w.now, 0)
 	}
 }
 
@@ -239,6 +239,9 @@ func (u *userWorld) apply(in *instance, a *userworld.Act) error {
 		text = fmt.Sprintf("%s (%v)", a.What, a.Fence)
 	}
 	w.trace(in, line{what: mAct, text: text})
+	if w.tl != nil {
+		w.tl.act(in.node, w.now, text)
+	}
 	return err
 }
 
