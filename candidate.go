@@ -52,7 +52,10 @@ func init() {
 // Status is a snapshot of what a Candidate knows.
 type Status struct {
 	// Leader is the leader as last observed in the store (maybe this
-	// candidate); the zero Leader when there is none.
+	// candidate); the zero Leader when there is none. Its Addr
+	// (Config.Addr) is empty once its term is no longer known to be live:
+	// a lease after this candidate first saw the record's last version,
+	// by its own clock.
 	Leader Leader
 	// Leading reports whether this candidate leads now, by its own clock.
 	Leading bool
@@ -134,9 +137,13 @@ func (c *Candidate) Status() Status {
 	e, _ := c.sh.Status()
 	s := Status{Leader: e.Leader, Leading: e.Leading, Token: e.Token, Deadline: e.Deadline, Err: e.Err,
 		LastAnswer: c.sh.LastAnswer(), Standby: e.Standby, Jeopardy: e.Jeopardy}
-	s.Leading = s.Leading && c.cfg.Clock.Now().Before(s.Deadline)
+	now := c.cfg.Clock.Now()
+	s.Leading = s.Leading && now.Before(s.Deadline)
 	if !s.Leading {
 		s.Token, s.Deadline = 0, time.Time{}
+		if !now.Before(e.LeaderUntil) {
+			s.Leader.Addr = "" // nobody is routed to a leader that may be gone
+		}
 	}
 	return s
 }

@@ -15,6 +15,7 @@ import (
 	"go.opentelemetry.io/otel/metric"
 
 	"github.com/tenure-go/tenure/election"
+	"github.com/tenure-go/tenure/internal/leaderaddr"
 	"github.com/tenure-go/tenure/internal/shell"
 	"github.com/tenure-go/tenure/lease"
 )
@@ -112,8 +113,17 @@ type Config struct {
 	// Callbacks tell the program about its terms. All are optional.
 	Callbacks Callbacks
 	// Payload is stored with the lease while this candidate holds it, for
-	// others to read (e.g. its address). At most lease.MaxPayloadLen bytes.
+	// others to read. At most lease.MaxPayloadLen bytes, Addr included;
+	// it may not begin with byte 0xff.
 	Payload []byte
+	// Addr is the address (host:port) this process serves requests on,
+	// published in the lease's record while it leads, beside Payload:
+	// every candidate and Watch of the lease learns the leader's address
+	// from the record it reads anyway (Status().Leader.Addr,
+	// Observation.Addr), and none gives one while no term is known to be
+	// live, so that nobody is routed to a leader that may be gone. Give
+	// the host others reach this process on, not 0.0.0.0. Default: none.
+	Addr string
 
 	// Timing is the lease's: LeaseDuration, RenewInterval, PollInterval,
 	// ... (a follower polls every PollInterval). ColdPollInterval is for
@@ -199,6 +209,9 @@ func (c Config) resolved() (Config, error) {
 	}
 	if c.Store == nil {
 		return c, fieldError(&election.FieldError{Field: "Store", Reason: "is nil"})
+	}
+	if err := leaderaddr.Check(c.Addr, c.Payload); err != nil {
+		return c, fieldError(&election.FieldError{Field: "Addr", Err: err})
 	}
 	c = c.WithDefaults()
 	ec := c.machineConfig()
@@ -303,7 +316,7 @@ func noColdPolls(t Timing, what string) error {
 func fieldError(err error) error { return fmt.Errorf("tenure: config: %w", err) }
 
 func (c *Config) machineConfig() election.Config {
-	return c.machine(c.Timing, c.Payload, staleReads(c.Store, c.StrongPolls))
+	return c.machine(c.Timing, leaderaddr.Join(c.Addr, c.Payload), staleReads(c.Store, c.StrongPolls))
 }
 
 // standbyConfig is the configuration of the standby record's Machine, on

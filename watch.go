@@ -10,6 +10,7 @@ import (
 
 	"github.com/tenure-go/tenure/election"
 	"github.com/tenure-go/tenure/fencing"
+	"github.com/tenure-go/tenure/internal/leaderaddr"
 	"github.com/tenure-go/tenure/lease"
 )
 
@@ -35,9 +36,11 @@ type Observation struct {
 	Lease string
 	// Found reports that a record exists.
 	Found bool
-	// Leader describes the holder: its Holder, Token and Payload; Holder
-	// is empty when the record is absent or released (Token is then the
-	// record's last).
+	// Leader describes the holder: its Holder, Token, Payload and Addr;
+	// Holder is empty when the record is absent or released (Token is then
+	// the record's last). Addr is empty too once this version of the record
+	// is a lease old on this host's clock: the term is no longer known to
+	// be live.
 	Leader
 	Released bool
 	// Duration is the lease the holder asked for; WrittenAt the writer's
@@ -107,6 +110,7 @@ func Watch(ctx context.Context, cfg WatchConfig, fn func(Observation)) error {
 		ver     lease.Version
 		seen    bool
 		errText string
+		addr    string // the holder's (Config.Addr), from the record
 	)
 	for {
 		rctx, cancel := context.WithTimeout(ctx, cfg.OpTimeout)
@@ -123,15 +127,23 @@ func Watch(ctx context.Context, cfg WatchConfig, fn func(Observation)) error {
 			found := err == nil
 			if !seen || found != o.Found || v != ver {
 				o = Observation{Lease: cfg.Lease, Found: found, At: now, Since: now}
+				addr = ""
 				if found {
 					o.Token, o.Released, o.Duration, o.WrittenAt = fencing.Token(rec.Token), rec.Released, rec.Duration, rec.WrittenAt
 					if !rec.Released {
-						o.Holder, o.Payload = rec.Holder, rec.Payload
+						o.Holder = rec.Holder
+						addr, o.Payload = leaderaddr.Split(rec.Payload)
 					}
 				}
 				ver = v
 			}
 			o.Expired = o.Found && !o.Released && now.Sub(o.Since) >= election.WaitBeforeTakeover(o.Duration, cfg.MaxDrift)
+			// The address only while the term is known to be live: the
+			// holder wrote this version no later than it was first seen.
+			o.Addr = ""
+			if now.Sub(o.Since) < o.Duration {
+				o.Addr = addr
+			}
 		case !seen && errors.Is(err, lease.ErrPermanent):
 			return fmt.Errorf("tenure: watch lease %q: %w", cfg.Lease, err)
 		default:
@@ -156,5 +168,5 @@ func Watch(ctx context.Context, cfg WatchConfig, fn func(Observation)) error {
 // differs reports a change worth telling: not a renewal alone.
 func differs(a, b Observation) bool {
 	return a.Found != b.Found || a.Holder != b.Holder || a.Token != b.Token || a.Released != b.Released ||
-		a.Expired != b.Expired || string(a.Payload) != string(b.Payload)
+		a.Expired != b.Expired || string(a.Payload) != string(b.Payload) || a.Addr != b.Addr
 }

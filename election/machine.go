@@ -52,6 +52,7 @@ import (
 	"errors"
 	"fmt"
 	"github.com/tenure-go/tenure/fencing"
+	"github.com/tenure-go/tenure/internal/leaderaddr"
 	"math"
 	"math/rand/v2"
 	"strconv"
@@ -236,7 +237,8 @@ func leaderOf(found bool, rec lease.Record) Leader {
 	if !found || rec.Released {
 		return Leader{}
 	}
-	return Leader{Holder: rec.Holder, Token: fencing.Token(rec.Token), Payload: rec.Payload}
+	addr, payload := leaderaddr.Split(rec.Payload)
+	return Leader{Holder: rec.Holder, Token: fencing.Token(rec.Token), Payload: payload, Addr: addr}
 }
 
 // Start begins campaigning: the first Output asks for a read.
@@ -496,6 +498,17 @@ func (m *Machine) Config() *Config { return m.cfg }
 // Leader returns the leader as last observed in the store.
 func (m *Machine) Leader() Leader { return leaderOf(m.exists, m.rec) }
 
+// LeaderUntil returns the local time until which the term of Leader is
+// known to be live: its record's lease, counted from this machine's first
+// sight of that version of the record (the holder wrote it no later). Zero
+// when there is no leader.
+func (m *Machine) LeaderUntil() time.Time {
+	if !m.exists || m.rec.Released {
+		return time.Time{}
+	}
+	return m.time(m.since).Add(m.rec.Duration)
+}
+
 // Err returns the last store error other than a conflict or not-found, or
 // nil; or, once another process was seen writing with this machine's ID, a
 // *DuplicateIDError for the rest of the run.
@@ -507,7 +520,8 @@ func (m *Machine) Err() error {
 }
 
 func (m *Machine) term() Term {
-	return Term{Holder: m.cfg.ID, Token: fencing.Token(m.token), Deadline: m.time(m.deadline), Payload: m.cfg.Payload}
+	_, payload := leaderaddr.Split(m.cfg.Payload)
+	return Term{Holder: m.cfg.ID, Token: fencing.Token(m.token), Deadline: m.time(m.deadline), Payload: payload}
 }
 
 // flush runs whatever is due at now and returns the accumulated Output.

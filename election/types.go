@@ -131,6 +131,9 @@ type Leader struct {
 	Holder  string // the leader's ID; empty when there is no leader
 	Token   fencing.Token
 	Payload []byte
+	// Addr is the address the leader serves on (tenure.Config.Addr), ""
+	// if it publishes none.
+	Addr string
 }
 
 // Reason says why a term ended.

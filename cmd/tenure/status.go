@@ -208,6 +208,7 @@ type statusJSON struct {
 	Holder   string `json:"holder,omitempty"`
 	Token    uint64 `json:"token,omitempty"`
 	Payload  string `json:"payload,omitempty"`
+	Addr     string `json:"addr,omitempty"` // where the holder serves (Config.Addr), while its term is known to be live
 	Released bool   `json:"released"`
 	// The writer's own figures.
 	LeaseSeconds float64    `json:"lease_seconds,omitempty"`
@@ -225,7 +226,7 @@ func printObservation(w io.Writer, o tenure.Observation, asJSON, watch bool) {
 	age := o.At.Sub(o.Since)
 	if asJSON {
 		j := statusJSON{Lease: o.Lease, Found: o.Found, Holder: o.Holder, Token: uint64(o.Token), Payload: payloadText(o.Payload),
-			Released: o.Released, LeaseSeconds: o.Duration.Seconds(), ObservedAt: o.At.Round(0).UTC()}
+			Addr: o.Addr, Released: o.Released, LeaseSeconds: o.Duration.Seconds(), ObservedAt: o.At.Round(0).UTC()}
 		if !o.WrittenAt.IsZero() {
 			t := o.WrittenAt.UTC()
 			j.WrittenAt = &t
@@ -254,6 +255,9 @@ func printObservation(w io.Writer, o tenure.Observation, asJSON, watch bool) {
 		fmt.Fprintf(w, "%s: released (last token %d)", o.Lease, o.Token)
 	default:
 		fmt.Fprintf(w, "%s: held by %q, token %d, lease %v", o.Lease, o.Holder, o.Token, o.Duration)
+		if o.Addr != "" {
+			fmt.Fprintf(w, ", serving on %s", o.Addr)
+		}
 		if len(o.Payload) > 0 {
 			fmt.Fprintf(w, ", payload %q", payloadText(o.Payload))
 		}

@@ -91,6 +91,10 @@ type Snapshot struct {
 	// term confirmed late, by a read-back after a lost answer). Jeopardy
 	// takes it as a failing renewal.
 	Short bool
+	// LeaderUntil is when Leader's term is no longer known to be live, by
+	// the Machine's clock (election.Machine.LeaderUntil); zero if the
+	// Machine cannot tell.
+	LeaderUntil time.Time
 }
 
 // Driver runs one Machine until it is done.
@@ -353,6 +357,9 @@ func (d *Driver) step(out election.Output) {
 	var s Snapshot
 	if !out.Unchanged {
 		s = Snapshot{Leader: d.m.Leader(), Err: d.m.Err()}
+		if u, ok := d.m.(interface{ LeaderUntil() time.Time }); ok {
+			s.LeaderUntil = u.LeaderUntil()
+		}
 		s.Term, s.Leading = d.m.Term()
 		if c, ok := d.m.(interface{ Config() *election.Config }); ok && s.Leading {
 			s.Short = s.Term.Deadline.Sub(d.fx.Now()) < c.Config().OpTimeout

@@ -108,13 +108,14 @@ type CandidateShell interface {
 // Status is what the Candidate knows now (tenure.Status, but for the time
 // the store last answered).
 type Status struct {
-	Leader   election.Leader
-	Leading  bool
-	Token    fencing.Token
-	Deadline time.Time
-	Err      error
-	Standby  bool
-	Jeopardy time.Time
+	Leader      election.Leader
+	LeaderUntil time.Time // Leader's term is not known to be live from then on
+	Leading     bool
+	Token       fencing.Token
+	Deadline    time.Time
+	Err         error
+	Standby     bool
+	Jeopardy    time.Time
 }
 
 // NewCandidate returns the glue of a run of m, on core, telling sh.
@@ -433,7 +434,7 @@ func (f *candidateFx) Anomaly(err error) {
 // checks.
 func (f *candidateFx) Publish(snap driver.Snapshot, isStandby bool) {
 	c := f.c()
-	s := Status{Leader: snap.Leader, Err: snap.Err, Standby: isStandby}
+	s := Status{Leader: snap.Leader, LeaderUntil: snap.LeaderUntil, Err: snap.Err, Standby: isStandby}
 	if snap.Leading {
 		s.Leading, s.Token, s.Deadline = true, snap.Term.Token, snap.Term.Deadline
 	}

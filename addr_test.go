@@ -1,0 +1,121 @@
+package tenure_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/tenure-go/tenure"
+	"github.com/tenure-go/tenure/election"
+	"github.com/tenure-go/tenure/lease"
+	"github.com/tenure-go/tenure/lease/memlease"
+)
+
+// cuttable is a store a test cuts a candidate off from, as a crash would.
+type cuttable struct {
+	lease.Store
+	cut bool
+}
+
+var errCutOff = errors.New("cut off")
+
+func (s *cuttable) Get(ctx context.Context, name string) (lease.Record, lease.Version, error) {
+	if s.cut {
+		return lease.Record{}, lease.NoVersion, errCutOff
+	}
+	return s.Store.Get(ctx, name)
+}
+
+func (s *cuttable) Put(ctx context.Context, name string, rec lease.Record, v lease.Version) (lease.Version, error) {
+	if s.cut {
+		return lease.NoVersion, errCutOff
+	}
+	return s.Store.Put(ctx, name, rec, v)
+}
+
+// TestLeaderAddr: a follower and a Watch learn the leader's Addr from the
+// record, with the payload intact; once the leader is cut off, neither
+// gives an address once the record is a lease old, before anyone takes
+// over.
+func TestLeaderAddr(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx, cancel := context.WithCancel(context.Background())
+		var wg sync.WaitGroup
+		defer wg.Wait()
+		defer cancel()
+		mem := memlease.New()
+		timing := tenure.Timing{LeaseDuration: 10 * time.Second}
+		a := &cuttable{Store: mem}
+		leader, err := tenure.New(tenure.Config{Lease: "svc", Store: a, Addr: "10.0.0.1:8080", Payload: []byte("v1"), Timing: timing, Runtime: tenure.Runtime{ID: "a"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		wg.Go(func() { _ = leader.Run(ctx) })
+		time.Sleep(time.Second)
+		follower, err := tenure.New(tenure.Config{Lease: "svc", Store: mem, Addr: "10.0.0.2:8080", Timing: timing, Runtime: tenure.Runtime{ID: "b"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		wg.Go(func() { _ = follower.Run(ctx) })
+		var seen []tenure.Observation
+		var mu sync.Mutex
+		wg.Go(func() {
+			_ = tenure.Watch(ctx, tenure.WatchConfig{Lease: "svc", Store: mem, Timing: tenure.Timing{PollInterval: time.Second}}, func(o tenure.Observation) {
+				mu.Lock()
+				seen = append(seen, o)
+				mu.Unlock()
+			})
+		})
+		last := func() tenure.Observation {
+			mu.Lock()
+			defer mu.Unlock()
+			return seen[len(seen)-1]
+		}
+		time.Sleep(5 * time.Second)
+		for _, st := range []tenure.Status{leader.Status(), follower.Status()} {
+			if l := st.Leader; l.Holder != "a" || l.Addr != "10.0.0.1:8080" || string(l.Payload) != "v1" {
+				t.Fatalf("leader %+v", l)
+			}
+		}
+		if o := last(); o.Addr != "10.0.0.1:8080" || string(o.Payload) != "v1" {
+			t.Fatalf("watch: %+v", o)
+		}
+
+		// Cut off, a stops renewing: its record is a lease old within a
+		// poll (2s) and a lease of the cut, before b takes over (a lease
+		// and the drift bound after b's first sight of it).
+		a.cut = true
+		cut := time.Now()
+		gone := func() bool { return follower.Status().Leader.Addr == "" && last().Addr == "" }
+		for !gone() {
+			if st := follower.Status(); st.Leading || st.Leader.Holder != "a" || time.Since(cut) > 12*time.Second+time.Millisecond {
+				t.Fatalf("%v after the cut, the address is still given: %+v, watch %+v", time.Since(cut), st, last())
+			}
+			time.Sleep(time.Millisecond)
+		}
+		if st := follower.Status(); st.Leading || st.Leader.Holder != "a" {
+			t.Fatalf("taken over before the address went: %+v", st)
+		}
+		time.Sleep(12 * time.Second)
+		if st := follower.Status(); !st.Leading || st.Leader.Addr != "10.0.0.2:8080" {
+			t.Fatalf("b, after taking over: %+v", st)
+		}
+	})
+}
+
+func TestAddrValidated(t *testing.T) {
+	for _, c := range []tenure.Config{
+		{Addr: "0.0.0.0:80"},
+		{Addr: "no-port"},
+		{Payload: []byte{0xff, 'x'}},
+	} {
+		c.Lease, c.Store = "svc", memlease.New()
+		var fe *election.FieldError
+		if err := c.Validate(); !errors.As(err, &fe) || fe.Field != "Addr" {
+			t.Errorf("%+v: %v", c, err)
+		}
+	}
+}
