@@ -56,7 +56,7 @@ func Check(addr string, payload []byte) error {
 	if addr == "" {
 		return nil
 	}
-	if strings.ContainsAny(addr, "\n\xff") {
+	if strings.IndexByte(addr, '\n') >= 0 || strings.IndexByte(addr, 0xff) >= 0 {
 		return fmt.Errorf("%q has a newline or a 0xff byte", addr)
 	}
 	host, _, err := net.SplitHostPort(addr)
