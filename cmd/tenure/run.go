@@ -368,6 +368,7 @@ func runCommand(args []string, stdout, stderr io.Writer) int {
 	coldPoll := fs.Duration("cold-poll", 0, "with --standby: how often followers other than the standby read (default 10 × the poll interval)")
 	wake := fs.String("wake", "", "listen for wake-ups on this UDP address, e.g. 10.0.0.5:7946 or 127.0.0.1:0 (turns on --standby): the standby takes over in a few round trips when the leader releases; with --priority, default the host's outbound address (loopback with a file:// store), port 0; none: no listener")
 	wakeAdvertise := fs.String("wake-advertise", "", "the address others send wake-ups to, if not --wake's (NAT, containers)")
+	addr := fs.String("addr", "", "publish where COMMAND serves (host:port others reach) in the lease's record while this replica leads: tenure status shows it, only while the term is known to be live")
 	prio := fs.Int("priority", 0, "prefer this process to those of lower priority (higher wins; turns on --standby): a leader hands the lease to a live standby of higher priority, at most once per --priority-hold-off")
 	prioHoldOff := fs.Duration("priority-hold-off", 0, "a leader hands over to a standby of higher --priority only once its term is this old (default 3 × --cold-poll: 1m)")
 	strongPolls := fs.Bool("strong-polls", false, "poll with strongly consistent reads even where the store offers cheaper eventually consistent ones (DynamoDB)")
@@ -435,7 +436,7 @@ func runCommand(args []string, stdout, stderr io.Writer) int {
 		callbacks.OnDemoted = func(tenure.Term, tenure.DemotionReason) { label.Demoted() }
 	}
 	cand, err := tenure.New(tenure.Config{
-		Lease: name, Store: store, Payload: []byte(c.payload), Callbacks: callbacks,
+		Lease: name, Store: store, Payload: []byte(c.payload), Addr: *addr, Callbacks: callbacks,
 		Timing:  tenure.Timing{LeaseDuration: c.lease, ColdPollInterval: *coldPoll},
 		Runtime: tenure.Runtime{ID: c.id, Logger: c.libLogger(log), MeterProvider: tel.mp, WakeAddr: *wake, WakeAdvertise: *wakeAdvertise},
 		Standby: *standby || *wake != "" && *wake != tenure.NoWake, Priority: *prio, PriorityHoldOff: *prioHoldOff,

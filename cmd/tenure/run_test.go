@@ -55,6 +55,7 @@ func TestRunAndLockUsageErrors(t *testing.T) {
 		{[]string{"lock", "--once-per", "5m", "--fair", "job", "--", "true"}, "do not go together"},
 		{[]string{"lock", "--conflict-exit", "300", "job", "--", "true"}, "--conflict-exit"},
 		{[]string{"lock", "--wait", "0", "--store", dir, "--payload", strings.Repeat("x", 2000), "job", "--", "true"}, "Payload is 2000 bytes"},
+		{[]string{"run", "--store", dir, "--addr", "0.0.0.0:80", "job", "--", "true"}, "names no host that others can reach"},
 		{[]string{"status"}, "want one lease NAME"},
 		{[]string{"status", "a", "b"}, "want one lease NAME"},
 		{[]string{"status", "--lease", "5s", "a"}, "flag provided but not defined: -lease"},
