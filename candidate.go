@@ -131,6 +131,10 @@ func HoldOff(d time.Duration) ResignOption { return func(r *resignReq) { r.holdO
 // ID returns the identity this candidate writes into the lease.
 func (c *Candidate) ID() string { return c.cfg.ID }
 
+// LeaseDuration returns the lease this candidate asks for (its
+// Timing.LeaseDuration, with the default filled in).
+func (c *Candidate) LeaseDuration() time.Duration { return c.cfg.LeaseDuration }
+
 // Status returns what the candidate knows now. It is safe to call at any time
 // from any goroutine.
 func (c *Candidate) Status() Status {
@@ -146,6 +150,18 @@ func (c *Candidate) Status() Status {
 		}
 	}
 	return s
+}
+
+// TermContext returns the context of the current term while this
+// candidate leads: the one OnElected got, done when the term ends, carrying
+// its fence (fencing.FromContext). Code that serves requests on the leader
+// (package forward) runs them under it.
+func (c *Candidate) TermContext() (context.Context, bool) {
+	e, _ := c.sh.Status()
+	if e.Term == nil || e.Term.Err() != nil {
+		return nil, false
+	}
+	return e.Term, true
 }
 
 // Run campaigns for the lease until ctx is done, delivering callbacks as

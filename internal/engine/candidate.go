@@ -109,7 +109,8 @@ type CandidateShell interface {
 // the store last answered).
 type Status struct {
 	Leader      election.Leader
-	LeaderUntil time.Time // Leader's term is not known to be live from then on
+	LeaderUntil time.Time    // Leader's term is not known to be live from then on
+	Term        *TermContext // the current term's context, while there is one
 	Leading     bool
 	Token       fencing.Token
 	Deadline    time.Time
@@ -368,6 +369,9 @@ func (f *candidateFx) Elected(t election.Term) {
 	}
 	tc := NewTermContext(cfg.Parent, term, cfg.Clock)
 	c.term, c.tctx, c.last = term, tc, tc
+	c.mu.Lock()
+	c.status.Term = tc
+	c.mu.Unlock()
 	if now := cfg.Clock.Now(); !term.Deadline.IsZero() && t.Deadline.Sub(now) < cfg.OpTimeout {
 		// Confirmed late, it begins in jeopardy: say so before OnElected
 		// runs and can ask (the driver's Publish after this step says it
@@ -396,6 +400,9 @@ func (f *candidateFx) Demoted(t election.Term, reason election.Reason) {
 	tc.Announce()
 	tc.Cancel(cfg.Ended(cfg.Run.Lease, term.Token, reason)) // before OnDemoted is even queued
 	c.tctx = nil
+	c.mu.Lock()
+	c.status.Term = nil
+	c.mu.Unlock()
 	c.log(slog.LevelInfo, "demoted", "token", term.Token, "reason", reason.String())
 	cfg.Meter.Demoted(reason)
 	if o := cfg.Observer; o != nil {
@@ -434,7 +441,7 @@ func (f *candidateFx) Anomaly(err error) {
 // checks.
 func (f *candidateFx) Publish(snap driver.Snapshot, isStandby bool) {
 	c := f.c()
-	s := Status{Leader: snap.Leader, LeaderUntil: snap.LeaderUntil, Err: snap.Err, Standby: isStandby}
+	s := Status{Leader: snap.Leader, LeaderUntil: snap.LeaderUntil, Term: c.tctx, Err: snap.Err, Standby: isStandby}
 	if snap.Leading {
 		s.Leading, s.Token, s.Deadline = true, snap.Term.Token, snap.Term.Deadline
 	}
