@@ -75,7 +75,9 @@ type Config struct {
 	Local func(*http.Request) bool
 	// Scheme is the leader's: "http" (default) or "https".
 	Scheme string
-	// Transport carries forwarded requests. Default: http.DefaultTransport.
+	// Transport carries forwarded requests. Default: http.DefaultTransport's
+	// settings without keep-alives (a connection per request: an idle
+	// connection to a leader that died would fail a request already sent).
 	Transport http.RoundTripper
 	// MaxBody is the most a forwarded request's body may hold: it is read
 	// whole before it is sent, so that it can be sent again to the next
@@ -123,7 +125,14 @@ func New(cfg Config) (http.Handler, error) {
 		cfg.Hold = cfg.Candidate.LeaseDuration()
 	}
 	if cfg.Transport == nil {
-		cfg.Transport = http.DefaultTransport
+		// A connection per forwarded request: an idle one kept to a leader
+		// that has since died would fail the next request after it was
+		// sent (a reset), and whether it was served could not be known;
+		// a fresh one is refused at once, and the request waits for the
+		// next leader.
+		t := http.DefaultTransport.(*http.Transport).Clone()
+		t.DisableKeepAlives = true
+		cfg.Transport = t
 	}
 	mp := cfg.MeterProvider
 	if mp == nil {
@@ -333,8 +342,11 @@ func (h *handler) forward(w http.ResponseWriter, r *http.Request, addr string, b
 	out := r.Clone(context.WithValue(r.Context(), proxyErrKey{}, &perr))
 	out.Host = addr
 	out.Header.Set(HopHeader, h.cfg.Candidate.ID())
-	out.Body = io.NopCloser(bytes.NewReader(body))
-	out.ContentLength = int64(len(body))
+	out.Body, out.ContentLength = http.NoBody, 0
+	if len(body) > 0 {
+		out.Body, out.ContentLength = io.NopCloser(bytes.NewReader(body)), int64(len(body))
+		out.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
+	}
 	sw := &statusWriter{ResponseWriter: w}
 	h.proxy.ServeHTTP(sw, out)
 	switch {

@@ -6,6 +6,7 @@
 //	tenure run [flags] NAME -- COMMAND...    run COMMAND while leading NAME
 //	tenure lock [flags] NAME -- COMMAND...   run COMMAND once under the lock NAME
 //	tenure status [flags] NAME               who holds NAME (--watch: follow it)
+//	tenure forward [flags] NAME              send every replica's requests to the leader's service
 //	tenure list [flags] [PREFIX]             every lease and lock in the store
 //	tenure release --force [flags] NAME      break a stuck lease or lock
 //	tenure gc [flags] [PREFIX]               remove records no longer needed
@@ -48,6 +49,7 @@ commands:
   run      run a command while this process leads a lease
   lock     run a command once under a lock (--once-per: once per slot)
   status   show who holds a lease or a lock, or follow it with --watch
+  forward  put a service that runs on every replica behind the leader (http, tcp)
   list     list the leases and locks in a store
   release  break a stuck lease or lock (--force): a fenced takeover
   gc       remove records no longer needed
@@ -90,6 +92,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return lockCommand(args[1:], stdout, stderr)
 	case "status":
 		return statusCommand(args[1:], stdout, stderr)
+	case "forward":
+		return forwardCommand(args[1:], stdout, stderr)
 	case "list":
 		return listCommand(args[1:], stdout, stderr)
 	case "release":

@@ -129,7 +129,7 @@ func (h *holder) check(fs *flag.FlagSet, stderr io.Writer) bool {
 // -v.
 func (c *common) logger(stderr io.Writer, cmd string) *slog.Logger {
 	level := slog.LevelWarn
-	if cmd == "run" {
+	if cmd == "run" || cmd == "forward" { // long-running: say when it leads
 		level = slog.LevelInfo
 	}
 	if c.verbose {

@@ -93,10 +93,10 @@ func TestIntegrationApply(t *testing.T) {
 		if err != nil {
 			t.Fatalf("apply %s %s: %v", gvk.Kind, obj.GetName(), err)
 		}
-		switch gvk.Kind {
-		case "Deployment":
+		switch {
+		case gvk.Kind == "Deployment" && obj.GetName() == "tenure-demo":
 			deployment = applied
-		case "Service":
+		case gvk.Kind == "Service" && obj.GetName() == "tenure-demo-leader":
 			service = applied
 		}
 	}
