@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/tenure-go/tenure"
+	"github.com/tenure-go/tenure/fencing/httpfence"
 	"github.com/tenure-go/tenure/forward"
 	"github.com/tenure-go/tenure/lease"
 )
@@ -30,7 +31,9 @@ balancer, a Kubernetes Service in front of every pod), the leader's service
 answers: no label to flip, no readiness to gate.
 
 --mode http (the default): on the leader, each request goes to --to under
-the term; a request whose term ends before its response is answered 503,
+the term, with its fencing token in the Fencing-Token header (and the lease
+in Fencing-Lease) for the service to hand to what it writes; a request
+whose term ends before its response is answered 503,
 never a response from a replica that was no longer sure it led. On a
 follower it goes to the leader's tenure (the address the leader publishes,
 its --addr), or is answered 307 there with --redirect. With no leader known
@@ -182,6 +185,9 @@ type forwarder struct {
 // http returns the http mode's server, listening on listen.
 func (f *forwarder) http(listen string, redirect bool, local string) (func(context.Context) error, error) {
 	backend := httputil.NewSingleHostReverseProxy(&url.URL{Scheme: "http", Host: f.to})
+	// The service gets the term's fence as headers (Fencing-Token,
+	// Fencing-Lease), to hand to what it writes.
+	backend.Transport = &httpfence.Transport{}
 	var prefixes []string
 	for _, p := range strings.Split(local, ",") {
 		if p = strings.TrimSpace(p); p != "" {

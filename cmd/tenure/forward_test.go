@@ -51,6 +51,9 @@ func TestProcessForward(t *testing.T) {
 					mu.Lock()
 					served[id]++
 					mu.Unlock()
+					if mode == "http" && r.URL.Path != "/healthz" && r.Header.Get("Fencing-Token") == "" {
+						t.Errorf("%s: no Fencing-Token", id)
+					}
 					fmt.Fprint(w, id)
 				}))
 			}
