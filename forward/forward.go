@@ -39,6 +39,7 @@ import (
 	"net/http"
 	"net/http/httputil"
 	"strconv"
+	"sync"
 	"time"
 
 	"go.opentelemetry.io/otel"
@@ -92,16 +93,20 @@ type Config struct {
 	MeterProvider metric.MeterProvider
 }
 
-// handler is New's.
-type handler struct {
+// Handler routes each request to the leader. Make it with New.
+type Handler struct {
 	cfg   Config
 	proxy *httputil.ReverseProxy
 	count metric.Int64Counter
 	held  metric.Float64Histogram
+
+	mu       sync.Mutex
+	draining bool // Drain: no request is served here any more
+	serving  int  // requests being served here
 }
 
 // New returns the handler that routes each request to the leader.
-func New(cfg Config) (http.Handler, error) {
+func New(cfg Config) (*Handler, error) {
 	switch {
 	case cfg.Candidate == nil:
 		return nil, errors.New("forward: Config.Candidate is nil")
@@ -139,7 +144,7 @@ func New(cfg Config) (http.Handler, error) {
 		mp = otel.GetMeterProvider()
 	}
 	m := mp.Meter("github.com/tenure-go/tenure/forward")
-	h := &handler{cfg: cfg}
+	h := &Handler{cfg: cfg}
 	var err, e error
 	h.count, e = m.Int64Counter("tenure.forward.requests", metric.WithDescription("Requests, by what became of them."), metric.WithUnit("{request}"))
 	err = errors.Join(err, e)
@@ -174,7 +179,7 @@ const (
 	refused    = "refused"    // answered 503, 413 or 502: see reason
 )
 
-func (h *handler) tell(ctx context.Context, outcome, reason string) {
+func (h *Handler) tell(ctx context.Context, outcome, reason string) {
 	attrs := []attribute.KeyValue{attribute.String("outcome", outcome)}
 	if reason != "" {
 		attrs = append(attrs, attribute.String("reason", reason))
@@ -182,7 +187,7 @@ func (h *handler) tell(ctx context.Context, outcome, reason string) {
 	h.count.Add(ctx, 1, metric.WithAttributes(attrs...))
 }
 
-func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if h.cfg.Local != nil && h.cfg.Local(r) {
 		h.tell(r.Context(), local, "")
 		h.cfg.Handler.ServeHTTP(w, r)
@@ -206,12 +211,16 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	waited := false
 	for {
-		if ctx, ok := h.cfg.Candidate.TermContext(); ok {
+		if ctx, ok := h.cfg.Candidate.TermContext(); ok && h.begin() {
 			h.observeHold(r, start, waited)
 			h.serve(w, r, ctx, body)
+			h.end()
 			return
 		}
-		if addr := h.cfg.Candidate.Status().Leader.Addr; addr != "" && !hopped {
+		// A replica that drains does not lead for this: it waits for the
+		// next leader, as a follower does.
+		st := h.cfg.Candidate.Status()
+		if addr := st.Leader.Addr; addr != "" && !hopped && st.Leader.Holder != h.cfg.Candidate.ID() {
 			h.observeHold(r, start, waited)
 			if h.cfg.Redirect {
 				h.tell(r.Context(), redirected, "")
@@ -249,7 +258,50 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-func (h *handler) observeHold(r *http.Request, start time.Time, waited bool) {
+// begin counts a request served here, unless the handler drains.
+func (h *Handler) begin() bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.draining {
+		return false
+	}
+	h.serving++
+	return true
+}
+
+func (h *Handler) end() {
+	h.mu.Lock()
+	h.serving--
+	h.mu.Unlock()
+}
+
+// Drain makes this replica serve no more requests itself: from now on,
+// requests wait for another leader (or are forwarded to one) as on a
+// follower. It returns once the requests being served here have been
+// answered, or with ctx's error. Call it before giving the lease back on
+// a graceful shutdown (end Run's context once Drain returns), so that no
+// request is answered 503 because the term ended under it; then shut the
+// server down, which waits for the requests held for the next leader.
+func (h *Handler) Drain(ctx context.Context) error {
+	h.mu.Lock()
+	h.draining = true
+	h.mu.Unlock()
+	for {
+		h.mu.Lock()
+		n := h.serving
+		h.mu.Unlock()
+		if n == 0 {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(h.cfg.Poll):
+		}
+	}
+}
+
+func (h *Handler) observeHold(r *http.Request, start time.Time, waited bool) {
 	if waited {
 		h.held.Record(r.Context(), time.Since(start).Seconds())
 	}
@@ -257,7 +309,7 @@ func (h *handler) observeHold(r *http.Request, start time.Time, waited bool) {
 
 // unavailable answers 503 with Retry-After: the next leader is a poll or so
 // away.
-func (h *handler) unavailable(w http.ResponseWriter, why string) {
+func (h *Handler) unavailable(w http.ResponseWriter, why string) {
 	w.Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(max(h.cfg.Poll, time.Second).Seconds()))))
 	http.Error(w, "forward: "+why, http.StatusServiceUnavailable)
 }
@@ -265,7 +317,7 @@ func (h *handler) unavailable(w http.ResponseWriter, why string) {
 // serve runs the request on this replica, the leader, under the term's
 // context as well as its own; the response goes out only if the term is
 // still live once the handler returns.
-func (h *handler) serve(w http.ResponseWriter, r *http.Request, term context.Context, body []byte) {
+func (h *Handler) serve(w http.ResponseWriter, r *http.Request, term context.Context, body []byte) {
 	ctx, cancel := context.WithCancelCause(r.Context())
 	defer cancel(nil)
 	stop := context.AfterFunc(term, func() { cancel(context.Cause(term)) })
@@ -337,7 +389,7 @@ type proxyErrKey struct{}
 // forward sends the request to the leader at addr. It reports whether it
 // answered the client: not when the request never reached a leader that
 // served it, and may go to the next one.
-func (h *handler) forward(w http.ResponseWriter, r *http.Request, addr string, body []byte) bool {
+func (h *Handler) forward(w http.ResponseWriter, r *http.Request, addr string, body []byte) bool {
 	var perr error
 	out := r.Clone(context.WithValue(r.Context(), proxyErrKey{}, &perr))
 	out.Host = addr

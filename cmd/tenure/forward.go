@@ -52,6 +52,11 @@ then is closed.
 port of --listen in http mode, of --peer in tcp mode. tenure status shows
 the leader's.
 
+On SIGINT or SIGTERM a leader hands over without failing a request: it
+serves no more requests itself (in http mode, once those in flight are
+answered), gives the lease back, goes on forwarding what it holds to the
+next leader while its server drains (up to --hold), and exits.
+
 exit status: 0 once interrupted (SIGINT, SIGTERM), after the lease is
 given back; 2 for bad flags; 69 when the store refuses us for good; 1 when
 a listener fails.
@@ -140,35 +145,46 @@ func forwardCommand(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	log.Info(fmt.Sprintf("campaigning for %q in %s as %q; %s on %s, published as %s, in front of %s", name, c.store, cand.ID(), *mode, *listen, *addr, *to))
-	sctx, cancel := context.WithCancel(ctx)
-	defer cancel()
+	// The campaign and the server have contexts of their own: a SIGTERM
+	// hands over first (drain, resign), and stops them after.
+	rctx, stopRun := context.WithCancel(context.Background())
+	defer stopRun()
+	sctx, stopServe := context.WithCancel(context.Background())
+	defer stopServe()
 	served := make(chan error, 1)
 	go func() { served <- serve(sctx) }()
 	runErr := make(chan error, 1)
-	go func() { runErr <- cand.Run(ctx) }()
+	go func() { runErr <- cand.Run(rctx) }()
+	exit := 0
 	select {
-	case err := <-served:
-		if ctx.Err() == nil {
-			stop() // a listener failed: give the lease back
-			<-runErr
-			fmt.Fprintf(stderr, "tenure forward: %v\n", err)
-			return 1
-		}
+	case <-ctx.Done(): // SIGINT, SIGTERM: hand over, then stop
+		f.handOver()
+		stopServe()
+		<-served
+		stopRun()
 		if err := <-runErr; err != nil && !errors.Is(err, context.Canceled) {
 			fmt.Fprintf(stderr, "tenure forward: %v\n", err)
-			return 1
+			exit = 1
 		}
+	case err := <-served: // a listener failed: give the lease back
+		stopRun()
+		<-runErr
+		fmt.Fprintf(stderr, "tenure forward: %v\n", err)
+		return 1
 	case err := <-runErr:
-		cancel()
+		stopServe()
 		<-served
-		if err != nil && !errors.Is(err, context.Canceled) {
-			if errors.Is(err, lease.ErrPermanent) {
-				fmt.Fprintf(stderr, "tenure forward: %v\n", err)
-				return exitUnavailable
-			}
+		if errors.Is(err, lease.ErrPermanent) {
+			fmt.Fprintf(stderr, "tenure forward: %v\n", err)
+			return exitUnavailable
+		}
+		if err != nil {
 			fmt.Fprintf(stderr, "tenure forward: %v\n", err)
 			return 1
 		}
+	}
+	if exit != 0 {
+		return exit
 	}
 	log.Info("stopped: the lease is given back")
 	return 0
@@ -180,6 +196,26 @@ type forwarder struct {
 	to   string
 	hold time.Duration
 	log  *slog.Logger
+	h    *forward.Handler // http mode
+}
+
+// handOver ends this replica's part as the leader, if it leads, without
+// failing a request: it serves no more requests itself (http: once those
+// in flight are answered), gives the lease back, and goes on forwarding to
+// the next leader while the server drains.
+func (f *forwarder) handOver() {
+	ctx, cancel := context.WithTimeout(context.Background(), f.hold)
+	defer cancel()
+	if f.h != nil {
+		if err := f.h.Drain(ctx); err != nil {
+			f.log.Warn("requests still served here after the hold: the term ends under them", "hold", f.hold)
+		}
+	}
+	if _, ok := f.c.TermContext(); ok {
+		if err := f.c.Resign(ctx); err != nil {
+			f.log.Warn("the lease could not be given back: the next leader waits for it to run out", "err", err)
+		}
+	}
 }
 
 // http returns the http mode's server, listening on listen.
@@ -206,6 +242,7 @@ func (f *forwarder) http(listen string, redirect bool, local string) (func(conte
 	if err != nil {
 		return nil, err
 	}
+	f.h = h
 	ln, err := net.Listen("tcp", listen)
 	if err != nil {
 		return nil, err
@@ -336,4 +373,3 @@ func closeWrite(c net.Conn) {
 		_ = tc.CloseWrite()
 	}
 }
-

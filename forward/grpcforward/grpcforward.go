@@ -187,4 +187,3 @@ func LeaderAddr(err error) (string, bool) {
 	}
 	return "", false
 }
-
