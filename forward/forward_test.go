@@ -328,3 +328,55 @@ func TestConfigErrors(t *testing.T) {
 		}
 	}
 }
+
+func TestDrainHandsOverWithoutFailing(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		k := newCluster(t, nil)
+		defer k.close()
+		for _, id := range []string{"a", "b", "c"} {
+			k.start(id)
+		}
+		time.Sleep(leaseFor)
+		l := k.leader()
+		old := k.reps[l]
+		old.block = make(chan struct{}) // its service holds a request until the request's context ends
+		inflight := make(chan int, 1)
+		reqCtx, release := context.WithCancel(context.Background())
+		go func() {
+			req := httptest.NewRequest("POST", "http://"+l+":80/slow", strings.NewReader("x")).WithContext(reqCtx)
+			rec := httptest.NewRecorder()
+			old.h.(*forward.Handler).ServeHTTP(rec, req)
+			inflight <- rec.Code
+		}()
+		synctest.Wait()
+		drained := make(chan error, 1)
+		go func() { drained <- old.h.(*forward.Handler).Drain(context.Background()) }()
+		synctest.Wait()
+		select {
+		case err := <-drained:
+			t.Fatalf("Drain returned (%v) with a request in flight", err)
+		default:
+		}
+		old.block = nil
+		// A request that arrives while it drains waits for the next leader.
+		got := make(chan string, 1)
+		go func() {
+			_, body, _ := k.send(l, "POST", "/orders", "during the drain")
+			got <- body
+		}()
+		synctest.Wait()
+		release() // the in-flight request's client is done: its response is not needed
+		<-inflight
+		if err := <-drained; err != nil {
+			t.Fatal(err)
+		}
+		if err := old.c.Resign(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		body := <-got
+		nl := k.leader()
+		if nl == "" || nl == l || body != nl+" served POST during the drain" {
+			t.Fatalf("%q, leader %q (was %q)", body, nl, l)
+		}
+	})
+}
