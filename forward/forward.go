@@ -275,7 +275,8 @@ func (h *Handler) end() {
 	h.mu.Unlock()
 }
 
-// Drain makes this replica serve no more requests itself: from now on,
+// Drain makes this replica serve no more requests itself, for good (it is
+// for a shutdown): from now on,
 // requests wait for another leader (or are forwarded to one) as on a
 // follower. It returns once the requests being served here have been
 // answered, or with ctx's error. Call it before giving the lease back on
