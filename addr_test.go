@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -17,29 +18,29 @@ import (
 // cuttable is a store a test cuts a candidate off from, as a crash would.
 type cuttable struct {
 	lease.Store
-	cut bool
+	cut atomic.Bool
 }
 
 var errCutOff = errors.New("cut off")
 
 func (s *cuttable) Get(ctx context.Context, name string) (lease.Record, lease.Version, error) {
-	if s.cut {
+	if s.cut.Load() {
 		return lease.Record{}, lease.NoVersion, errCutOff
 	}
 	return s.Store.Get(ctx, name)
 }
 
 func (s *cuttable) Put(ctx context.Context, name string, rec lease.Record, v lease.Version) (lease.Version, error) {
-	if s.cut {
+	if s.cut.Load() {
 		return lease.NoVersion, errCutOff
 	}
 	return s.Store.Put(ctx, name, rec, v)
 }
 
 // TestLeaderAddr: a follower and a Watch learn the leader's Addr from the
-// record, with the payload intact; once the leader is cut off, neither
-// gives an address once the record is a lease old, before anyone takes
-// over.
+// record, with the payload intact; once the leader is cut off, the
+// follower drops it before it takes over, and the Watch within a lease and
+// a poll of its last sight of a renewal.
 func TestLeaderAddr(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx, cancel := context.WithCancel(context.Background())
@@ -84,20 +85,30 @@ func TestLeaderAddr(t *testing.T) {
 			t.Fatalf("watch: %+v", o)
 		}
 
-		// Cut off, a stops renewing: its record is a lease old within a
-		// poll (2s) and a lease of the cut, before b takes over (a lease
-		// and the drift bound after b's first sight of it).
-		a.cut = true
+		// Cut off, a stops renewing. The follower drops a's address a lease
+		// after its own first sight of a's last record, before it can take
+		// over (a lease and the drift bound after that sight). The Watch
+		// drops it a lease after its own first sight, which may come a poll
+		// (1s) later: within a lease, a poll and a renewal of the cut.
+		a.cut.Store(true)
 		cut := time.Now()
-		gone := func() bool { return follower.Status().Leader.Addr == "" && last().Addr == "" }
-		for !gone() {
+		watchGone := time.Duration(-1)
+		for follower.Status().Leader.Addr != "" {
 			if st := follower.Status(); st.Leading || st.Leader.Holder != "a" || time.Since(cut) > 12*time.Second+time.Millisecond {
-				t.Fatalf("%v after the cut, the address is still given: %+v, watch %+v", time.Since(cut), st, last())
+				t.Fatalf("%v after the cut, the follower still gives the address: %+v", time.Since(cut), st)
+			}
+			if o := last(); o.Addr != "10.0.0.1:8080" && watchGone < 0 {
+				watchGone = time.Since(cut)
 			}
 			time.Sleep(time.Millisecond)
 		}
-		if st := follower.Status(); st.Leading || st.Leader.Holder != "a" {
-			t.Fatalf("taken over before the address went: %+v", st)
+		for watchGone < 0 {
+			if o := last(); o.Addr != "10.0.0.1:8080" {
+				watchGone = time.Since(cut)
+			} else if time.Since(cut) > 13*time.Second+time.Millisecond {
+				t.Fatalf("%v after the cut, the watch still gives a's address: %+v", time.Since(cut), o)
+			}
+			time.Sleep(time.Millisecond)
 		}
 		time.Sleep(12 * time.Second)
 		if st := follower.Status(); !st.Leading || st.Leader.Addr != "10.0.0.2:8080" {
