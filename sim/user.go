@@ -341,7 +341,14 @@ func (u *userWorld) write(in *instance, a *userworld.Act) error {
 // The script's controls (userworld.World).
 
 func (u *userWorld) At(d time.Duration, f func()) { u.w.at(d, nil, f) }
-func (u *userWorld) Now() time.Duration           { return u.w.now }
+
+// Now may be called from the program too: the real tier's goroutines read
+// the time under the world's lock.
+func (u *userWorld) Now() time.Duration {
+	u.w.mu.Lock()
+	defer u.w.mu.Unlock()
+	return u.w.now
+}
 
 func (u *userWorld) Nodes() []string {
 	var out []string

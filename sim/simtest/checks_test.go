@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -160,9 +161,12 @@ func TestScriptedFaults(t *testing.T) {
 			w.Restart(leaders[0])
 		})
 	}}
+	var mu sync.Mutex
 	starts := map[string]int{}
 	trace, failures := one(t, cfg, func(w *World, n *Node) {
+		mu.Lock()
 		starts[n.Name()]++
+		mu.Unlock()
 		leader(n, func(ctx context.Context, _ tenure.Term) { <-ctx.Done() })
 	})
 	if len(failures) > 0 || len(leaders) != 2 || leaders[0] == "" || leaders[1] == "" || leaders[0] == leaders[1] {
@@ -179,6 +183,7 @@ func TestPauseAtActHoldsTheAct(t *testing.T) {
 	cfg := Config{Duration: 3 * time.Minute, Script: func(w *World) {
 		w.At(20*time.Second, func() { w.PauseAtAct(w.Leader(), time.Minute) })
 	}}
+	var mu sync.Mutex
 	var at []time.Duration
 	_, failures := one(t, cfg, func(w *World, n *Node) {
 		leader(n, func(ctx context.Context, _ tenure.Term) {
@@ -189,7 +194,9 @@ func TestPauseAtActHoldsTheAct(t *testing.T) {
 				case <-n.Clock().After(5 * time.Second):
 				}
 				w.Effect(n, "work")
+				mu.Lock()
 				at = append(at, w.Now())
+				mu.Unlock()
 			}
 		})
 	})
