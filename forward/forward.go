@@ -47,6 +47,7 @@ import (
 	"go.opentelemetry.io/otel/metric"
 
 	"github.com/tenure-go/tenure"
+	"github.com/tenure-go/tenure/internal/termctx"
 )
 
 // HopHeader marks a request a replica forwarded: its value is the
@@ -319,11 +320,9 @@ func (h *Handler) unavailable(w http.ResponseWriter, why string) {
 // context as well as its own; the response goes out only if the term is
 // still live once the handler returns.
 func (h *Handler) serve(w http.ResponseWriter, r *http.Request, term context.Context, body []byte) {
-	ctx, cancel := context.WithCancelCause(r.Context())
-	defer cancel(nil)
-	stop := context.AfterFunc(term, func() { cancel(context.Cause(term)) })
+	ctx, stop := termctx.Join(r.Context(), term)
 	defer stop()
-	r2 := r.Clone(withValues{ctx, term})
+	r2 := r.Clone(ctx)
 	r2.Body = io.NopCloser(bytes.NewReader(body))
 	rec := &recorder{header: http.Header{}}
 	h.cfg.Handler.ServeHTTP(rec, r2)
@@ -338,20 +337,6 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request, term context.Con
 	}
 	w.WriteHeader(rec.code())
 	_, _ = w.Write(rec.body.Bytes())
-}
-
-// withValues is ctx (the request's, cancelled with the term) with the
-// term's values (its fence) too.
-type withValues struct {
-	context.Context
-	term context.Context
-}
-
-func (c withValues) Value(key any) any {
-	if v := c.Context.Value(key); v != nil {
-		return v
-	}
-	return c.term.Value(key)
 }
 
 // recorder keeps a response until the handler returns.

@@ -32,6 +32,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/tenure-go/tenure"
+	"github.com/tenure-go/tenure/internal/termctx"
 	"github.com/tenure-go/tenure/lease"
 )
 
@@ -112,7 +113,7 @@ func UnaryServerInterceptor(c *tenure.Candidate) grpc.UnaryServerInterceptor {
 		if !ok {
 			return nil, notLeader(c)
 		}
-		ctx, stop := underTerm(ctx, term)
+		ctx, stop := termctx.Join(ctx, term)
 		defer stop()
 		resp, err := handler(ctx, req)
 		if term.Err() != nil {
@@ -130,7 +131,7 @@ func StreamServerInterceptor(c *tenure.Candidate) grpc.StreamServerInterceptor {
 		if !ok {
 			return notLeader(c)
 		}
-		ctx, stop := underTerm(ss.Context(), term)
+		ctx, stop := termctx.Join(ss.Context(), term)
 		defer stop()
 		return handler(srv, &stream{ServerStream: ss, ctx: ctx})
 	}
@@ -142,26 +143,6 @@ type stream struct {
 }
 
 func (s *stream) Context() context.Context { return s.ctx }
-
-// underTerm is ctx, cancelled with the term too, with the term's values
-// (its fence).
-func underTerm(ctx, term context.Context) (context.Context, func()) {
-	cctx, cancel := context.WithCancelCause(ctx)
-	stop := context.AfterFunc(term, func() { cancel(context.Cause(term)) })
-	return withValues{cctx, term}, func() { stop(); cancel(nil) }
-}
-
-type withValues struct {
-	context.Context
-	term context.Context
-}
-
-func (c withValues) Value(key any) any {
-	if v := c.Context.Value(key); v != nil {
-		return v
-	}
-	return c.term.Value(key)
-}
 
 // notLeader is a follower's answer: Unavailable, with where the leader is.
 func notLeader(c *tenure.Candidate) error {
