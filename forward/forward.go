@@ -376,27 +376,8 @@ type proxyErrKey struct{}
 // answered the client: not when the request never reached a leader that
 // served it, and may go to the next one.
 func (h *Handler) forward(w http.ResponseWriter, r *http.Request, addr string, body []byte) bool {
-	// A leader that stops answering (paused, cut off) is replaced: once
-	// this replica reads another leader, the request stops waiting on the
-	// old one, which may or may not have served it.
-	term := h.cfg.Candidate.Status().Leader.Token
-	ctx, cancel := context.WithCancelCause(r.Context())
-	defer cancel(nil)
-	go func() {
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-time.After(h.cfg.Poll):
-			}
-			if l := h.cfg.Candidate.Status().Leader; l.Token != term && l.Addr != "" {
-				cancel(errLeaderChanged)
-				return
-			}
-		}
-	}()
 	var perr error
-	out := r.Clone(context.WithValue(ctx, proxyErrKey{}, &perr))
+	out := r.Clone(context.WithValue(r.Context(), proxyErrKey{}, &perr))
 	out.Host = addr
 	out.Header.Set(HopHeader, h.cfg.Candidate.ID())
 	out.Body, out.ContentLength = http.NoBody, 0
@@ -417,17 +398,11 @@ func (h *Handler) forward(w http.ResponseWriter, r *http.Request, addr string, b
 	case r.Context().Err() != nil:
 		h.tell(r.Context(), refused, "client_gone")
 		return true
-	case errors.Is(context.Cause(ctx), errLeaderChanged):
-		h.tell(r.Context(), refused, "leader_changed")
-		http.Error(w, "forward: another replica leads now, and the one the request went to did not answer: it may or may not have served it", http.StatusBadGateway)
-		return true
 	}
 	h.tell(r.Context(), refused, "leader_failed")
 	http.Error(w, "forward: the leader failed while serving the request, which may or may not have been served: "+perr.Error(), http.StatusBadGateway)
 	return true
 }
-
-var errLeaderChanged = errors.New("forward: another replica leads now")
 
 // refusedConn reports whether err shows that the request never reached the
 // leader: nothing listened at its address.
