@@ -137,96 +137,98 @@ func (d discardWatch) Write(b []byte) (int, error) {
 	return len(b), nil
 }
 
-// TestProcessForwardHandoverAndPause, http mode: a SIGTERM hands the lease
+// TestProcessForwardHandoverAndPause, http mode, on the file store and on
+// DynamoDB Local: a SIGTERM hands the lease
 // over without failing a request sent meanwhile, and the stopped replica
 // exits 0; a leader paused past its lease (SIGSTOP) is replaced, and once
 // it runs again it forwards to the new leader, whose service alone serves,
 // under a higher token.
 func TestProcessForwardHandoverAndPause(t *testing.T) {
-	e := newProcEnv(t, "")
-	var mu sync.Mutex
-	tokens := map[string][]string{} // per service, the tokens it served under
-	type rep struct {
-		listen  string
-		cmd     *exec.Cmd
-		seen    *logWatch
-		elected chan struct{} // closed at its first "elected" line
-	}
-	start := func(id, want string) *rep {
-		svc := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			mu.Lock()
-			tokens[id] = append(tokens[id], r.Header.Get("Fencing-Token"))
-			mu.Unlock()
-			fmt.Fprint(w, id)
-		}))
-		t.Cleanup(svc.Close)
-		r := &rep{listen: freeAddr(t), seen: &logWatch{want: want, seen: make(chan struct{})}, elected: make(chan struct{})}
-		el := &logWatch{want: "elected, token", seen: r.elected}
-		r.cmd = e.start(io.MultiWriter(r.seen, discardWatch{el}), []string{"forward", "--store", e.store, "--lease", "2s", "--hold", "10s", "--id", id,
-			"--listen", r.listen, "--addr", r.listen, "--to", svc.Listener.Addr().String(), "web"})
-		select {
-		case <-r.seen.seen:
-		case <-time.After(20 * time.Second):
-			t.Fatalf("%s: no %q", id, want)
+	onStores(t, func(t *testing.T, e *procEnv) {
+		var mu sync.Mutex
+		tokens := map[string][]string{} // per service, the tokens it served under
+		type rep struct {
+			listen  string
+			cmd     *exec.Cmd
+			seen    *logWatch
+			elected chan struct{} // closed at its first "elected" line
 		}
-		return r
-	}
-	a := start("a", "elected, token")
-	b := start("b", "campaigning for")
-	c := start("c", "campaigning for")
+		start := func(id, want string) *rep {
+			svc := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				mu.Lock()
+				tokens[id] = append(tokens[id], r.Header.Get("Fencing-Token"))
+				mu.Unlock()
+				fmt.Fprint(w, id)
+			}))
+			t.Cleanup(svc.Close)
+			r := &rep{listen: freeAddr(t), seen: &logWatch{want: want, seen: make(chan struct{})}, elected: make(chan struct{})}
+			el := &logWatch{want: "elected, token", seen: r.elected}
+			r.cmd = e.start(io.MultiWriter(r.seen, discardWatch{el}), []string{"forward", "--store", e.store, "--lease", "2s", "--hold", "10s", "--id", id,
+				"--listen", r.listen, "--addr", r.listen, "--to", svc.Listener.Addr().String(), "web"})
+			select {
+			case <-r.seen.seen:
+			case <-time.After(20 * time.Second):
+				t.Fatalf("%s: no %q", id, want)
+			}
+			return r
+		}
+		a := start("a", "elected, token")
+		b := start("b", "campaigning for")
+		c := start("c", "campaigning for")
 
-	// Handover: a request sent to a as it gets SIGTERM is served, by a
-	// or by its successor, and a exits 0.
-	done := make(chan string, 1)
-	go func() {
-		code, body := fget(a.listen, "/orders")
-		done <- fmt.Sprint(code, " ", body)
-	}()
-	if err := a.cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	if err := a.cmd.Wait(); err != nil {
-		t.Fatalf("a after SIGTERM: %v, want exit 0", err)
-	}
-	if got := <-done; got != "200 a" && got != "200 b" && got != "200 c" {
-		t.Fatalf("the request sent through the handover: %q", got)
-	}
-	code, leader := fget(b.listen, "/orders")
-	if code != 200 || leader == "a" {
-		t.Fatalf("after the handover: %d %q", code, leader)
-	}
+		// Handover: a request sent to a as it gets SIGTERM is served, by a
+		// or by its successor, and a exits 0.
+		done := make(chan string, 1)
+		go func() {
+			code, body := fget(a.listen, "/orders")
+			done <- fmt.Sprint(code, " ", body)
+		}()
+		if err := a.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+			t.Fatal(err)
+		}
+		if err := a.cmd.Wait(); err != nil {
+			t.Fatalf("a after SIGTERM: %v, want exit 0", err)
+		}
+		if got := <-done; got != "200 a" && got != "200 b" && got != "200 c" {
+			t.Fatalf("the request sent through the handover: %q", got)
+		}
+		code, leader := fget(b.listen, "/orders")
+		if code != 200 || leader == "a" {
+			t.Fatalf("after the handover: %d %q", code, leader)
+		}
 
-	// Pause the new leader past its lease: the other takes over; once the
-	// paused one runs again, its requests go to the new leader.
-	paused, other := b, c
-	if leader == "c" {
-		paused, other = c, b
-	}
-	if err := paused.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
-		t.Fatal(err)
-	}
-	// Once the other leads, its requests are its service's (a request sent
-	// before, forwarded to the paused leader, would wait for it to run
-	// again: docs/forwarding.md).
-	select {
-	case <-other.elected:
-	case <-time.After(20 * time.Second):
-		t.Fatal("the other replica did not take over")
-	}
-	code, next := fget(other.listen, "/orders")
-	if err := paused.cmd.Process.Signal(syscall.SIGCONT); err != nil {
-		t.Fatal(err)
-	}
-	if code != 200 || next == leader {
-		t.Fatalf("during the pause: %d %q, want the other replica's service", code, next)
-	}
-	if code, body := fget(paused.listen, "/orders"); code != 200 || body != next {
-		t.Fatalf("through the resumed replica: %d %q, want %q's service", code, body, next)
-	}
-	mu.Lock()
-	defer mu.Unlock()
-	last := func(id string) string { return tokens[id][len(tokens[id])-1] }
-	if len(tokens[leader]) == 0 || len(tokens[next]) == 0 || len(last(next)) < len(last(leader)) || len(last(next)) == len(last(leader)) && last(next) <= last(leader) {
-		t.Fatalf("tokens %v: want %s's above %s's", tokens, next, leader)
-	}
+		// Pause the new leader past its lease: the other takes over; once the
+		// paused one runs again, its requests go to the new leader.
+		paused, other := b, c
+		if leader == "c" {
+			paused, other = c, b
+		}
+		if err := paused.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+			t.Fatal(err)
+		}
+		// Once the other leads, its requests are its service's (a request sent
+		// before, forwarded to the paused leader, would wait for it to run
+		// again: docs/forwarding.md).
+		select {
+		case <-other.elected:
+		case <-time.After(20 * time.Second):
+			t.Fatal("the other replica did not take over")
+		}
+		code, next := fget(other.listen, "/orders")
+		if err := paused.cmd.Process.Signal(syscall.SIGCONT); err != nil {
+			t.Fatal(err)
+		}
+		if code != 200 || next == leader {
+			t.Fatalf("during the pause: %d %q, want the other replica's service", code, next)
+		}
+		if code, body := fget(paused.listen, "/orders"); code != 200 || body != next {
+			t.Fatalf("through the resumed replica: %d %q, want %q's service", code, body, next)
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		last := func(id string) string { return tokens[id][len(tokens[id])-1] }
+		if len(tokens[leader]) == 0 || len(tokens[next]) == 0 || len(last(next)) < len(last(leader)) || len(last(next)) == len(last(leader)) && last(next) <= last(leader) {
+			t.Fatalf("tokens %v: want %s's above %s's", tokens, next, leader)
+		}
+	})
 }
