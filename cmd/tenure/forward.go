@@ -206,6 +206,7 @@ type forwarder struct {
 func (f *forwarder) handOver() {
 	ctx, cancel := context.WithTimeout(context.Background(), f.hold)
 	defer cancel()
+	f.log.Info("handing over: no more requests served here; those in flight are answered first")
 	if f.h != nil {
 		if err := f.h.Drain(ctx); err != nil {
 			f.log.Warn("requests still served here after the hold: the term ends under them", "hold", f.hold)

@@ -148,22 +148,31 @@ func TestProcessForwardHandoverAndPause(t *testing.T) {
 		var mu sync.Mutex
 		tokens := map[string][]string{} // per service, the tokens it served under
 		type rep struct {
-			listen  string
-			cmd     *exec.Cmd
-			seen    *logWatch
-			elected chan struct{} // closed at its first "elected" line
+			listen   string
+			cmd      *exec.Cmd
+			seen     *logWatch
+			elected  chan struct{} // closed at its first "elected" line
+			handover chan struct{} // closed as it begins to hand over
 		}
+		// /slow waits for gate: a request in flight while its leader
+		// hands over.
+		arrived, gate := make(chan struct{}, 1), make(chan struct{})
 		start := func(id, want string) *rep {
 			svc := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if r.URL.Path == "/slow" {
+					arrived <- struct{}{}
+					<-gate
+				}
 				mu.Lock()
 				tokens[id] = append(tokens[id], r.Header.Get("Fencing-Token"))
 				mu.Unlock()
 				fmt.Fprint(w, id)
 			}))
 			t.Cleanup(svc.Close)
-			r := &rep{listen: freeAddr(t), seen: &logWatch{want: want, seen: make(chan struct{})}, elected: make(chan struct{})}
+			r := &rep{listen: freeAddr(t), seen: &logWatch{want: want, seen: make(chan struct{})}, elected: make(chan struct{}), handover: make(chan struct{})}
 			el := &logWatch{want: "elected, token", seen: r.elected}
-			r.cmd = e.start(io.MultiWriter(r.seen, discardWatch{el}), []string{"forward", "--store", e.store, "--lease", "2s", "--hold", "10s", "--id", id,
+			ho := &logWatch{want: "handing over", seen: r.handover}
+			r.cmd = e.start(io.MultiWriter(r.seen, discardWatch{el}, discardWatch{ho}), []string{"forward", "--store", e.store, "--lease", "2s", "--hold", "10s", "--id", id,
 				"--listen", r.listen, "--addr", r.listen, "--to", svc.Listener.Addr().String(), "web"})
 			select {
 			case <-r.seen.seen:
@@ -176,21 +185,25 @@ func TestProcessForwardHandoverAndPause(t *testing.T) {
 		b := start("b", "campaigning for")
 		c := start("c", "campaigning for")
 
-		// Handover: a request sent to a as it gets SIGTERM is served, by a
-		// or by its successor, and a exits 0.
+		// Handover: a request that a's service is serving as a gets SIGTERM
+		// is answered (a drains it before it gives the lease back), and a
+		// exits 0.
 		done := make(chan string, 1)
 		go func() {
-			code, body := fget(a.listen, "/orders")
+			code, body := fget(a.listen, "/slow")
 			done <- fmt.Sprint(code, " ", body)
 		}()
+		<-arrived
 		if err := a.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 			t.Fatal(err)
 		}
+		<-a.handover // draining: the term must outlast the request
+		close(gate)
 		if err := a.cmd.Wait(); err != nil {
 			t.Fatalf("a after SIGTERM: %v, want exit 0", err)
 		}
-		if got := <-done; got != "200 a" && got != "200 b" && got != "200 c" {
-			t.Fatalf("the request sent through the handover: %q", got)
+		if got := <-done; got != "200 a" {
+			t.Fatalf("the request in flight through the handover: %q, want a's answer", got)
 		}
 		code, leader := fget(b.listen, "/orders")
 		if code != 200 || leader == "a" {
