@@ -4,38 +4,14 @@ import (
 	"context"
 	"errors"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
 
 	"github.com/tenure-go/tenure"
 	"github.com/tenure-go/tenure/election"
-	"github.com/tenure-go/tenure/lease"
 	"github.com/tenure-go/tenure/lease/memlease"
 )
-
-// cuttable is a store a test cuts a candidate off from, as a crash would.
-type cuttable struct {
-	lease.Store
-	cut atomic.Bool
-}
-
-var errCutOff = errors.New("cut off")
-
-func (s *cuttable) Get(ctx context.Context, name string) (lease.Record, lease.Version, error) {
-	if s.cut.Load() {
-		return lease.Record{}, lease.NoVersion, errCutOff
-	}
-	return s.Store.Get(ctx, name)
-}
-
-func (s *cuttable) Put(ctx context.Context, name string, rec lease.Record, v lease.Version) (lease.Version, error) {
-	if s.cut.Load() {
-		return lease.NoVersion, errCutOff
-	}
-	return s.Store.Put(ctx, name, rec, v)
-}
 
 // TestLeaderAddr: a follower and a Watch learn the leader's Addr from the
 // record, with the payload intact; once the leader is cut off, the
@@ -49,7 +25,7 @@ func TestLeaderAddr(t *testing.T) {
 		defer cancel()
 		mem := memlease.New()
 		timing := tenure.Timing{LeaseDuration: 10 * time.Second}
-		a := &cuttable{Store: mem}
+		a := &cutStore{Store: mem}
 		leader, err := tenure.New(tenure.Config{Lease: "svc", Store: a, Addr: "10.0.0.1:8080", Payload: []byte("v1"), Timing: timing, Runtime: tenure.Runtime{ID: "a"}})
 		if err != nil {
 			t.Fatal(err)

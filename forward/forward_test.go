@@ -134,6 +134,15 @@ func (k *cluster) start(id string) {
 	})
 }
 
+// startAll runs every replica's candidate, and waits a lease for one to
+// lead.
+func (k *cluster) startAll() {
+	for _, id := range []string{"a", "b", "c"} {
+		k.start(id)
+	}
+	time.Sleep(leaseFor)
+}
+
 func (k *cluster) close() {
 	k.stop()
 	k.wg.Wait()
@@ -183,10 +192,7 @@ func TestFollowersForwardToTheLeader(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		k := newCluster(t, nil)
 		defer k.close()
-		for _, id := range []string{"a", "b", "c"} {
-			k.start(id)
-		}
-		time.Sleep(leaseFor)
+		k.startAll()
 		l := k.leader()
 		for _, id := range []string{"a", "b", "c"} {
 			code, body, _ := k.send(id, "POST", "/orders", "order "+id)
@@ -212,10 +218,7 @@ func TestRedirect(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		k := newCluster(t, func(c *forward.Config) { c.Redirect = true })
 		defer k.close()
-		for _, id := range []string{"a", "b", "c"} {
-			k.start(id)
-		}
-		time.Sleep(leaseFor)
+		k.startAll()
 		l := k.leader()
 		code, _, hdr := k.send(k.others(l)[0], "POST", "/orders?id=7", "x")
 		if want := "http://" + l + ":80/orders?id=7"; code != http.StatusTemporaryRedirect || hdr.Get("Location") != want {
@@ -245,10 +248,7 @@ func TestHeldThroughACrashThenServedByTheNext(t *testing.T) {
 		// renewal: a request sent at the crash waits longer than a lease.
 		k := newCluster(t, func(c *forward.Config) { c.Hold = 2 * leaseFor })
 		defer k.close()
-		for _, id := range []string{"a", "b", "c"} {
-			k.start(id)
-		}
-		time.Sleep(leaseFor)
+		k.startAll()
 		l := k.leader()
 		old := k.reps[l]
 		old.store.mu.Lock()
@@ -333,10 +333,7 @@ func TestDrainHandsOverWithoutFailing(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		k := newCluster(t, nil)
 		defer k.close()
-		for _, id := range []string{"a", "b", "c"} {
-			k.start(id)
-		}
-		time.Sleep(leaseFor)
+		k.startAll()
 		l := k.leader()
 		old := k.reps[l]
 		old.block = make(chan struct{}) // its service holds a request until the request's context ends
