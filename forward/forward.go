@@ -24,8 +24,11 @@
 // What it does not promise: a request forwarded to a leader that dies
 // while serving it may have been served or not; the forwarder answers 502
 // and does not send it again. A request is sent again only when it never
-// reached a leader that served it: the connection was refused, or the
-// replica answered that it does not lead.
+// reached a leader that served it: the connection was refused, or it was
+// closed before the replica's handler had the request (a replica answers a
+// forwarded request 102 Processing as soon as its handler has it, so a
+// connection its listener dropped as it shut down is told apart from a
+// request it took), or the replica answered that it does not lead.
 package forward
 
 import (
@@ -51,8 +54,10 @@ import (
 )
 
 // HopHeader marks a request a replica forwarded: its value is the
-// forwarder's ID. NotLeaderHeader marks the 503 of a replica that got a
-// forwarded request and does not lead.
+// forwarder's ID. The replica that gets it answers 102 Processing at once
+// (the forwarder does not pass it on), then the response. NotLeaderHeader
+// marks the 503 of a replica that got a forwarded request and does not
+// lead.
 const (
 	HopHeader       = "Tenure-Forwarded-By"
 	NotLeaderHeader = "Tenure-Not-Leader"
@@ -194,6 +199,13 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.cfg.Handler.ServeHTTP(w, r)
 		return
 	}
+	hopped := r.Header.Get(HopHeader) != ""
+	if hopped {
+		// The forwarder learns that this handler has the request: a
+		// connection closed before this was never taken, and the request
+		// may go to the next leader.
+		w.WriteHeader(http.StatusProcessing)
+	}
 	var body []byte
 	if r.Body != nil && r.Body != http.NoBody {
 		b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, h.cfg.MaxBody))
@@ -208,7 +220,6 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		body = b
 	}
-	hopped := r.Header.Get(HopHeader) != ""
 	start := time.Now()
 	waited := false
 	for {
@@ -393,8 +404,8 @@ func (h *Handler) forward(w http.ResponseWriter, r *http.Request, addr string, b
 	case perr == nil:
 		h.tell(r.Context(), forwarded, "")
 		return true
-	case refusedConn(perr):
-		return false
+	case refusedConn(perr), !sw.taken && r.Context().Err() == nil:
+		return false // it never reached the replica's handler
 	case r.Context().Err() != nil:
 		h.tell(r.Context(), refused, "client_gone")
 		return true
@@ -412,14 +423,20 @@ func refusedConn(err error) bool {
 }
 
 // statusWriter holds back a 503 NotLeaderHeader from the leader that was
-// not, so that the request can go to the next one.
+// not, so that the request can go to the next one, and the 102 that says
+// the replica's handler took the request.
 type statusWriter struct {
 	http.ResponseWriter
 	notLeader bool
 	wrote     bool
+	taken     bool // the replica answered 102: its handler has the request
 }
 
 func (s *statusWriter) WriteHeader(code int) {
+	if code == http.StatusProcessing {
+		s.taken = true
+		return
+	}
 	if code == http.StatusServiceUnavailable && s.Header().Get(NotLeaderHeader) != "" && !s.wrote {
 		s.notLeader = true
 		for k := range s.Header() {

@@ -8,8 +8,11 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/http/httptrace"
+	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -52,6 +55,8 @@ type replica struct {
 	stop    context.CancelFunc
 	done    chan struct{}
 	down    bool          // nothing listens: a dial fails
+	drop    bool          // a connection is reset before the handler has it
+	dies    bool          // a connection is reset once the handler has it
 	service http.Handler  // what forward wraps
 	block   chan struct{} // non-nil: the service waits for its term to end
 }
@@ -149,15 +154,31 @@ func (k *cluster) close() {
 }
 
 // RoundTrip is the network: a request to "id:80" reaches replica id's
-// handler, unless it is down.
+// handler, unless it is down (refused) or drops it (reset before the
+// handler has it: a listener closed with the connection in its queue);
+// its 1xx responses go to the request's trace, as a client's do.
 func (k *cluster) RoundTrip(req *http.Request) (*http.Response, error) {
 	id, _, _ := net.SplitHostPort(req.URL.Host)
 	r := k.reps[id]
 	if r == nil || r.down {
 		return nil, &net.OpError{Op: "dial", Net: "tcp", Err: errors.New("connection refused")}
 	}
-	rec := httptest.NewRecorder()
+	reset := &net.OpError{Op: "read", Net: "tcp", Err: syscall.ECONNRESET}
+	if r.drop {
+		return nil, reset
+	}
+	rec := &informational{ResponseRecorder: httptest.NewRecorder()}
 	r.h.ServeHTTP(rec, req)
+	if trace := httptrace.ContextClientTrace(req.Context()); trace != nil && trace.Got1xxResponse != nil {
+		for _, code := range rec.early {
+			if err := trace.Got1xxResponse(code, nil); err != nil {
+				return nil, err
+			}
+		}
+	}
+	if r.dies {
+		return nil, reset
+	}
 	return rec.Result(), nil
 }
 
@@ -269,6 +290,38 @@ func TestHeldThroughACrashThenServedByTheNext(t *testing.T) {
 	})
 }
 
+// TestConnectionResetBeforeTakenGoesToTheNext: a forwarded request whose
+// connection is reset before the leader's handler has it (a listener
+// closed as its replica shut down) was not served, and goes to the next
+// leader; one reset after the handler answered 102 may have been served,
+// and is answered 502.
+func TestConnectionResetBeforeTakenGoesToTheNext(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		k := newCluster(t, func(c *forward.Config) { c.Hold = 2 * leaseFor })
+		defer k.close()
+		k.startAll()
+		l := k.leader()
+		f := k.others(l)[0]
+		k.reps[l].dies = true
+		if code, body, _ := k.send(f, "POST", "/orders", "taken"); code != http.StatusBadGateway {
+			t.Fatalf("reset once taken: %d %q, want 502", code, body)
+		}
+		k.reps[l].dies, k.reps[l].drop = false, true
+		answered := make(chan string)
+		go func() {
+			code, body, _ := k.send(f, "POST", "/orders", "dropped")
+			answered <- fmt.Sprint(code, " ", body)
+		}()
+		synctest.Wait()
+		k.reps[l].stop() // it gives the lease back
+		got := <-answered
+		nl := k.leader()
+		if nl == "" || nl == l || got != "200 "+nl+" served POST dropped" {
+			t.Fatalf("reset before taken: %q, leader %q (was %q): want the next leader's answer", got, nl, l)
+		}
+	})
+}
+
 func TestTermEndingWhileServingIs503(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		k := newCluster(t, nil)
@@ -294,15 +347,32 @@ func TestForwardedRequestToANonLeaderGoesToTheNext(t *testing.T) {
 		k.start("a")
 		time.Sleep(leaseFor)
 		// b does not run: a request forwarded to it is refused, not
-		// forwarded again.
+		// forwarded again, after a 102 that says its handler took it.
 		req := httptest.NewRequest("POST", "http://b:80/orders", strings.NewReader("x"))
 		req.Header.Set(forward.HopHeader, "c")
-		rec := httptest.NewRecorder()
+		rec := &informational{ResponseRecorder: httptest.NewRecorder()}
 		k.reps["b"].h.ServeHTTP(rec, req)
 		if rec.Code != http.StatusServiceUnavailable || rec.Header().Get(forward.NotLeaderHeader) == "" || len(k.serve) != 0 {
 			t.Fatalf("%d %v, served %+v: want 503 Not-Leader, nothing served", rec.Code, rec.Header(), k.serve)
 		}
+		if !slices.Equal(rec.early, []int{http.StatusProcessing}) {
+			t.Fatalf("informational responses %v, want one 102 first", rec.early)
+		}
 	})
+}
+
+// informational is a ResponseRecorder that keeps 1xx responses apart.
+type informational struct {
+	*httptest.ResponseRecorder
+	early []int
+}
+
+func (i *informational) WriteHeader(code int) {
+	if code < 200 {
+		i.early = append(i.early, code)
+		return
+	}
+	i.ResponseRecorder.WriteHeader(code)
 }
 
 func TestBodyTooLarge(t *testing.T) {
