@@ -1,12 +1,16 @@
+//go:build linux
+
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"os/exec"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -126,6 +130,105 @@ func TestProcessForward(t *testing.T) {
 	}
 }
 
+// steadyLoad sends a POST every 10 ms to its replicas in turn until stop
+// is called, as a load balancer would: it sends nothing to a replica once
+// told that it stops (a Service, a terminating Pod), and a request that a
+// replica refuses to connect goes to the next.
+type steadyLoad struct {
+	mu       sync.Mutex
+	addrs    []string
+	failed   []string
+	quit     chan struct{}
+	done     chan struct{}
+	sends    sync.WaitGroup
+	stopping map[string]bool
+	sent     int
+	tick     chan struct{} // closed and replaced at every request sent
+}
+
+func startLoad(addrs ...string) *steadyLoad {
+	l := &steadyLoad{addrs: addrs, quit: make(chan struct{}), done: make(chan struct{}), stopping: map[string]bool{}, tick: make(chan struct{})}
+	go l.run()
+	return l
+}
+
+func (l *steadyLoad) run() {
+	defer close(l.done)
+	c := http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for n := 0; ; n++ {
+		select {
+		case <-l.quit:
+			return
+		case <-tick.C:
+		}
+		l.mu.Lock()
+		var to []string
+		for _, a := range l.addrs {
+			if !l.stopping[a] {
+				to = append(to, a)
+			}
+		}
+		l.sent++
+		close(l.tick)
+		l.tick = make(chan struct{})
+		l.mu.Unlock()
+		l.sends.Go(func() {
+			var resp *http.Response
+			var err error
+			for i := range to {
+				resp, err = c.Post("http://"+to[(n+i)%len(to)]+"/load", "text/plain", strings.NewReader("x"))
+				var op *net.OpError
+				if !errors.As(err, &op) || op.Op != "dial" {
+					break
+				}
+			}
+			if err == nil {
+				resp.Body.Close()
+				if resp.StatusCode == http.StatusOK {
+					return
+				}
+				err = errors.New(resp.Status)
+			}
+			l.mu.Lock()
+			l.failed = append(l.failed, fmt.Sprintf("request %d: %v", n, err))
+			l.mu.Unlock()
+		})
+	}
+}
+
+// stopSending sends nothing more to addr.
+func (l *steadyLoad) stopSending(addr string) {
+	l.mu.Lock()
+	l.stopping[addr] = true
+	l.mu.Unlock()
+}
+
+// awaitSent returns once n more requests have been sent.
+func (l *steadyLoad) awaitSent(n int) {
+	l.mu.Lock()
+	want := l.sent + n
+	for l.sent < want {
+		tick := l.tick
+		l.mu.Unlock()
+		<-tick
+		l.mu.Lock()
+	}
+	l.mu.Unlock()
+}
+
+// stop ends the load once its requests are answered, and returns those
+// that failed.
+func (l *steadyLoad) stop() []string {
+	close(l.quit)
+	<-l.done
+	l.sends.Wait()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.failed
+}
+
 // discardWatch is a logWatch that passes nothing on (the other copy of the
 // log does).
 type discardWatch struct{ w *logWatch }
@@ -137,16 +240,23 @@ func (d discardWatch) Write(b []byte) (int, error) {
 	return len(b), nil
 }
 
-// TestProcessForwardHandoverAndPause, http mode, on the file store and on
-// DynamoDB Local: a SIGTERM hands the lease
-// over without failing a request sent meanwhile, and the stopped replica
-// exits 0; a leader paused past its lease (SIGSTOP) is replaced, and once
-// it runs again it forwards to the new leader, whose service alone serves,
-// under a higher token.
+// TestProcessForwardHandoverAndPause, http mode, on the file store,
+// DynamoDB Local and the API server: a SIGTERM hands the lease over
+// without failing a request sent meanwhile, a slow one in flight or any
+// of a steady load sent to every replica (none served under a token below
+// one served before), and the stopped replica exits 0; a leader paused
+// past its lease (SIGSTOP) is replaced, and once it runs again it forwards
+// to the new leader, whose service alone serves, under a higher token.
 func TestProcessForwardHandoverAndPause(t *testing.T) {
-	onStores(t, func(t *testing.T, e *procEnv) {
+	stores := func(t *testing.T, f func(t *testing.T, e *procEnv)) {
+		onStores(t, f)
+		t.Run("k8s", func(t *testing.T) { f(t, kubeProcEnv(t)) })
+	}
+	stores(t, func(t *testing.T, e *procEnv) {
 		var mu sync.Mutex
 		tokens := map[string][]string{} // per service, the tokens it served under
+		var highest uint64              // the resource: the highest token served under
+		var stale []string              // requests served under a lower one
 		type rep struct {
 			listen   string
 			cmd      *exec.Cmd
@@ -163,8 +273,13 @@ func TestProcessForwardHandoverAndPause(t *testing.T) {
 					arrived <- struct{}{}
 					<-gate
 				}
+				tok, _ := strconv.ParseUint(r.Header.Get("Fencing-Token"), 10, 64)
 				mu.Lock()
 				tokens[id] = append(tokens[id], r.Header.Get("Fencing-Token"))
+				if tok < highest {
+					stale = append(stale, fmt.Sprintf("%s %s under %d after %d", r.Method, r.URL.Path, tok, highest))
+				}
+				highest = max(highest, tok)
 				mu.Unlock()
 				fmt.Fprint(w, id)
 			}))
@@ -184,6 +299,7 @@ func TestProcessForwardHandoverAndPause(t *testing.T) {
 		a := start("a", "elected, token")
 		b := start("b", "campaigning for")
 		c := start("c", "campaigning for")
+		load := startLoad(a.listen, b.listen, c.listen)
 
 		// Handover: a request that a's service is serving as a gets SIGTERM
 		// is answered (a drains it before it gives the lease back), and a
@@ -194,10 +310,14 @@ func TestProcessForwardHandoverAndPause(t *testing.T) {
 			done <- fmt.Sprint(code, " ", body)
 		}()
 		<-arrived
+		load.stopSending(a.listen)
 		if err := a.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 			t.Fatal(err)
 		}
 		<-a.handover // draining: the term must outlast the request
+		// Meanwhile the others forward their share of the load to a, which
+		// holds it for the next leader.
+		load.awaitSent(30)
 		close(gate)
 		if err := a.cmd.Wait(); err != nil {
 			t.Fatalf("a after SIGTERM: %v, want exit 0", err)
@@ -209,6 +329,14 @@ func TestProcessForwardHandoverAndPause(t *testing.T) {
 		if code != 200 || leader == "a" {
 			t.Fatalf("after the handover: %d %q", code, leader)
 		}
+		if failed := load.stop(); len(failed) > 0 {
+			t.Fatalf("the steady load through the handover: %d failed: %q", len(failed), failed[:min(len(failed), 5)])
+		}
+		mu.Lock()
+		if len(stale) > 0 {
+			t.Fatalf("served under a token below one served before: %q", stale)
+		}
+		mu.Unlock()
 
 		// Pause the new leader past its lease: the other takes over; once the
 		// paused one runs again, its requests go to the new leader.

@@ -1,3 +1,5 @@
+//go:build linux
+
 package main
 
 import (
@@ -33,11 +35,15 @@ func onServerStores(t *testing.T, f func(t *testing.T, e *procEnv)) {
 		cont := testservers.UniqueName("tenure-cli")
 		f(t, newProcEnv(t, "azblob://"+srv.Account+"/"+cont+"/tenure/?create=true&endpoint="+srv.Endpoint, "AZURE_STORAGE_KEY="+srv.Key))
 	})
-	t.Run("k8s", func(t *testing.T) {
-		ns := testservers.KubeNamespace(t)
-		testservers.KubeGrant(t, ns, "alice", "get", "list", "watch", "create", "update")
-		f(t, newProcEnv(t, "k8s://"+ns+"?kubeconfig="+testservers.KubeConfigFile(t, "alice")))
-	})
+	t.Run("k8s", func(t *testing.T) { f(t, kubeProcEnv(t)) })
+}
+
+// kubeProcEnv is a procEnv on the API server, in a namespace of its own,
+// as a user with the Role the docs give.
+func kubeProcEnv(t *testing.T) *procEnv {
+	ns := testservers.KubeNamespace(t)
+	testservers.KubeGrant(t, ns, "alice", "get", "list", "watch", "create", "update")
+	return newProcEnv(t, "k8s://"+ns+"?kubeconfig="+testservers.KubeConfigFile(t, "alice"))
 }
 
 // TestProcessServerStores: on each store beyond AWS, tenure lock runs its
