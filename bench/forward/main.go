@@ -14,16 +14,29 @@
 //	scripts/testservers.sh run -- go run ./bench/forward     # file, DynamoDB Local, the API server
 //	go run ./bench/forward -stores file
 //
-// The load goes to the replicas in turn, and a request whose replica
-// refuses the connection (stopped, or starting again) goes to the next, as
-// a load balancer's would. For each change it prints the requests sent from
+// The load goes to the replicas in turn, as a load balancer's would: it
+// stops sending to a replica from the moment that replica is told to stop
+// (SIGTERM), as a Service does for a terminating Pod, and a request whose
+// replica refuses the connection (killed, or starting again) goes to the
+// next. For each change it prints the requests sent from
 // a second before it to the end of the phase: how many succeeded and failed, their latency (p50,
 // p99, max: a held request's wait is in it), and how many were served by a
 // replica that was not the leader.
+//
+// On the API server the bench runs the same load against the leader-only
+// label instead (store k8s-label): each replica is a Pod object and `tenure
+// run --label-pod` in front of the service, which runs only while its
+// replica leads and writes under the token tenure run gives it
+// (TENURE_TOKEN). The load follows the Pods that carry the label, as a
+// Service does: to each of them in turn, none when none does. It follows
+// them from a watch, at once, with no endpoints controller and no
+// kube-proxy between (a real cluster adds their delay), and a replica that
+// refuses the connection sends the request to the next labelled one.
 package main
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"flag"
 	"fmt"
@@ -31,8 +44,11 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/http"
+	"net/http/httputil"
+	"net/url"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -40,15 +56,27 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
 )
 
 func main() {
-	stores := flag.String("stores", "file,dynamodb,k8s", "stores: file, dynamodb, k8s (the servers scripts/testservers.sh starts)")
+	stores := flag.String("stores", "file,dynamodb,k8s,k8s-label", "stores: file, dynamodb, k8s, and k8s-label for the leader-only label (the servers scripts/testservers.sh starts)")
 	rate := flag.Int("rate", 200, "requests a second, spread over the replicas")
 	leaseFor := flag.Duration("lease", 2*time.Second, "the lease")
 	hold := flag.Duration("hold", 0, "how long a request waits for a leader (default: three leases)")
 	phase := flag.Duration("phase", 0, "how long each phase lasts after its change (default: eight leases)")
+	child := flag.String("child", "", "run as the service a replica's tenure run starts: listen on this address (the bench's own use)")
+	to := flag.String("to", "", "with -child: the service to pass requests to")
 	flag.Parse()
+	if *child != "" {
+		serveChild(*child, *to)
+		return
+	}
 	if *hold == 0 {
 		*hold = 3 * *leaseFor
 	}
@@ -66,7 +94,12 @@ func main() {
 	if err := build.Run(); err != nil {
 		fail(fmt.Errorf("go build: %w", err))
 	}
-	fmt.Printf("tenure forward, 3 replicas, %d requests/s to all of them, lease %v, hold %v\n\n", *rate, *leaseFor, *hold)
+	self, err := os.Executable()
+	if err != nil {
+		fail(err)
+	}
+	fmt.Printf("tenure forward, 3 replicas, %d requests/s to all of them, lease %v, hold %v\n", *rate, *leaseFor, *hold)
+	fmt.Printf("(k8s-label: tenure run --label-pod, the load to the labelled Pods)\n\n")
 	fmt.Printf("%-9s %-9s %6s %6s %7s %9s %9s %9s %11s\n", "store", "change", "sent", "ok", "failed", "p50", "p99", "max", "non-leader")
 	for _, s := range strings.Split(*stores, ",") {
 		url, env, err := storeURL(s, dir)
@@ -74,7 +107,13 @@ func main() {
 			fmt.Printf("%-9s %v\n", s, err)
 			continue
 		}
-		b := &bench{bin: bin, url: url, env: env, lease: *leaseFor, hold: *hold, phase: *phase, rate: *rate}
+		b := &bench{bin: bin, self: self, url: url, env: env, lease: *leaseFor, hold: *hold, phase: *phase, rate: *rate}
+		if s == "k8s-label" {
+			if err := b.labelMode(env); err != nil {
+				fmt.Printf("%-9s %v\n", s, err)
+				continue
+			}
+		}
 		for _, l := range b.run() {
 			fmt.Printf("%-9s %s\n", s, l)
 		}
@@ -87,7 +126,7 @@ func fail(err error) {
 }
 
 type bench struct {
-	bin, url           string
+	bin, self, url     string
 	env                []string
 	lease, hold, phase time.Duration
 	rate               int
@@ -100,6 +139,14 @@ type bench struct {
 	results            []result
 	changes            []change
 	sends              sync.WaitGroup
+
+	// The leader-only label (k8s-label): the namespace of the replicas'
+	// Pods, and which of them carry the label, from a watch.
+	kube     *kubernetes.Clientset
+	ns       string
+	labelled [3]bool
+
+	stopping [3]bool // told to stop: the load balancer sends it nothing
 }
 
 type rep struct {
@@ -126,6 +173,12 @@ func (b *bench) run() []string {
 	b.name = fmt.Sprintf("bench-forward-%08x", rand.Uint32())
 	for i := range b.reps {
 		r := &rep{id: fmt.Sprintf("r%d", i+1), listen: freeAddr()}
+		if b.kube != nil {
+			pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: r.id}, Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "service", Image: "service"}}}}
+			if _, err := b.kube.CoreV1().Pods(b.ns).Create(context.Background(), pod, metav1.CreateOptions{}); err != nil {
+				fail(err)
+			}
+		}
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
 			fail(err)
@@ -149,6 +202,9 @@ func (b *bench) run() []string {
 	for i := range b.reps {
 		b.stopRep(i, syscall.SIGTERM)
 		b.reps[i].svc.Close()
+	}
+	if b.kube != nil {
+		_ = b.kube.CoreV1().Namespaces().Delete(context.Background(), b.ns, metav1.DeleteOptions{})
 	}
 	return b.report()
 }
@@ -184,6 +240,11 @@ func (b *bench) start(i int) {
 	cmd := exec.Command(b.bin, "forward", "--store", b.url, "--lease", b.lease.String(), "--hold", b.hold.String(),
 		"--id", r.id, "--listen", r.listen, "--addr", r.listen, "--to", r.svcLn.Addr().String(), b.name)
 	cmd.Env = append(os.Environ(), b.env...)
+	if b.kube != nil {
+		cmd = exec.Command(b.bin, "run", "--store", b.url, "--lease", b.lease.String(), "--label-pod", "--id", r.id, b.name,
+			"--", b.self, "-child", r.listen, "-to", r.svcLn.Addr().String())
+		cmd.Env = append(os.Environ(), append(b.env, "POD_NAME="+r.id, "POD_NAMESPACE="+b.ns)...)
+	}
 	var logb bytes.Buffer
 	cmd.Stderr = &logb
 	if err := cmd.Start(); err != nil {
@@ -219,7 +280,13 @@ func (b *bench) mark(name string) {
 func (b *bench) handover() {
 	l := b.leader()
 	b.mark("handover")
+	b.mu.Lock()
+	b.stopping[l] = true
+	b.mu.Unlock()
 	b.stopRep(l, syscall.SIGTERM)
+	b.mu.Lock()
+	b.stopping[l] = false
+	b.mu.Unlock()
 	b.start(l)
 	time.Sleep(b.phase)
 }
@@ -259,8 +326,10 @@ func (b *bench) load(stop chan struct{}) {
 			// As a load balancer does: a replica that refuses the
 			// connection (stopped, or being started again) served
 			// nothing, and the request goes to the next.
-			for i := range 3 {
-				resp, err = client.Post("http://"+b.reps[(n+i)%3].listen+"/write", "text/plain", strings.NewReader("x"))
+			to := b.targets()
+			err = errors.New("no replica to send to")
+			for i := range to {
+				resp, err = client.Post("http://"+b.reps[to[(n+i)%len(to)]].listen+"/write", "text/plain", strings.NewReader("x"))
 				var op *net.OpError
 				if !errors.As(err, &op) || op.Op != "dial" {
 					break
@@ -278,6 +347,105 @@ func (b *bench) load(stop chan struct{}) {
 			b.mu.Unlock()
 		})
 	}
+}
+
+// targets returns the replicas the load goes to: all of them, or on the
+// leader-only label those whose Pods carry it; none that is stopping.
+func (b *bench) targets() []int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	var to []int
+	for i, l := range b.labelled {
+		if (l || b.kube == nil) && !b.stopping[i] {
+			to = append(to, i)
+		}
+	}
+	return to
+}
+
+// labelMode sets the bench up for the leader-only label: a namespace of
+// its own for the Pods (the store's URL names it), and a watch of their
+// labels.
+func (b *bench) labelMode(env []string) error {
+	kc := os.Getenv("TENURE_KUBECONFIG")
+	cfg, err := clientcmd.BuildConfigFromFlags("", kc)
+	if err != nil {
+		return err
+	}
+	if b.kube, err = kubernetes.NewForConfig(cfg); err != nil {
+		return err
+	}
+	b.ns = fmt.Sprintf("bench-label-%08x", rand.Uint32())
+	ctx := context.Background()
+	if _, err := b.kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: b.ns}}, metav1.CreateOptions{}); err != nil {
+		return err
+	}
+	b.url = "k8s://" + b.ns + "?kubeconfig=" + kc
+	go b.follow(ctx)
+	return nil
+}
+
+// follow keeps b.labelled: which replicas' Pods carry the leader label.
+func (b *bench) follow(ctx context.Context) {
+	pods := b.kube.CoreV1().Pods(b.ns)
+	for {
+		list, err := pods.List(ctx, metav1.ListOptions{})
+		if err != nil {
+			time.Sleep(100 * time.Millisecond)
+			continue
+		}
+		for i := range list.Items {
+			b.see(&list.Items[i], false)
+		}
+		w, err := pods.Watch(ctx, metav1.ListOptions{ResourceVersion: list.ResourceVersion})
+		if err != nil {
+			continue
+		}
+		for ev := range w.ResultChan() {
+			if p, ok := ev.Object.(*corev1.Pod); ok {
+				b.see(p, ev.Type == watch.Deleted)
+			}
+		}
+	}
+}
+
+func (b *bench) see(p *corev1.Pod, deleted bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for i, r := range b.reps {
+		if r != nil && r.id == p.Name {
+			b.labelled[i] = !deleted && p.Labels["tenure.dev/leader"] == "true"
+		}
+	}
+}
+
+// serveChild is the service a replica's tenure run starts on the
+// leader-only label: it passes each request on to the replica's service
+// with the token of the term it runs in, and on SIGTERM answers what it
+// holds before it exits.
+func serveChild(listen, to string) {
+	target, err := url.Parse("http://" + to)
+	if err != nil {
+		fail(err)
+	}
+	proxy := httputil.NewSingleHostReverseProxy(target)
+	token := os.Getenv("TENURE_TOKEN")
+	srv := &http.Server{Addr: listen, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		r.Header.Set("Fencing-Token", token)
+		proxy.ServeHTTP(w, r)
+	})}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
+	defer stop()
+	done := make(chan struct{})
+	go func() {
+		<-ctx.Done()
+		_ = srv.Shutdown(context.Background())
+		close(done)
+	}()
+	if err := srv.ListenAndServe(); !errors.Is(err, http.ErrServerClosed) {
+		fail(err)
+	}
+	<-done
 }
 
 func (b *bench) report() []string {
@@ -337,7 +505,7 @@ func storeURL(name, dir string) (string, []string, error) {
 		if e := env("TENURE_DYNAMODB_ENDPOINT"); e != "" {
 			return "dynamodb://" + unique + "?region=us-east-1&create=true&endpoint=" + e, []string{"AWS_ACCESS_KEY_ID=bench", "AWS_SECRET_ACCESS_KEY=bench"}, nil
 		}
-	case "k8s":
+	case "k8s", "k8s-label":
 		if kc := env("TENURE_KUBECONFIG"); kc != "" {
 			return "k8s://default?kubeconfig=" + kc, nil, nil
 		}
