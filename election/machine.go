@@ -11,11 +11,14 @@
 // true time (ρ = Config.MaxDrift). Only differences of such readings are used.
 //
 //   - Acquire: a follower that first saw version v of a record at local time a
-//     (when the response arrived) writes CAS(v, token+1) only when the record
-//     is released or absent, or when now >= a + ttl×(1+ρ), ttl being the
-//     duration stored in the record (for a holder and token seen before, the
-//     longest its records carried: a duration edited down is an anomaly).
-//     Every read since a returned v, else a restarts.
+//     (when the response arrived, or when the store's change feed told of v
+//     with a record of the term the follower last read: NoticeRecord) writes
+//     CAS(v, token+1) only when the record is released or absent, or when
+//     now >= a + ttl×(1+ρ), ttl being the duration stored in the record (for
+//     a holder and token seen before, the longest its records carried: a
+//     duration edited down is an anomaly). Every read since a returned v,
+//     else a restarts (unless the read found the version a feed event
+//     replaced: its first sight stands).
 //   - Lead: with s the local time at which the last write known to have
 //     succeeded was sent, the machine leads while now < s + ttl×(1-ρ) - margin
 //     (its own ttl). At that instant it emits EventDemoted, even with a
@@ -124,7 +127,13 @@ type Machine struct {
 	rec   lease.Record
 	ver   lease.Version
 	since instant // ver was first seen
-	read  instant // the last answer that told us the record's state, or never
+	// The version a renewal the feed told of replaced (NoticeRecord), and
+	// when it was first seen: a read that finds it again (the event was
+	// forged, or late) restores that sight instead of starting the wait
+	// over. NoVersion once a read has found anything.
+	prevVer   lease.Version
+	prevSince instant
+	read      instant // the last answer that told us the record's state, or never
 
 	// What the machine has seen of the lease over its life: no token it mints
 	// is at or below maxSeen, and a lost record is waited out for maxTTL.
@@ -178,6 +187,7 @@ type Machine struct {
 	renotice   bool // a renewal notice came while a read was in flight: read after it, if the rate allows
 	noticing   bool // the read about to start answers a renewal notice
 	noticed    bool // the last read answered a renewal notice: the next poll waits MaxPoll
+	feedTimed  bool // the feed told of a renewal since the last read, timed from it: the next poll waits FeedSilence
 	fresh      bool // the next read must be strong, not stale (StaleReads)
 	changed    bool // what Leader, Term or Err report changed since the last Output
 	phase      phase
@@ -428,6 +438,48 @@ func (m *Machine) Notice(now time.Time, v lease.Version) Output {
 	return m.flush(now)
 }
 
+// NoticeRecord is a renewal told with its record, by the store's change
+// feed: version v holds rec. A follower whose last read found the same
+// term (the same holder, token and lease duration, not released) times the
+// lease from now, as it would from a read that found v: the write was made
+// before the feed told of it, so the wait starts no sooner than a read's
+// would. It reads only to act: before its takeover, which is a
+// compare-and-swap on the version last heard of (a renewal the feed lost
+// makes it fail, and costs a read), and when the feed has been silent for
+// FeedSilence. Any other record (a new holder or token, a lease duration
+// it has not read, a release) it has not seen, and never times: that is a
+// notice of v, read within the notices' rate limit. Like Notice, it
+// carries no authority beyond delaying a takeover.
+func (m *Machine) NoticeRecord(now time.Time, v lease.Version, rec lease.Record) Output {
+	if m.phase != running || m.state != following {
+		return m.flush(now)
+	}
+	if v == lease.NoVersion || !m.seen || !m.exists || m.rec.Released || rec.Released ||
+		rec.Holder != m.rec.Holder || rec.Token != m.rec.Token || rec.Duration != m.rec.Duration {
+		return m.Notice(now, v)
+	}
+	if v == m.ver {
+		// Told again (a duplicate, a late event): nothing new, and it
+		// must not hold back the read of a feed gone silent.
+		return m.flush(now)
+	}
+	// A renewal of the term read: its version is first seen now. The
+	// record kept is the one read (its payload, its nonce): the feed may
+	// not carry them, and a renewal does not change them.
+	m.prevVer, m.prevSince = m.ver, m.since
+	m.ver, m.since, m.changed = v, m.at(now), true
+	m.read, m.feedTimed = m.at(now), true
+	if m.op == nil && (m.nextDo == doPoll || m.nextDo == doAcquire) && !m.fresh {
+		m.follow(now) // the takeover, or the silent feed's read, from now
+	}
+	return m.flush(now)
+}
+
+// FeedSilence is how long a follower that times renewals from the store's
+// change feed (Machine.NoticeRecord) waits for the next before it reads:
+// the longest poll, and half a poll more for the feed's own delays.
+func FeedSilence(t Timing) time.Duration { return MaxPoll(t.PollInterval) + t.PollInterval/2 }
+
 // versionHash is what a Machine keeps of a notice's version while a read
 // is in flight (renoticeOf): 4 bytes fit where the fields' padding was. A
 // collision costs only the read after it, which a poll makes up.
@@ -633,6 +685,9 @@ func (m *Machine) pollAfter(now time.Time) time.Time {
 		d = GatedPoll(m.cfg.Timing)
 	case m.cold:
 		d = m.cfg.ColdPollInterval
+	case m.feedTimed:
+		// Timing from the feed: this read is for a feed gone silent.
+		return now.Add(FeedSilence(m.cfg.Timing))
 	case m.noticed:
 		// Reading on notices: this poll is the fallback for when they
 		// stop, late enough that the next one comes first.
@@ -710,7 +765,7 @@ func (m *Machine) start(now time.Time) {
 		// may not.
 		stale := m.cfg.StaleReads && m.seen && m.state == following && !m.fresh
 		m.fresh = false
-		m.noticed, m.noticing = m.noticing, false
+		m.noticed, m.noticing, m.feedTimed = m.noticing, false, false
 		m.noticeAt = max(m.noticeAt, m.at(now)) + m.noticeEvery() // the notices' rate limit counts every read
 		m.send(now, flight{do: do, op: Op{Kind: OpGet, Stale: stale}})
 	case doReadBack:
@@ -1031,12 +1086,15 @@ func (m *Machine) confirm(now time.Time, do purpose, sent time.Time, rec lease.R
 func (m *Machine) observe(now time.Time, found bool, rec lease.Record, ver lease.Version) {
 	if !m.seen || found != m.exists || ver != m.ver {
 		m.since = m.at(now)
+		if found && ver == m.prevVer {
+			m.since = m.prevSince // its first sight stands: one version is one record
+		}
 		m.inspect(now, found, rec)
 		m.changed = true // one version is one record
 		m.timeTerm(found, rec)
 	}
 	was := leaderOf(m.exists, m.rec)
-	m.read = m.at(now)
+	m.read, m.prevVer = m.at(now), lease.NoVersion
 	m.seen, m.exists, m.rec, m.ver = true, found, rec, ver
 	if found {
 		m.maxSeen, m.maxTTL = max(m.maxSeen, rec.Token), max(m.maxTTL, rec.Duration)

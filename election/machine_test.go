@@ -279,3 +279,59 @@ func TestConfigRoomToRetry(t *testing.T) {
 		t.Fatalf("one past the bound: %v", err)
 	}
 }
+
+// TestNoticeRecordTimesRenewalsOfTheTermRead: a follower told of renewals
+// of the term it read, with their records, does not read on them; it takes
+// over a wait after the last one told, with a read first and a
+// compare-and-swap on that version; a record of another term, or of a
+// lease duration it has not read, it reads.
+func TestNoticeRecordTimesRenewalsOfTheTermRead(t *testing.T) {
+	held := lease.Record{Holder: "b", Token: 1, Duration: 10 * time.Second, Nonce: "n"}
+	x := newH(t, testConfig("a"))
+	x.start(at(0))
+	x.reply(at(time.Millisecond), x.wantOp(OpGet), held, "v1", nil)
+	// Renewals every 2s for 20s: no read, and the takeover moves with them.
+	var last time.Time
+	for i := 1; i <= 10; i++ {
+		last = at(time.Duration(i) * 2 * time.Second)
+		if out := x.take(x.m.NoticeRecord(last, lease.Version("r"+string(rune('a'+i))), held)); out.Op != nil {
+			t.Fatalf("renewal %d: %+v, want no read", i, out.Op)
+		}
+		x.now = last
+	}
+	if until := x.m.LeaderUntil(); !until.Equal(last.Add(10 * time.Second)) {
+		t.Fatalf("LeaderUntil %v, want the last renewal told + 10s", until.Sub(t0))
+	}
+	// Silent now: a read FeedSilence after the last, which finds the last.
+	if want := last.Add(FeedSilence(testConfig("a").Timing)); !x.out.Wake.Equal(want) {
+		t.Fatalf("next wake %v, want the silent feed's read at %v", x.out.Wake.Sub(t0), want.Sub(t0))
+	}
+	x.tick(x.out.Wake)
+	lastV := lease.Version("r" + string(rune('a'+10)))
+	x.reply(x.now.Add(time.Millisecond), x.wantOp(OpGet), held, lastV, nil)
+	// The takeover: ttl×(1+ρ) after the event, not after that read.
+	for x.out.Op == nil || x.out.Op.Kind != OpPut {
+		if x.out.Op != nil {
+			x.reply(x.now.Add(time.Millisecond), x.out.Op, held, lastV, nil)
+			continue
+		}
+		x.tick(x.out.Wake)
+	}
+	if op := x.out.Op; op.Expect != lastV || x.now.Before(last.Add(WaitBeforeTakeover(10*time.Second, 1e-3))) {
+		t.Fatalf("takeover at %v expecting %q, want at last renewal told + wait, on %q", x.now.Sub(t0), op.Expect, lastV)
+	}
+
+	// Another term, or another duration: read (within the notices' rate).
+	for _, rec := range []lease.Record{
+		{Holder: "c", Token: 2, Duration: 10 * time.Second},
+		{Holder: "b", Token: 1, Duration: 30 * time.Second},
+	} {
+		y := newH(t, testConfig("a"))
+		y.start(at(0))
+		y.reply(at(time.Millisecond), y.wantOp(OpGet), held, "v1", nil)
+		y.now = at(3 * time.Second)
+		if out := y.take(y.m.NoticeRecord(y.now, "v2", rec)); out.Op == nil || out.Op.Kind != OpGet {
+			t.Fatalf("told %+v: %+v, want a read", rec, out.Op)
+		}
+	}
+}

@@ -78,10 +78,16 @@ type StaleGetter interface {
 // after it was made and a release at once, without knowing anyone's
 // address.
 //
-// An event carries no authority. A follower only reads sooner on one: what
-// the read finds decides, and a takeover waits, as always, from the
-// follower's own reads. So a feed may be late, lose events, repeat them or
-// reorder them: that costs at most a poll of failover, never safety.
+// An event carries no authority. A follower reads sooner on one, or, where
+// the event carries the record written and that record renews the very
+// term the follower last read (the same holder, token and lease duration),
+// times the lease from the event's arrival as it would from a read that
+// found it: the write was made before the feed told of it, so the wait
+// can only start later, never sooner. Anything else it reads. A takeover
+// is a compare-and-swap on the version last heard of, so a renewal the
+// feed lost makes it fail and costs a read. So a feed may be late, lose
+// events, repeat them or reorder them: that costs at most a poll of
+// failover, never safety. A feed must only tell of writes that were made.
 type Watcher interface {
 	// Watch calls fn once it listens, and then after each write of the
 	// record under name, until ctx is done; then it returns an error
@@ -100,6 +106,11 @@ type Event struct {
 	Version Version
 	// Released is set when the write gave the lease back.
 	Released bool
+	// Record is the record written, where the feed carries it (Kubernetes
+	// and etcd watches, PostgreSQL's notifications): its Holder, Token,
+	// Duration and Released at least (Payload, Nonce and WrittenAt may be
+	// left out); nil where the feed tells only a version.
+	Record *Record
 }
 
 // AnyVersion, as Deleter.Delete's expect, deletes whatever is stored: a

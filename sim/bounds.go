@@ -197,6 +197,14 @@ func (w *world) pollAndDrift(in *instance) (time.Duration, float64) {
 	for _, o := range w.liveInstances() {
 		if o != in {
 			poll = max(poll, election.MaxPoll(o.timing.PollInterval))
+			if ff := w.plan.Feed; ff != nil {
+				// A follower that times renewals from the feed reads
+				// once it has heard none for half a poll more than the
+				// longest poll (election.FeedSilence, stated here on its
+				// own so that a longer one fails the bound), after the
+				// last one, which may have come DelayMax late.
+				poll = max(poll, election.MaxPoll(o.timing.PollInterval)+o.timing.PollInterval/2+ff.DelayMax)
+			}
 			rho = max(rho, o.timing.MaxDrift)
 		}
 	}

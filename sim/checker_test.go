@@ -259,6 +259,29 @@ func TestCheckerSeesShortTakeover(t *testing.T) {
 	}
 }
 
+// TestCheckerSeesTimedUnreadRecords: a follower that times a feed event
+// as a renewal of the term it last read, though the event's record is
+// another term's (a new holder, a new lease duration), breaks I1 in
+// feed-mixed-ttl (4 seeds of the 20): it waits out the old holder's lease,
+// not the new one's, where that is shorter.
+// The real code times only a record whose holder, token and lease duration
+// it read, and breaks nothing over the same seeds.
+func TestCheckerSeesTimedUnreadRecords(t *testing.T) {
+	sc := Lookup("feed-mixed-ttl")
+	broke := 0
+	for seed := uint64(1); seed <= 20; seed++ {
+		if r := Run(sc, seed, Options{trustRecords: true}); r.Counts[OneLeader] > 0 {
+			broke++
+		}
+		if r := Run(sc, seed, Options{}); r.Failed() {
+			t.Errorf("seed %d: %v", seed, r)
+		}
+	}
+	if broke == 0 {
+		t.Error("a follower that times records it has not read, and I1 holds in 20 seeds of feed-mixed-ttl")
+	}
+}
+
 // TestCheckerSeesTrustedFeed: a follower that lets a change feed's event
 // shorten its takeover (it takes the lease at the read after one, whoever
 // holds it) breaks I1 in every run of feed-crash, at the store even where

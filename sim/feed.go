@@ -21,6 +21,10 @@ func (w *world) feed(from *instance, ev lease.Event) {
 			continue
 		}
 		w.chk.stats.FeedEvents++
+		if w.now < w.feedSilentUntil {
+			w.chk.stats.FeedLost++ // silent: lost to all, and nothing says so
+			continue
+		}
 		delays := w.delays(ff)
 		if delays == nil {
 			w.chk.stats.FeedLost++
@@ -53,7 +57,8 @@ func (f *fastRun) heard(ev lease.Event) {
 	f.loop()
 }
 
-// lastFeed reports whether the store's change feed, clean, tells a hot
+// lastFeed reports whether the store's change feed, clean and not silent
+// (feed-silent) now or at in's last write, tells a hot
 // follower of in's last write as in stops: in's write is the record's,
 // none of in's is still on its way, and a follower that reads at the hot
 // cadence is live, running and reaches the store. Then the failover bound
@@ -61,7 +66,8 @@ func (f *fastRun) heard(ev lease.Event) {
 func (w *world) lastFeed(in *instance) (time.Duration, bool) {
 	ff := w.plan.Feed
 	f, ok := in.rt.(*fastRun)
-	if ff == nil || *ff != (wakeFaults{}) || !ok || !w.store.exists || w.store.rec.Holder != in.ID ||
+	if ff == nil || *ff != (wakeFaults{}) || w.now < w.feedSilentUntil || w.store.writtenAt < w.feedSilentUntil ||
+		!ok || !w.store.exists || w.store.rec.Holder != in.ID ||
 		f.eng.leaseCall() != nil && f.eng.leaseCall().kind == election.OpPut || in.lastArrival > w.now {
 		return 0, false
 	}

@@ -55,6 +55,11 @@ type Options struct {
 	// follower that lets an event shorten its takeover, for the tests
 	// that prove the checker catches one.
 	trustFeed bool
+	// trustRecords makes every feed event carry the record of the term
+	// before it (holder, token, lease duration) as if that term went on:
+	// a follower that times a record whose content it has not read, for
+	// the tests that prove the checker catches one.
+	trustRecords bool
 }
 
 // Result is what a run found.

@@ -53,6 +53,11 @@ type plan struct {
 	// every write of the lease is told to every live Candidate, which reads
 	// on it as on a renewal notice; nil: none.
 	Feed *wakeFaults
+	// ForgeRenewals: forged feed events (Feed.ForgeEvery) include renewals
+	// of the term the store holds under versions never written or long
+	// gone: they delay takeovers (a follower times them), and a scenario
+	// that has them promises no failover bound.
+	ForgeRenewals bool
 
 	actions []action
 }

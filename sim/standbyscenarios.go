@@ -2,6 +2,7 @@ package sim
 
 import (
 	"math/rand/v2"
+	"strconv"
 	"time"
 
 	"github.com/tenure-go/tenure/lease"
@@ -246,10 +247,37 @@ func forge(p *plan, r *rand.Rand, wf *wakeFaults) {
 			if fl, ok := in.rt.(feedListener); ok && wf == w.plan.Feed {
 				w.trace(in, line{what: mFault, text: "forged feed events"})
 				// Half name the version the store holds: they must not
-				// hold back a follower's polls either.
+				// hold back a follower's polls either. Most carry a
+				// record: the one the store holds, under the version it
+				// holds, or with its lease duration halved or doubled
+				// (one no follower has read: never timed, only read).
+				// Renewals forged under versions never written, or long
+				// gone, are feed-forged's: they delay takeovers.
 				ev := lease.Event{Version: "forged"}
 				if w.rng.IntN(2) == 0 {
 					ev.Version = w.store.ver
+				}
+				if w.store.exists && w.rng.IntN(4) != 0 {
+					rec := w.store.rec.Clone()
+					switch w.rng.IntN(3) {
+					case 0:
+						ev.Version = w.store.ver
+					case 1:
+						rec.Duration /= 2
+					case 2:
+						rec.Duration *= 2
+					}
+					if w.plan.ForgeRenewals && w.rng.IntN(2) == 0 {
+						// A version written before, or one never to be:
+						// a feed tells only of writes made (lease.Watcher),
+						// so none names a version ahead of the store's.
+						ev.Version = lease.Version("v" + strconv.Itoa(1+w.rng.IntN(w.store.verN)))
+						if w.rng.IntN(2) == 0 {
+							ev.Version = lease.Version("forged-" + strconv.Itoa(w.rng.IntN(1000)))
+						}
+						rec.Duration = w.store.rec.Duration
+					}
+					ev.Record = &rec
 				}
 				for range wf.ForgeBurst {
 					w.chk.stats.NoticesForged++

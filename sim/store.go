@@ -331,6 +331,7 @@ func (s *store) arrive(r *request) {
 		if r.rec.Released {
 			w.chk.stats.Releases++
 		}
+		prev, prevExists := s.rec, s.exists
 		s.replaced()
 		s.writtenAt, s.readAt = w.now, -1
 		s.verN++
@@ -342,7 +343,14 @@ func (s *store) arrive(r *request) {
 		}
 		w.trace(in, line{what: mApply, req: r.id, op: int64(r.kind), code: oOK, text: string(s.ver), holder: r.rec.Holder, tok: int64(r.rec.Token)})
 		if w.plan.Feed != nil {
-			w.feed(in, lease.Event{Version: s.ver, Released: r.rec.Released})
+			told := s.rec.Clone()
+			if w.opt.trustRecords && prevExists && !prev.Released {
+				// The broken variant: the event says the term before it
+				// goes on, as a follower that times a record it has not
+				// read would take it.
+				told.Holder, told.Token, told.Duration = prev.Holder, prev.Token, prev.Duration
+			}
+			w.feed(in, lease.Event{Version: s.ver, Released: r.rec.Released, Record: &told})
 		}
 		if r.renewal && chance(w.rng, s.f.LostRenewPPM) || takeover && chance(w.rng, s.f.LostTakeoverPPM) {
 			w.chk.stats.Lost++

@@ -56,7 +56,9 @@ type world struct {
 
 	triggers []trigger
 	healed   bool // heal ran: brownouts that end later leave the store healthy
-	ending   bool
+
+	feedSilentUntil time.Duration // the change feed tells nobody anything until then (feed-silent)
+	ending          bool
 
 	// settle lets the instance that just received an event (nil: any) run
 	// until it is idle, then flushes what it staged.

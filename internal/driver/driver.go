@@ -277,6 +277,19 @@ func (d *Driver) Notice(v lease.Version) {
 	}
 }
 
+// NoticeRecord passes on a renewal the store's change feed told of with
+// its record (election.Machine.NoticeRecord); a Machine that takes none
+// gets it as a notice of v.
+func (d *Driver) NoticeRecord(v lease.Version, rec lease.Record) {
+	if n, ok := d.m.(interface {
+		NoticeRecord(now time.Time, v lease.Version, rec lease.Record) election.Output
+	}); ok && !d.done {
+		d.step(n.NoticeRecord(d.fx.Now(), v, rec))
+		return
+	}
+	d.Notice(v)
+}
+
 // Resigning reports whether a Resign has yet to give the lease back.
 func (d *Driver) Resigning() bool {
 	r, ok := d.m.(resigner)

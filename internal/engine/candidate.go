@@ -189,9 +189,11 @@ func (c *Candidate) Woken() bool {
 // Machine rate-limits it.
 func (c *Candidate) Noticed(v lease.Version) { c.run.Noticed(v) }
 
-// FeedEvent takes an event of the store's change feed: a write is a
-// renewal notice (the Machine rate-limits them, and cold, gated or leading
-// machines ignore them), a release a wake-up where the candidate takes
+// FeedEvent takes an event of the store's change feed: a write that
+// carries its record is timed by a follower that read the term it renews
+// (election.Machine.NoticeRecord), any other write is a renewal notice (the
+// Machine rate-limits them, and cold, gated or leading machines ignore
+// them), a release a wake-up where the candidate takes
 // them, else a read now within a wake-up's rate limit of its own (the
 // notices' could be spent on the renewals just read: a handoff must not
 // wait a poll). The feed's first event, "listening", is dropped: the run
@@ -205,6 +207,8 @@ func (c *Candidate) FeedEvent(ev lease.Event) {
 	}
 	c.feedLive.Store(true)
 	switch {
+	case !ev.Released && ev.Record != nil:
+		c.run.NoticedRecord(ev.Version, *ev.Record)
 	case !ev.Released:
 		c.run.Noticed(ev.Version)
 	case c.Woken():

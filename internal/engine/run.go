@@ -186,6 +186,11 @@ func (r *Run) Woken() bool {
 // Machine rate-limits it, and skips one of the version it last read.
 func (r *Run) Noticed(v lease.Version) { r.d.Notice(v) }
 
+// NoticedRecord takes a renewal the store's change feed told of with its
+// record: the Machine times it, if it renews the term last read, and
+// takes it as a notice otherwise.
+func (r *Run) NoticedRecord(v lease.Version, rec lease.Record) { r.d.NoticeRecord(v, rec) }
+
 // wakeAfterRelease plans a wake-up for the standby once the lease this
 // candidate leads is given back: with Standby, at every release; without,
 // at a hand-over only.

@@ -341,6 +341,30 @@ func (s *Store) remember(name string, obj *coordinationv1.Lease) {
 	s.seen[name] = obj
 }
 
+// rememberNewer remembers obj, told by the watch, unless what is
+// remembered of name is as new: a watch's event can come after the answer
+// to the write that made a later version, and the writer's next write
+// needs that one. resourceVersions are compared as the numbers the API
+// server makes them (etcd's revisions); obj is not remembered where one
+// is not.
+func (s *Store) rememberNewer(name string, obj *coordinationv1.Lease) {
+	n, err := strconv.ParseUint(obj.ResourceVersion, 10, 64)
+	if err != nil {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if old := s.seen[name]; old != nil {
+		if o, err := strconv.ParseUint(old.ResourceVersion, 10, 64); err != nil || o >= n {
+			return
+		}
+	}
+	if len(s.seen) >= maxSeen {
+		clear(s.seen)
+	}
+	s.seen[name] = obj
+}
+
 // recall returns the Lease of name at version v, if it was the last read
 // or written; nil otherwise.
 func (s *Store) recall(name string, v lease.Version) *coordinationv1.Lease {

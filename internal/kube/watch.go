@@ -40,7 +40,7 @@ func (s *Store) Watch(ctx context.Context, name string, fn func(lease.Event)) er
 			if fresh {
 				fn(lease.Event{}) // listening from now: what came before, a read finds
 			}
-			opts.ResourceVersion = follow(w, fn, opts.ResourceVersion)
+			opts.ResourceVersion = s.follow(name, w, fn, opts.ResourceVersion)
 			w.Stop()
 			if opts.ResourceVersion != "" {
 				pause.Reset() // the server ended it, as it does every few minutes: resume at once
@@ -74,12 +74,13 @@ func (s *Store) start(ctx context.Context, opts *metav1.ListOptions) error {
 	return nil
 }
 
-// follow passes w's events to fn until w ends. It returns the
-// resourceVersion to resume from, or "" to start over from a fresh list
-// when w failed: above all with 410 Gone (the version it would resume
-// from is compacted away, or no longer in the API server's watch cache),
-// which asking for it again would meet for ever.
-func follow(w watch.Interface, fn func(lease.Event), rv string) string {
+// follow passes w's events to fn until w ends, each with the record the
+// Lease holds (none for a Lease that is not a record of name's). It
+// returns the resourceVersion to resume from, or "" to start over from a
+// fresh list when w failed: above all with 410 Gone (the version it would
+// resume from is compacted away, or no longer in the API server's watch
+// cache), which asking for it again would meet for ever.
+func (s *Store) follow(name string, w watch.Interface, fn func(lease.Event), rv string) string {
 	for ev := range w.ResultChan() {
 		switch ev.Type {
 		case watch.Added, watch.Modified:
@@ -88,7 +89,14 @@ func follow(w watch.Interface, fn func(lease.Event), rv string) string {
 				continue
 			}
 			rv = obj.ResourceVersion
-			fn(lease.Event{Version: lease.Version(rv), Released: obj.Annotations[AnnotationReleased] == "true"})
+			e := lease.Event{Version: lease.Version(rv), Released: obj.Annotations[AnnotationReleased] == "true"}
+			if rec, err := s.decode(name, obj); err == nil {
+				e.Record = &rec
+				// A follower that takes over from this version finds
+				// the Lease in hand, as after a read of it.
+				s.rememberNewer(name, obj)
+			}
+			fn(e)
 		case watch.Deleted:
 			if obj, ok := ev.Object.(*coordinationv1.Lease); ok {
 				rv = obj.ResourceVersion

@@ -80,12 +80,15 @@ func (s *Store) watchOnce(ctx context.Context, w clientv3.Watcher, name string, 
 	return created, errors.New("watch ended")
 }
 
-// event tells of an etcd event: a value that is no record still says that
-// something changed.
+// event tells of an etcd event, with the record written: a value that is
+// no record still says that something changed.
 func event(name string, ev *clientv3.Event) lease.Event {
 	if ev.Type != mvccpb.PUT {
 		return lease.Event{}
 	}
-	rec, err := recordjson.Decode(name, ev.Kv.Value)
-	return lease.Event{Version: version(ev.Kv.ModRevision), Released: err == nil && rec.Released}
+	e := lease.Event{Version: version(ev.Kv.ModRevision)}
+	if rec, err := recordjson.Decode(name, ev.Kv.Value); err == nil {
+		e.Released, e.Record = rec.Released, &rec
+	}
+	return e
 }

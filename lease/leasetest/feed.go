@@ -10,7 +10,7 @@ import (
 
 // Feed is a Store with a change feed of its own (lease.Watcher), for tests
 // of code that follows one: it wraps a Store and tells its watchers of the
-// writes made through it. Each watcher has room for 16 events; more are
+// writes made through it, each with its record. Each watcher has room for 16 events; more are
 // dropped, as a real feed may drop them. Mute drops them all.
 type Feed struct {
 	lease.Store
@@ -39,10 +39,11 @@ func (f *Feed) Mute(muted bool) {
 func (f *Feed) Put(ctx context.Context, name string, rec lease.Record, expect lease.Version) (lease.Version, error) {
 	v, err := f.Store.Put(ctx, name, rec, expect)
 	if err == nil {
+		told := rec.Clone()
 		f.mu.Lock()
 		for ch := range f.subs[name] {
 			select {
-			case ch <- lease.Event{Version: v, Released: rec.Released}:
+			case ch <- lease.Event{Version: v, Released: rec.Released, Record: &told}:
 			default:
 			}
 		}

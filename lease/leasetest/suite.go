@@ -35,7 +35,10 @@
 //  10. A lease.Watcher tells of every write of the watched name, with the
 //     version written and whether it released the lease, after a first
 //     event once it listens, and of no other name's; it returns soon after
-//     its context is done, with an error that matches the context's.
+//     its context is done, with an error that matches the context's. A
+//     feed that carries the record written (lease.Event.Record) carries it
+//     with every write, and it is that record: its holder, token, lease
+//     duration and Released.
 //
 // Each subtest makes its own store and uses lease names unique to the run, so
 // the suite may run against a table or bucket shared with other runs. Subtests
@@ -846,12 +849,29 @@ func testWatch(e *env) {
 			}
 		}
 	}
+	records := 0 // events that carried their record
+	told := func(ev lease.Event, v lease.Version, rec lease.Record) bool {
+		e.t.Helper()
+		if ev.Version != v {
+			return false
+		}
+		if r := ev.Record; r != nil {
+			records++
+			if r.Holder != rec.Holder || r.Token != rec.Token || r.Duration != rec.Duration || r.Released != rec.Released {
+				e.t.Fatalf("the event of version %q carries holder %q, token %d, duration %v, released %v; written: %q, %d, %v, %v",
+					v, r.Holder, r.Token, r.Duration, r.Released, rec.Holder, rec.Token, rec.Duration, rec.Released)
+			}
+		}
+		return true
+	}
 	next("listening", func(ev lease.Event) bool { return ev.Version == lease.NoVersion })
 	otherV = e.put(other, e.record("b", 1), lease.NoVersion)
-	v1 := e.put(name, e.record("a", 1), lease.NoVersion)
-	next("the record's creation", func(ev lease.Event) bool { return ev.Version == v1 && !ev.Released })
-	v2 := e.put(name, e.record("a", 1), v1)
-	next("a renewal", func(ev lease.Event) bool { return ev.Version == v2 && !ev.Released })
+	r1 := e.record("a", 1)
+	v1 := e.put(name, r1, lease.NoVersion)
+	next("the record's creation", func(ev lease.Event) bool { return told(ev, v1, r1) && !ev.Released })
+	r2 := e.record("a", 1)
+	v2 := e.put(name, r2, v1)
+	next("a renewal", func(ev lease.Event) bool { return told(ev, v2, r2) && !ev.Released })
 	rel := e.record("a", 1)
 	rel.Released = true
 	v3 := e.put(name, rel, v2)
@@ -859,6 +879,9 @@ func testWatch(e *env) {
 		if ev.Version == v3 && !ev.Released {
 			e.t.Fatalf("the event of the release (version %q) does not say Released", v3)
 		}
-		return ev.Version == v3
+		return told(ev, v3, rel)
 	})
+	if records != 0 && records != 3 {
+		e.t.Errorf("%d of the 3 writes' events carried their record: a feed that carries records carries them all", records)
+	}
 }

@@ -103,11 +103,14 @@ func New(db DB, cfg Config) (*Store, error) {
 	t := quoted(cfg.Table)
 	ch := Channel(cfg.Table)
 	// Every write and delete tells the table's channel (NOTIFY, sent at
-	// commit) which lease changed, for Watch: "w VERSION NAME", "r
-	// VERSION NAME" for a release, "d - NAME" for a delete.
+	// commit) which lease changed, and what the record says of its term,
+	// for Watch: "W VERSION TOKEN DURATION_NS HOLDER NAME" (the holder in
+	// hex), R for a release; "d - NAME" for a delete. (Stores before the
+	// record was told sent "w VERSION NAME" and "r VERSION NAME".)
 	notify := func(write string) string {
 		return "WITH w AS (" + write + ") SELECT pg_notify('" + ch + "', " +
-			"CASE WHEN w.released THEN 'r ' ELSE 'w ' END || w.version || ' ' || w.name) FROM w"
+			"CASE WHEN w.released THEN 'R ' ELSE 'W ' END || w.version || ' ' || w.token || ' ' || w.duration_ns || ' ' || " +
+			"encode(convert_to(w.holder, 'UTF8'), 'hex') || ' ' || w.name) FROM w"
 	}
 	deleted := func(del string) string {
 		return "WITH d AS (" + del + " RETURNING name) SELECT pg_notify('" + ch + "', 'd - ' || d.name) FROM d"
@@ -118,9 +121,9 @@ func New(db DB, cfg Config) (*Store, error) {
 		channel: ch,
 		get:     "SELECT " + columns + " FROM " + t + " WHERE name = $1",
 		insert: notify("INSERT INTO " + t + " (name, " + columns + ") VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) ON CONFLICT (name) DO NOTHING" +
-			" RETURNING name, version, released"),
+			" RETURNING name, version, released, token, duration_ns, holder"),
 		update: notify("UPDATE " + t + " SET version = $3, holder = $4, token = $5, duration_ns = $6, released = $7, nonce = $8, written_at = $9, payload = $10" +
-			" WHERE name = $1 AND version = $2 RETURNING name, version, released"),
+			" WHERE name = $1 AND version = $2 RETURNING name, version, released, token, duration_ns, holder"),
 		list:   "SELECT name FROM " + t + " WHERE left(name, char_length($1)) = $1",
 		del:    deleted("DELETE FROM " + t + " WHERE name = $1 AND version = $2"),
 		delAny: deleted("DELETE FROM " + t + " WHERE name = $1"),

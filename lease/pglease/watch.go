@@ -8,6 +8,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -264,22 +265,35 @@ func waitNotice(ctx context.Context, pc *pgx.Conn) (*pgconn.Notification, error)
 	return nil, nil
 }
 
-// parseNotice reads a notification's payload: "w VERSION NAME",
-// "r VERSION NAME" or "d - NAME".
+// parseNotice reads a notification's payload (see New): the lease's name
+// and the event, with the record's term where the payload tells it.
 func parseNotice(p string) (string, lease.Event, bool) {
 	kind, rest, ok := strings.Cut(p, " ")
 	if !ok {
 		return "", lease.Event{}, false
 	}
-	v, name, ok := strings.Cut(rest, " ")
+	v, rest, ok := strings.Cut(rest, " ")
 	if !ok {
 		return "", lease.Event{}, false
 	}
 	switch kind {
-	case "w", "r":
-		return name, lease.Event{Version: lease.Version(v), Released: kind == "r"}, true
+	case "w", "r": // a store that did not tell the record
+		return rest, lease.Event{Version: lease.Version(v), Released: kind == "r"}, true
 	case "d":
-		return name, lease.Event{}, true
+		return rest, lease.Event{}, true
+	case "W", "R":
+		f := strings.SplitN(rest, " ", 4)
+		if len(f) != 4 {
+			return "", lease.Event{}, false
+		}
+		tok, err1 := strconv.ParseUint(f[0], 10, 64)
+		ns, err2 := strconv.ParseInt(f[1], 10, 64)
+		holder, err3 := hex.DecodeString(f[2])
+		if err1 != nil || err2 != nil || err3 != nil {
+			return f[3], lease.Event{Version: lease.Version(v), Released: kind == "R"}, true
+		}
+		rec := lease.Record{Holder: string(holder), Token: tok, Duration: time.Duration(ns), Released: kind == "R"}
+		return f[3], lease.Event{Version: lease.Version(v), Released: kind == "R", Record: &rec}, true
 	}
 	return "", lease.Event{}, false
 }
