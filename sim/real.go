@@ -342,6 +342,12 @@ var _ lease.Watcher = feedStore{}
 
 // Watch takes the events the world delivers to the process (world.feed).
 func (s feedStore) Watch(ctx context.Context, name string, fn func(lease.Event)) error {
+	if name != s.in.w.lease {
+		// The world's feed tells of its lease only (not of the standby
+		// record, which the fast tier's leaders poll): as a store whose
+		// feed does not serve that name.
+		return errors.New("the simulated feed tells of " + s.in.w.lease + " only")
+	}
 	p := s.in.rt.(realProcess).proc()
 	ch := make(chan lease.Event, 64)
 	w := s.in.w

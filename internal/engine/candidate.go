@@ -223,6 +223,28 @@ func (c *Candidate) FeedEvent(ev lease.Event) {
 // leader's renewal notices go out again.
 func (c *Candidate) FeedDown() { c.feedLive.Store(false) }
 
+// StandbyFeed reports whether the run has a standby record whose writes a
+// change feed should tell of (StandbyFeedEvent).
+func (c *Candidate) StandbyFeed() bool { return c.run.sb != nil }
+
+// StandbyFeedEvent takes an event of the store's change feed for the
+// standby record: a leader reads the record on it, and not on a timer
+// while the feed runs (standby.Standby.Fed).
+func (c *Candidate) StandbyFeedEvent(lease.Event) {
+	if sb := c.run.sb; sb != nil {
+		sb.s.Fed(true)
+		sb.s.Told()
+	}
+}
+
+// StandbyFeedDown says the standby record's feed stopped: a leader reads
+// the record once a cold poll again.
+func (c *Candidate) StandbyFeedDown() {
+	if sb := c.run.sb; sb != nil {
+		sb.s.Fed(false)
+	}
+}
+
 // checkWedged warns while OnElected of an ended term keeps running: the
 // candidate does not campaign meanwhile, so nobody here does the leader's
 // work. The first warning comes Margin after the term ended, then one every

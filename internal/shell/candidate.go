@@ -361,6 +361,18 @@ func (c *Candidate) startFeed() (stop func()) {
 			c.log(slog.LevelWarn, "no change feed from the store: following by polls", "err", err)
 		}
 	})
+	if c.g.StandbyFeed() {
+		// The standby record's writes too: a leader reads it on them,
+		// not once a cold poll.
+		c.h.Go(func() {
+			_ = w.Watch(ctx, c.cfg.Glue.Run.Lease+election.StandbySuffix, func(ev lease.Event) {
+				if !c.h.Do(func() { c.g.StandbyFeedEvent(ev) }) {
+					cancel()
+				}
+			})
+			c.h.Do(func() { c.g.StandbyFeedDown() })
+		})
+	}
 	return cancel
 }
 

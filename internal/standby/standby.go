@@ -15,7 +15,9 @@
 // standby is the highest-priority follower. Equal priorities never take
 // it from each other.
 //
-// A leader reads the record at once and then once a cold poll (Lead): to
+// A leader reads the record at once and then once a cold poll (Lead), or,
+// where the store's change feed tells of the record's writes (Fed), on
+// those only: to
 // learn the standby's address, for renewal notices (Renewed names the
 // address to notify after each confirmed renewal), and its priority. When
 // the standby outranks the leader and is alive (its record changed since
@@ -136,6 +138,7 @@ type Standby struct {
 	target   string        // the standby's address, as last read; "" if none
 	deadline time.Time     // the term's deadline when a notice was last due
 	owed     bool          // a renewal went without its notice: send one once the address is known
+	fed      bool          // the store's feed tells of the record's writes (Fed): read on them, not once a cold poll
 }
 
 // readID marks the IDs of the notifier's reads, apart from the campaign's
@@ -226,6 +229,31 @@ func (s *Standby) Lead(on bool) {
 	s.h.Reschedule()
 }
 
+// Fed says whether the store's change feed tells of the record's writes.
+// While it does, a leader reads the record as its term begins and then
+// only when the feed tells of a write (Told), not once a cold poll: on
+// Kubernetes, etcd and PostgreSQL a record nobody writes costs nothing. A
+// feed that stops has the leader read at once, and poll again.
+func (s *Standby) Fed(on bool) {
+	if s.fed == on {
+		return
+	}
+	s.fed = on
+	if !on && s.leading && s.watchAt.IsZero() {
+		s.watchAt = s.h.Now()
+	}
+	s.h.Reschedule()
+}
+
+// Told takes the feed's word that the record was written (or that the
+// feed started over): a leader reads it at once.
+func (s *Standby) Told() {
+	if s.leading && s.reading == 0 {
+		s.watchAt = s.h.Now()
+		s.h.Reschedule()
+	}
+}
+
 // Renewed returns the address to send a renewal notice to, given what a
 // step of the lease's Machine published: whether it leads, and its term's
 // deadline. A notice is due when the deadline moved on (a write of the
@@ -270,6 +298,9 @@ func (s *Standby) watched(r election.Result) {
 	now := s.h.Now()
 	rec := r.Record
 	s.watchAt = now.Add(s.cfg.PollInterval) // a cold poll: when one may have taken it
+	if s.fed {
+		s.watchAt = time.Time{} // the feed tells of the next write
+	}
 	if r.Err != nil && !errors.Is(r.Err, lease.ErrNotFound) {
 		s.h.Reschedule() // unknown: keep what we knew
 		return
@@ -307,7 +338,7 @@ func (s *Standby) Due() time.Time {
 		if t := s.lk.Due(); !t.IsZero() && (d.IsZero() || t.Before(d)) {
 			d = t
 		}
-	} else if s.leading && s.reading == 0 && (d.IsZero() || s.watchAt.Before(d)) {
+	} else if s.leading && s.reading == 0 && !s.watchAt.IsZero() && (d.IsZero() || s.watchAt.Before(d)) {
 		d = s.watchAt
 	}
 	return d
@@ -320,7 +351,7 @@ func (s *Standby) Fire(now time.Time) {
 		s.start()
 	case s.lk != nil:
 		s.lk.Fire(now)
-	case s.leading && s.reading == 0 && !now.Before(s.watchAt):
+	case s.leading && s.reading == 0 && !s.watchAt.IsZero() && !now.Before(s.watchAt):
 		s.readN++
 		s.reading = readID | s.readN
 		s.h.Call(election.Op{ID: s.reading, Kind: election.OpGet})

@@ -412,3 +412,36 @@ func TestStandbyLostToStoreErrorsCampaignsAPollLater(t *testing.T) {
 		t.Fatalf("after store errors ended the campaign, it restarts %v later; want a poll (%v) at least", due.Sub(h.now), cfg.PollInterval)
 	}
 }
+
+// TestFedLeaderReadsOnTheFeedOnly: where the store's feed tells of the
+// standby record's writes, a leader reads the record as its term begins
+// and then only when told of a write, never on a timer; a preferred
+// standby that writes the record is still handed the lease; a feed that
+// stops has the leader read at once and poll again.
+func TestFedLeaderReadsOnTheFeedOnly(t *testing.T) {
+	h := &host{t: t, now: time.Unix(1e9, 0), store: memlease.New()}
+	h.s = NewWatch(h, "job", standbyConfig("a"), Preference{Priority: 3})
+	h.s.Fed(true)
+	h.s.Lead(true)
+	h.next() // at once: nothing there
+	if d := h.s.Due(); !d.IsZero() {
+		t.Fatalf("a read due at %v with nothing told: want none", d.Sub(h.now))
+	}
+	for i := range 2 { // a preferred standby writes the record, twice: read each time
+		put(t, h.store, "b", 5, fmt.Sprint("b", i))
+		h.now = h.now.Add(time.Hour)
+		h.s.Told()
+		h.next()
+	}
+	if len(h.hand) != 1 {
+		t.Fatalf("%d hand-overs to the preferred standby the feed told of, want 1", len(h.hand))
+	}
+	h.s.Fed(false)
+	if d := h.s.Due(); !d.Equal(h.now) {
+		t.Fatalf("the feed stopped: next read at %v, want at once", d.Sub(h.now))
+	}
+	h.next()
+	if d := h.s.Due(); !d.Equal(h.now.Add(standbyConfig("a").PollInterval)) {
+		t.Fatalf("polling again: next read %v later, want a cold poll", d.Sub(h.now))
+	}
+}
