@@ -477,8 +477,8 @@ func (m *Machine) NoticeRecord(now time.Time, v lease.Version, rec lease.Record)
 
 // FeedSilence is how long a follower that times renewals from the store's
 // change feed (Machine.NoticeRecord) waits for the next before it reads:
-// the longest poll, and half a poll more for the feed's own delays.
-func FeedSilence(t Timing) time.Duration { return MaxPoll(t.PollInterval) + t.PollInterval/2 }
+// the longest poll, and a quarter poll more for the feed's own delays.
+func FeedSilence(t Timing) time.Duration { return MaxPoll(t.PollInterval) + t.PollInterval/4 }
 
 // versionHash is what a Machine keeps of a notice's version while a read
 // is in flight (renoticeOf): 4 bytes fit where the fields' padding was. A
@@ -559,6 +559,16 @@ func (m *Machine) LeaderUntil() time.Time {
 		return time.Time{}
 	}
 	return m.time(m.since).Add(m.rec.Duration)
+}
+
+// OwnVersion returns the version of this machine's last write known to
+// have applied, while it leads (what a renewal notice names); NoVersion
+// otherwise.
+func (m *Machine) OwnVersion() lease.Version {
+	if m.state != leading {
+		return lease.NoVersion
+	}
+	return m.ownVer
 }
 
 // Err returns the last store error other than a conflict or not-found, or

@@ -197,13 +197,16 @@ func (w *world) pollAndDrift(in *instance) (time.Duration, float64) {
 	for _, o := range w.liveInstances() {
 		if o != in {
 			poll = max(poll, election.MaxPoll(o.timing.PollInterval))
-			if ff := w.plan.Feed; ff != nil {
-				// A follower that times renewals from the feed reads
-				// once it has heard none for half a poll more than the
-				// longest poll (election.FeedSilence, stated here on its
-				// own so that a longer one fails the bound), after the
-				// last one, which may have come DelayMax late.
-				poll = max(poll, election.MaxPoll(o.timing.PollInterval)+o.timing.PollInterval/2+ff.DelayMax)
+			for _, ff := range []*wakeFaults{w.plan.Feed, w.plan.Wake} {
+				if ff != nil {
+					// A follower that times renewals from the feed, or
+					// a standby from renewal notices, reads once it has
+					// heard of none for a quarter poll more than the
+					// longest poll (election.FeedSilence, stated here on
+					// its own so that a longer one fails the bound),
+					// after the last, which may have come DelayMax late.
+					poll = max(poll, election.MaxPoll(o.timing.PollInterval)+o.timing.PollInterval/4+ff.DelayMax)
+				}
 			}
 			rho = max(rho, o.timing.MaxDrift)
 		}

@@ -12,6 +12,7 @@ import (
 	"github.com/tenure-go/tenure/internal/driver"
 	"github.com/tenure-go/tenure/internal/engine"
 	"github.com/tenure-go/tenure/internal/host"
+	"github.com/tenure-go/tenure/internal/shell"
 	"github.com/tenure-go/tenure/internal/standby"
 	"github.com/tenure-go/tenure/lease"
 )
@@ -221,14 +222,16 @@ func (f *fastRun) wakeRead(req *request) {
 	f.joined() // Run waits for this read
 }
 
-// noticed takes a renewal notice of version v (NoVersion: unknown): the
-// Machine rate-limits it.
-func (f *fastRun) noticed(v lease.Version) {
+// noticedMsg takes a renewal notice as it came over the network, telling
+// its renewal or not, as the Candidate's listener does.
+func (f *fastRun) noticedMsg(msg string) {
 	if f.dead || f.exited {
 		return
 	}
-	f.c.Noticed(v)
-	f.loop()
+	if r, ok := shell.ParseNotice(leaseName, []byte(msg)); ok {
+		f.c.NoticedRenewal(r)
+		f.loop()
+	}
 }
 
 // woken takes a wake-up, within the rate limit.
@@ -285,10 +288,10 @@ func (f *fastRun) Published(s driver.Snapshot, _ bool) {
 	}
 }
 
-func (f *fastRun) SendNotice(addr string) {
+func (f *fastRun) SendNotice(addr string, r engine.Renewal) {
 	f.noticeTo = addr
 	// From the listener's sender goroutine, as the Candidate's.
-	f.w.stage(item{in: f.in, src: srcSend, kind: itWake, s: addr, msg: noticePrefix + leaseName})
+	f.w.stage(item{in: f.in, src: srcSend, kind: itWake, s: addr, msg: shell.RenewalMsg(leaseName, r)})
 }
 
 // Hot: the Machine is told to read at the hot cadence, or the cold.

@@ -224,7 +224,7 @@ func (w *world) send(from *instance, to string, notice bool, lock, msg string) {
 			switch rt := target.rt.(type) {
 			case *fastRun:
 				if notice {
-					rt.noticed(lease.NoVersion)
+					rt.noticedMsg(msg)
 				} else {
 					rt.woken()
 				}

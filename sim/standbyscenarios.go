@@ -1,6 +1,8 @@
 package sim
 
 import (
+	"github.com/tenure-go/tenure/internal/engine"
+	"github.com/tenure-go/tenure/internal/shell"
 	"math/rand/v2"
 	"strconv"
 	"time"
@@ -285,12 +287,28 @@ func forge(p *plan, r *rand.Rand, wf *wakeFaults) {
 				}
 				return
 			}
+			// Half the forged notices tell a renewal: the term the store
+			// holds, under the version it holds (a notice late or
+			// repeated), or with its lease duration doubled (one no
+			// standby has read). Both tiers draw alike.
+			forged := func() string {
+				msg := shell.NoticeMsg(leaseName)
+				if w.store.exists && w.rng.IntN(2) == 0 {
+					r := engine.Renewal{Version: w.store.ver, Holder: w.store.rec.Holder, Token: w.store.rec.Token, Duration: w.store.rec.Duration}
+					if w.rng.IntN(2) == 0 {
+						r.Duration *= 2
+					}
+					msg = shell.RenewalMsg(leaseName, r)
+				}
+				return msg
+			}
 			switch rt := in.rt.(type) {
 			case *fastRun:
 				w.trace(in, line{what: mFault, text: "forged renewal notices"})
+				msg := forged()
 				for range wf.ForgeBurst {
 					w.chk.stats.NoticesForged++
-					rt.noticed(lease.NoVersion)
+					rt.noticedMsg(msg)
 				}
 			case *lockClient: // no notices: forged wake-ups for its lock
 				w.trace(in, line{what: mFault, text: "forged wake-ups"})
@@ -306,9 +324,10 @@ func forge(p *plan, r *rand.Rand, wf *wakeFaults) {
 				}
 			case hearer:
 				w.trace(in, line{what: mFault, text: "forged renewal notices"})
+				msg := forged()
 				for range wf.ForgeBurst {
 					w.chk.stats.NoticesForged++
-					rt.hear(noticePrefix + leaseName)
+					rt.hear(msg)
 				}
 			}
 		})

@@ -50,23 +50,27 @@ var (
 var planStores = []struct {
 	name, schemes string
 	price         *priceList
-	server        string // for a store without a per-request price
-	feed          bool   // the store has a change feed (lease.Watcher)
+	server        string  // for a store without a per-request price
+	feed          bool    // the store has a change feed (lease.Watcher)
+	restarts      float64 // with a feed: how often an hour its server ends a watch
 }{
-	{"dynamodb", "dynamodb", &dynamoDBOnDemand, "", false},
-	{"s3", "s3", &s3Standard, "", false},
-	{"gcs", "gs", &gcsStandard, "", false},
-	{"azblob", "azblob", &azureHot, "", false},
-	{"postgres", "postgres postgresql", nil, "PostgreSQL", true},
-	{"etcd", "etcd", nil, "etcd", true},
-	{"k8s", "k8s", nil, "The Kubernetes API server", true},
-	{"file", "file", nil, "A file store", false},
+	{"dynamodb", "dynamodb", &dynamoDBOnDemand, "", false, 0},
+	{"s3", "s3", &s3Standard, "", false, 0},
+	{"gcs", "gs", &gcsStandard, "", false, 0},
+	{"azblob", "azblob", &azureHot, "", false, 0},
+	{"postgres", "postgres postgresql", nil, "PostgreSQL", true, 0}, // LISTEN on a connection held open
+	{"etcd", "etcd", nil, "etcd", true, 0},                          // a gRPC stream with no end
+	// The API server ends a watch after --min-request-timeout (1800s by
+	// default) times a random factor in [1, 2): 45 minutes on average.
+	{"k8s", "k8s", nil, "The Kubernetes API server", true, 60.0 / 45},
+	{"file", "file", nil, "A file store", false, 0},
 }
 
 // monthlyCost returns what one lease costs a month at pr: the leader's
 // renewals and its reads of the standby's record, and
-// the followers' polls (with a standby: the standby's polls and renewals
-// of its record, and the cold followers' reads), in US dollars.
+// the followers' polls (with a standby: the standby's polls, none with
+// renewal notices, and renewals of its record, and the cold followers'
+// reads), in US dollars.
 func monthlyCost(p plan.Plan, pr priceList) (leader, followers float64) {
 	hours := pr.MonthDuration.Hours()
 	writes := func(perHour float64) float64 { return perHour * hours * pr.WritesPerPut * pr.WritePerMil / 1e6 }
@@ -78,11 +82,10 @@ func monthlyCost(p plan.Plan, pr priceList) (leader, followers float64) {
 		return leader, reads(float64(p.Candidates-1) * p.PollsPerHour)
 	}
 	if p.Candidates >= 2 {
-		followers = reads(p.PollsPerHour) + writes(p.StandbyRenewalsPerHour)
-	}
-	if p.Notices && p.Candidates >= 2 {
-		// The standby reads on notices strongly.
-		followers += strong(p.PollsPerHour) - reads(p.PollsPerHour)
+		followers = writes(p.StandbyRenewalsPerHour)
+		if !p.Notices { // with notices the standby times renewals from them: no polls
+			followers += reads(p.PollsPerHour)
+		}
 	}
 	return leader, followers + reads(float64(max(p.Candidates-2, 0))*p.ColdReadsPerHour)
 }

@@ -86,7 +86,7 @@ func planCommand(args []string, stdout, stderr io.Writer) int {
 	if !*strong {
 		ddb = dynamoDBOnDemandStalePolls
 	}
-	prices, server, feed, ok := planPrices(*store, ddb)
+	prices, server, feed, restarts, ok := planPrices(*store, ddb)
 	if !ok {
 		fmt.Fprintf(stderr, "tenure plan: --store %q: want dynamodb, s3, gcs, azblob, postgres, etcd, k8s, all, or a store URL\n", *store)
 		return exitUsage
@@ -111,7 +111,7 @@ func planCommand(args []string, stdout, stderr io.Writer) int {
 		p = p.WithNotices()
 	}
 	if feed {
-		p = p.WithFeed()
+		p = p.WithFeed(restarts)
 	}
 	if *shards > 0 { // a group's plan: its own bounds and bill, not a single lease's
 		printGroup(stdout, groupcore.NewBounds(t, *shards, *members, *rtt), *shards, *members, *watchShards, prices)
@@ -135,25 +135,26 @@ func planCommand(args []string, stdout, stderr io.Writer) int {
 
 // planPrices returns the price lists --store names (a name, "all", or a
 // store URL, by its scheme), or the server of a store without a
-// per-request price, and whether the store has a change feed; ddb is
+// per-request price, whether the store has a change feed and how often an
+// hour its server ends a watch; ddb is
 // DynamoDB's, as --strong-polls prices it.
-func planPrices(store string, ddb priceList) (prices []priceList, server string, feed, ok bool) {
+func planPrices(store string, ddb priceList) (prices []priceList, server string, feed bool, restarts float64, ok bool) {
 	if store == "all" {
-		return []priceList{ddb, s3Standard, gcsStandard, azureHot}, "", false, true
+		return []priceList{ddb, s3Standard, gcsStandard, azureHot}, "", false, 0, true
 	}
 	scheme, _, isURL := strings.Cut(store, ":")
 	for _, s := range planStores {
 		if store == s.name || isURL && slices.Contains(strings.Fields(s.schemes), scheme) {
 			switch {
 			case s.price == &dynamoDBOnDemand:
-				return []priceList{ddb}, "", s.feed, true
+				return []priceList{ddb}, "", s.feed, s.restarts, true
 			case s.price != nil:
-				return []priceList{*s.price}, "", s.feed, true
+				return []priceList{*s.price}, "", s.feed, s.restarts, true
 			}
-			return nil, s.server, s.feed, true
+			return nil, s.server, s.feed, s.restarts, true
 		}
 	}
-	return nil, "", false, false
+	return nil, "", false, 0, false
 }
 
 // printGroup prints what a group promises and costs (docs/groups.md).
@@ -211,8 +212,9 @@ func printPlan(w io.Writer, p plan.Plan, prices []priceList) {
 	row("zombie window, fencing", "none at the resource: it refuses the paused leader's token once a newer term has written")
 	switch {
 	case t.ColdPollInterval == 0 && p.Feed:
-		row("requests per hour", fmt.Sprintf("leader %s renewals and %s reads of the standby record (every %v, to hand over to a preferred candidate); each follower %s reads, one on each renewal the feed tells of (a poll only when none came), and one watch; all %s",
-			count(p.RenewalsPerHour), count(p.LeaderReadsPerHour), t.WithStandby().ColdPollInterval, count(p.FeedReadsPerHour), count(p.RequestsPerHour)))
+		row("requests per hour", fmt.Sprintf("leader %s renewals; followers none while the feed tells of renewals (each times the lease from the event, and reads only to act, or after %v without one); every candidate two watches (the lease and its standby record), %s; the standby record read only when the feed tells of a write; all %s",
+			count(p.RenewalsPerHour), election.FeedSilence(t), restartsText(p.WatchRestartsPerHour), count(p.RequestsPerHour)))
+		row("reads per change of leader", fmt.Sprintf("%d (each follower reads the new term once; the one that takes over reads when the feed goes quiet and before its write)", p.ReadsPerTakeover))
 	case t.ColdPollInterval == 0:
 		row("requests per hour", fmt.Sprintf("leader %s renewals and %s reads of the standby record (every %v, to hand over to a preferred candidate: %.1f%% more requests); each follower %s polls (mean %v); all %s",
 			count(p.RenewalsPerHour), count(p.LeaderReadsPerHour), t.WithStandby().ColdPollInterval, 100*p.LeaderReadsPerHour/(p.RequestsPerHour-p.LeaderReadsPerHour), count(p.PollsPerHour), p.MeanPoll, count(p.RequestsPerHour)))
@@ -230,8 +232,8 @@ func printPlan(w io.Writer, p plan.Plan, prices []priceList) {
 			// Early in a term the leader reads the standby record at each
 			// renewal until it knows the address (internal/standby's Renewed).
 			early := int(t.ColdPollInterval / t.RenewInterval)
-			row("requests per hour", fmt.Sprintf("leader %s renewals and %s reads of the standby's record (and up to %d more in each term's first %v, one a renewal until it learns where the standby listens); the standby %s reads on renewal notices (strong) and %s renewals of its record; each cold follower %s reads (every %v, the lease and the standby record); all %s",
-				count(p.RenewalsPerHour), count(p.LeaderReadsPerHour), early, t.ColdPollInterval, count(p.PollsPerHour), count(p.StandbyRenewalsPerHour), count(p.ColdReadsPerHour), t.ColdPollInterval, count(p.RequestsPerHour)))
+			row("requests per hour", fmt.Sprintf("leader %s renewals and %s reads of the standby's record (and up to %d more in each term's first %v, one a renewal until it learns where the standby listens); the standby no reads while notices come (it times each renewal from its notice, and reads only to act, or after %v without one) and %s renewals of its record; each cold follower %s reads (every %v, the lease and the standby record); all %s",
+				count(p.RenewalsPerHour), count(p.LeaderReadsPerHour), early, t.ColdPollInterval, election.FeedSilence(t), count(p.StandbyRenewalsPerHour), count(p.ColdReadsPerHour), t.ColdPollInterval, count(p.RequestsPerHour)))
 		} else {
 			row("requests per hour", fmt.Sprintf("leader %s renewals and %s reads of the standby's record; the standby %s polls (mean %v) and %s renewals of its record; each cold follower %s reads (every %v, the lease and the standby record); all %s",
 				count(p.RenewalsPerHour), count(p.LeaderReadsPerHour), count(p.PollsPerHour), p.MeanPoll, count(p.StandbyRenewalsPerHour), count(p.ColdReadsPerHour), t.ColdPollInterval, count(p.RequestsPerHour)))
@@ -320,4 +322,12 @@ func printSlots(w io.Writer, t election.Timing, n int, fair bool, prices []price
 		fmt.Fprintf(w, "  A waiter reads each of the %d slots every poll: the cost grows with the slots, not with the waiters.\n", n)
 	}
 	fmt.Fprintf(w, "  Taking a slot: %d reads (the count record and every slot, at once) and a write, besides.\n", n+1)
+}
+
+// restartsText says what a feed's watches cost beyond their start.
+func restartsText(perHour float64) string {
+	if perHour == 0 {
+		return "held open (no request once started)"
+	}
+	return fmt.Sprintf("each started again about %.1f times an hour, when the server ends it", perHour)
 }

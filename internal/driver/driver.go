@@ -95,6 +95,10 @@ type Snapshot struct {
 	// the Machine's clock (election.Machine.LeaderUntil); zero if the
 	// Machine cannot tell.
 	LeaderUntil time.Time
+	// Version, while Leading, is the version of the term's last write known
+	// to have applied (election.Machine.OwnVersion), for renewal notices;
+	// NoVersion if the Machine cannot tell.
+	Version lease.Version
 }
 
 // Driver runs one Machine until it is done.
@@ -374,6 +378,9 @@ func (d *Driver) step(out election.Output) {
 			s.LeaderUntil = u.LeaderUntil()
 		}
 		s.Term, s.Leading = d.m.Term()
+		if v, ok := d.m.(interface{ OwnVersion() lease.Version }); ok && s.Leading {
+			s.Version = v.OwnVersion()
+		}
 		if c, ok := d.m.(interface{ Config() *election.Config }); ok && s.Leading {
 			s.Short = s.Term.Deadline.Sub(d.fx.Now()) < c.Config().OpTimeout
 		}

@@ -98,7 +98,7 @@ type CandidateShell interface {
 	// SendWake sends the standby at addr a wake-up; SendNotice a renewal
 	// notice. Neither waits on the network.
 	SendWake(addr string)
-	SendNotice(addr string)
+	SendNotice(addr string, r Renewal)
 	// Published tells of a step of the lease's Machine, after the status
 	// took it; Hot of a change of being the standby.
 	Published(s driver.Snapshot, standby bool)
@@ -188,6 +188,17 @@ func (c *Candidate) Woken() bool {
 // Noticed takes a renewal notice of version v (NoVersion: unknown): the
 // Machine rate-limits it.
 func (c *Candidate) Noticed(v lease.Version) { c.run.Noticed(v) }
+
+// NoticedRenewal takes a renewal notice that tells the renewal's version
+// and term: a standby that read that term times the lease from it, and
+// reads otherwise (election.Machine.NoticeRecord).
+func (c *Candidate) NoticedRenewal(r Renewal) {
+	if r.Version == lease.NoVersion {
+		c.run.Noticed(lease.NoVersion)
+		return
+	}
+	c.run.NoticedRecord(r.Version, lease.Record{Holder: r.Holder, Token: r.Token, Duration: r.Duration})
+}
 
 // FeedEvent takes an event of the store's change feed: a write that
 // carries its record is timed by a follower that read the term it renews
@@ -503,9 +514,9 @@ func (f *candidateFx) Hot(hot bool) {
 
 // Notice sends a renewal notice to the standby's address, unless the
 // store's change feed tells the followers of the renewals already.
-func (f *candidateFx) Notice(addr string) {
+func (f *candidateFx) Notice(addr string, r Renewal) {
 	if !f.feedLive.Load() {
-		f.sh.SendNotice(addr)
+		f.sh.SendNotice(addr, r)
 	}
 }
 

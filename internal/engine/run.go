@@ -28,10 +28,25 @@ type Run struct {
 	sb   *sbEntry // nil: no standby record to read (a name without room for it)
 	err  error    // ends the run: the store refused at the start
 
-	resigns []func() // Resign calls waiting for the lease to be given back
-	handing bool     // a hand-over has yet to give the lease back
-	waking  bool     // a wake-up of the standby waits for the lease to go back
-	leading bool     // a term is on
+	resigns []func()      // Resign calls waiting for the lease to be given back
+	handing bool          // a hand-over has yet to give the lease back
+	waking  bool          // a wake-up of the standby waits for the lease to go back
+	leading bool          // a term is on
+	dur     time.Duration // the Machine's LeaseDuration: what its records carry
+	renewal Renewal       // what the latest renewal notice told, or would
+}
+
+// Renewal is what a renewal notice tells the standby: the version the
+// leader's last confirmed write made and its term (holder, token, lease
+// duration), so that a standby that read that term times the lease from
+// the notice without reading (election.Machine.NoticeRecord). Version is
+// NoVersion where the Machine cannot tell: the notice then only asks for
+// a read.
+type Renewal struct {
+	Version  lease.Version
+	Holder   string
+	Token    uint64
+	Duration time.Duration
 }
 
 // RunConfig is what a Run needs beyond its effects.
@@ -71,7 +86,7 @@ type RunEffects interface {
 	// more.
 	Hot(hot bool)
 	// Notice sends a renewal notice to the standby's address.
-	Notice(addr string)
+	Notice(addr string, r Renewal)
 	// HandOver says that the lease is about to be handed over to the
 	// standby holder, of a higher priority.
 	HandOver(holder string, priority int)
@@ -86,6 +101,9 @@ type RunEffects interface {
 // NewRun returns the run of Machine m, on core, telling fx.
 func NewRun(core *host.Core, fx RunEffects, m driver.Machine, cfg RunConfig) *Run {
 	r := &Run{core: core, fx: fx, cfg: cfg}
+	if c, ok := m.(interface{ Config() *election.Config }); ok {
+		r.dur = c.Config().LeaseDuration
+	}
 	r.le.r = r
 	r.d = driver.New(m, (*runFx)(r), cfg.ReleaseTimeout)
 	if cfg.StandbyConfig != nil {
@@ -310,9 +328,12 @@ func (f *runFx) Anomaly(err error) { f.fx.Anomaly(err) }
 func (f *runFx) Publish(snap driver.Snapshot) {
 	r := f.r()
 	f.fx.Publish(snap, r.Standby())
+	if snap.Leading {
+		f.renewal = Renewal{Version: snap.Version, Holder: f.cfg.ID, Token: uint64(snap.Term.Token), Duration: f.dur}
+	}
 	if sb := f.sb; sb != nil {
 		if addr := sb.s.Renewed(snap.Leading, snap.Term.Deadline); addr != "" {
-			f.fx.Notice(addr)
+			f.fx.Notice(addr, f.renewal)
 		}
 		sb.unled(f.fx.Now(), snap.Leading, snap.Leader.Holder)
 	}
@@ -357,7 +378,7 @@ func (sb *sbEntry) CallDone(f *host.Flight, res election.Result) {
 	}
 	sb.s.Result(res)
 	if addr := sb.s.Owed(); addr != "" {
-		sb.r.fx.Notice(addr)
+		sb.r.fx.Notice(addr, sb.r.renewal)
 	}
 }
 

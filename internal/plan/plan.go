@@ -80,24 +80,31 @@ type Plan struct {
 	NoticeFailoverMedian time.Duration
 
 	// On a store with a change feed (lease.Watcher: Kubernetes, etcd,
-	// PostgreSQL; WithFeed), every follower that reads at the hot cadence
-	// reads on each write the feed tells of: FeedHandoff bounds the
-	// handoff after a release (the event, the read it prompts, the
+	// PostgreSQL; WithFeed): followers time each renewal from the event
+	// that tells of it and read only to act (election.Machine.NoticeRecord),
+	// so FeedReadsPerHour is 0 while the leader renews; each candidate
+	// holds two watches (the lease and its standby record), started again
+	// WatchRestartsPerHour times an hour each where the server ends them;
+	// the leader reads the standby record only when the feed tells of a
+	// write. A change of leader costs ReadsPerTakeover reads: each
+	// follower reads the new term once, and the one that takes over reads
+	// when the feed goes quiet and before its write. FeedHandoff bounds
+	// the handoff after a release (the event, the read it prompts, the
 	// takeover); after a crash the bound is NoticeFailover's, from the
-	// leader's last renewal, and the median NoticeFailoverMedian's. Such
-	// a follower reads once a renewal instead of once a poll, or once a
-	// poll where polls come more often (FeedReadsPerHour each, counted in
-	// RequestsPerHour).
-	Feed             bool
-	FeedHandoff      time.Duration
-	FeedReadsPerHour float64
+	// leader's last renewal, and the median NoticeFailoverMedian's.
+	Feed                 bool
+	FeedHandoff          time.Duration
+	FeedReadsPerHour     float64
+	WatchRestartsPerHour float64
+	ReadsPerTakeover     int
 }
 
-// WithFeed returns p for a store whose change feed tells every follower
-// of each write (lease.Watcher): reads on renewals instead of polls, a
-// release found at once. Without a standby every follower reads so; with
-// one, the standby.
-func (p Plan) WithFeed() Plan {
+// WithFeed returns p for a store whose change feed tells every candidate
+// of each write of the lease and of its standby record (lease.Watcher),
+// whose server ends a watch restarts times an hour (0: never): no reads
+// while the leader renews, a release found at once. With a standby, the
+// cold followers still read the standby record once a cold poll.
+func (p Plan) WithFeed(restarts float64) Plan {
 	if p.Feed {
 		return p
 	}
@@ -107,15 +114,15 @@ func (p Plan) WithFeed() Plan {
 	p.NoticeFailover = slowWait + 5*p.RoundTrip
 	p.NoticeFailoverMedian = p.TakeoverWait - t.RenewInterval/2 + 3*p.RoundTrip
 	p.FeedHandoff = 3 * p.RoundTrip
-	// One read a renewal where the polls were one a poll: the routine
-	// poll waits the longest poll after each read on an event, so it
-	// comes only where renewals are further apart than polls.
-	p.FeedReadsPerHour = max(p.RenewalsPerHour, p.PollsPerHour)
-	hot := float64(p.Candidates - 1) // followers at the hot cadence
+	p.FeedReadsPerHour, p.LeaderReadsPerHour, p.WatchRestartsPerHour = 0, 0, restarts
+	p.ReadsPerTakeover = p.Candidates - 1 + 2
+	p.RequestsPerHour = p.RenewalsPerHour + float64(p.Candidates)*2*restarts
 	if t.ColdPollInterval > 0 {
-		hot = float64(min(p.Candidates-1, 1))
+		if p.Candidates >= 2 {
+			p.RequestsPerHour += p.StandbyRenewalsPerHour
+		}
+		p.RequestsPerHour += float64(max(p.Candidates-2, 0)) * p.ColdReadsPerHour / 2
 	}
-	p.RequestsPerHour += hot * (p.FeedReadsPerHour - p.PollsPerHour)
 	return p
 }
 
@@ -130,6 +137,12 @@ func (p Plan) WithNotices() Plan {
 	slowWait := time.Duration(math.Ceil(float64(p.TakeoverWait) / (1 - t.MaxDrift)))
 	p.NoticeFailover = slowWait + 5*p.RoundTrip
 	p.NoticeFailoverMedian = p.TakeoverWait - t.RenewInterval/2 + 3*p.RoundTrip
+	if p.Candidates >= 2 {
+		// The standby times each renewal from its notice and reads only
+		// to act (election.Machine.NoticeRecord): no polls while they come.
+		p.RequestsPerHour -= p.PollsPerHour
+		p.ReadsPerTakeover = 2
+	}
 	return p
 }
 

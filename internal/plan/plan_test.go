@@ -78,12 +78,13 @@ func TestPlanStandby(t *testing.T) {
 }
 
 // TestPlanNotices: the leader reads the standby record once a cold poll
-// (360 an hour here), notices or not, and with renewal notices a
-// failover after a noticed renewal is bounded by the wait and 5 round
-// trips; its median is the wait less half a renewal interval.
+// (360 an hour here), notices or not; with renewal notices the standby
+// times each renewal from its notice and does not poll, and a failover
+// after a noticed renewal is bounded by the wait and 5 round trips; its
+// median is the wait less half a renewal interval.
 func TestPlanNotices(t *testing.T) {
 	tm := election.Timing{LeaseDuration: 3 * time.Second, RenewInterval: time.Second, PollInterval: time.Second, ColdPollInterval: 10 * time.Second}
-	for n, want := range map[int]float64{1: 3960, 2: 7920, 3: 8640, 10: 13680, 20: 20880} {
+	for n, want := range map[int]float64{1: 3960, 2: 4320, 3: 5040, 10: 10080, 20: 17280} {
 		p, err := New(tm, n, 10*time.Millisecond)
 		if err != nil {
 			t.Fatal(err)
@@ -107,29 +108,33 @@ func TestPlanNotices(t *testing.T) {
 
 // On a store with a change feed, a release is found at once (3 round
 // trips) and a crash is bounded from the leader's last renewal, as with
-// notices; each follower reads once a renewal: at client-go's default
-// lease (15s, renewals and polls every 3s), 1,200 reads an hour.
+// notices; followers time renewals from the feed and read only to act:
+// at client-go's default lease (15s, renewals every 3s) the leader's 1,200
+// renewals an hour, and two watches a candidate, started again 4 times in
+// 3 hours each (the API server's).
 func TestPlanFeed(t *testing.T) {
 	tm := election.Timing{LeaseDuration: 15 * time.Second, RenewInterval: 3 * time.Second, PollInterval: 3 * time.Second}
-	for n, want := range map[int]float64{1: 1320, 3: 3720, 10: 12120} {
+	for n, want := range map[int]float64{1: 1200 + 8.0/3, 3: 1208, 10: 1200 + 80.0/3} {
 		p, err := New(tm, n, 10*time.Millisecond)
 		if err != nil {
 			t.Fatal(err)
 		}
-		p = p.WithFeed().WithFeed()
-		if p.RequestsPerHour != want {
+		p = p.WithFeed(4.0 / 3).WithFeed(0)
+		if math.Abs(p.RequestsPerHour-want) > 1e-9 {
 			t.Errorf("%d candidates: %v requests per hour, want %v", n, p.RequestsPerHour, want)
 		}
-		if p.FeedReadsPerHour != 1200 || p.FeedHandoff != 30*time.Millisecond {
-			t.Errorf("%d candidates: %v reads an hour per follower, handoff %v; want 1200 and 30ms", n, p.FeedReadsPerHour, p.FeedHandoff)
+		if p.FeedReadsPerHour != 0 || p.LeaderReadsPerHour != 0 || p.FeedHandoff != 30*time.Millisecond || p.ReadsPerTakeover != n+1 {
+			t.Errorf("%d candidates: %v reads an hour per follower, %v of the leader's, handoff %v, %d reads a takeover; want none, none, 30ms, %d",
+				n, p.FeedReadsPerHour, p.LeaderReadsPerHour, p.FeedHandoff, p.ReadsPerTakeover, n+1)
 		}
 		if want := time.Duration(math.Ceil(15.015e9/0.999)) + 50*time.Millisecond; p.NoticeFailover != want {
 			t.Errorf("failover %v, want %v", p.NoticeFailover, want)
 		}
 	}
-	// Polls less often than renewals: the feed costs reads.
-	p, _ := New(election.Timing{LeaseDuration: 10 * time.Second, RenewInterval: 2 * time.Second, PollInterval: 4 * time.Second}, 3, 0)
-	if before, after := p.RequestsPerHour, p.WithFeed().RequestsPerHour; after != before+2*(1800-900) {
-		t.Errorf("requests per hour %v with the feed, %v without; want 1,800 more", after, before)
+	// With a standby: its renewals of its record, and the cold followers'
+	// reads of it; no reads of the lease.
+	p, _ := New(tm.WithStandby(), 10, 0)
+	if got, want := p.WithFeed(0).RequestsPerHour, 1200+p.StandbyRenewalsPerHour+8*p.ColdReadsPerHour/2; got != want {
+		t.Errorf("with a standby: %v requests per hour, want %v", got, want)
 	}
 }

@@ -316,20 +316,22 @@ func (c *Candidate) startListener() (string, error) {
 // listen passes wake-ups and renewal notices for this lease to the loop
 // until the listener is closed. Anything else that arrives is dropped.
 func (c *Candidate) listen() {
-	wake, notice := WakeMsg(c.cfg.Glue.Run.Lease), NoticeMsg(c.cfg.Glue.Run.Lease)
-	buf := make([]byte, max(len(wake), len(notice))+1)
+	name := c.cfg.Glue.Run.Lease
+	wake := WakeMsg(name)
+	// Room for a notice that tells its renewal (RenewalMsg): a version,
+	// a token, a duration and a holder's ID in hex.
+	buf := make([]byte, max(len(wake), len(NoticeMsg(name)))+1024)
 	for {
 		n, err := c.conn.Recv(buf)
 		if err != nil {
 			return // closed
 		}
 		var f func()
-		switch string(buf[:n]) {
-		case wake:
+		if string(buf[:n]) == wake {
 			f = func() { c.g.Woken() }
-		case notice:
-			f = func() { c.g.Noticed(lease.NoVersion) } // a notice does not say which
-		default:
+		} else if r, ok := ParseNotice(name, buf[:n]); ok {
+			f = func() { c.g.NoticedRenewal(r) }
+		} else {
 			continue
 		}
 		if !c.h.Do(f) {
@@ -409,11 +411,12 @@ func (c *Candidate) SendWake(addr string) {
 	c.log(slog.LevelDebug, "woke the standby", "addr", addr)
 }
 
-// SendNotice queues a renewal notice to addr, dropping it if the one
+// SendNotice queues a renewal notice to addr, telling r (RenewalMsg),
+// dropping it if the one
 // before is still on its way: the loop never waits on the network.
-func (c *Candidate) SendNotice(addr string) {
+func (c *Candidate) SendNotice(addr string, r engine.Renewal) {
 	if c.notices != nil {
-		c.notices.Send(addr, NoticeMsg(c.cfg.Glue.Run.Lease))
+		c.notices.Send(addr, RenewalMsg(c.cfg.Glue.Run.Lease, r))
 	}
 }
 

@@ -1,11 +1,16 @@
 package shell
 
 import (
+	"encoding/hex"
 	"fmt"
 	"log/slog"
 	"net"
+	"strconv"
+	"strings"
+	"time"
 
 	"github.com/tenure-go/tenure/election"
+	"github.com/tenure-go/tenure/internal/engine"
 	"github.com/tenure-go/tenure/internal/seam"
 	"github.com/tenure-go/tenure/lease"
 )
@@ -24,6 +29,47 @@ func WakeMsg(name string) string { return "tenure wake " + name }
 
 // NoticeMsg is a renewal notice for the lease: its leader has just renewed.
 func NoticeMsg(lease string) string { return "tenure renewed " + lease }
+
+// RenewalMsg is a renewal notice that tells the renewal: NoticeMsg, a
+// newline (no lease name has one), then the version written, the token,
+// the lease duration in nanoseconds and the holder in hex. A receiver
+// that knows only NoticeMsg drops it, and polls.
+func RenewalMsg(name string, r engine.Renewal) string {
+	if r.Version == lease.NoVersion {
+		return NoticeMsg(name)
+	}
+	return NoticeMsg(name) + "\n" + string(r.Version) + " " + strconv.FormatUint(r.Token, 10) + " " +
+		strconv.FormatInt(int64(r.Duration), 10) + " " + hex.EncodeToString([]byte(r.Holder))
+}
+
+// ParseNotice reads a datagram as a renewal notice for the lease: ok if it
+// is one, with the renewal it tells (Version NoVersion if none, or if what
+// it tells cannot be read: then it only asks for a read).
+func ParseNotice(name string, msg []byte) (r engine.Renewal, ok bool) {
+	base := NoticeMsg(name)
+	rest, found := strings.CutPrefix(string(msg), base)
+	switch {
+	case !found:
+		return r, false
+	case rest == "":
+		return r, true
+	}
+	rest, found = strings.CutPrefix(rest, "\n")
+	if !found {
+		return r, false // another lease's, whose name this one begins
+	}
+	f := strings.Split(rest, " ")
+	if len(f) != 4 {
+		return r, true
+	}
+	tok, err1 := strconv.ParseUint(f[1], 10, 64)
+	ns, err2 := strconv.ParseInt(f[2], 10, 64)
+	holder, err3 := hex.DecodeString(f[3])
+	if err1 != nil || err2 != nil || err3 != nil || f[0] == "" {
+		return r, true
+	}
+	return engine.Renewal{Version: lease.Version(f[0]), Holder: string(holder), Token: tok, Duration: time.Duration(ns)}, true
+}
 
 // DefaultWakeAddr is where a candidate with a Priority (or a group's
 // member) listens when its WakeAddr is not set: loopback, port 0, when the
