@@ -123,6 +123,14 @@ func main() {
 	if slices.ContainsFunc(sys, func(s sysSpec) bool { return !s.tenure() }) {
 		fmt.Printf("client-go: LeaseDuration %v, RenewDeadline %v, RetryPeriod %v, ReleaseOnCancel\n", cg.lease, cg.renewDeadline, cg.retry)
 	}
+	// The plan of a store with a change feed (tenure plan's): how often
+	// its server ends a watch.
+	switch {
+	case strings.HasPrefix(*storeURL, "k8s:"):
+		feedRestarts = 60.0 / 45
+	case strings.HasPrefix(*storeURL, "etcd:"), strings.HasPrefix(*storeURL, "postgres"):
+		feedRestarts = 0
+	}
 	if err := bench(*storeURL, sys, t, *trials, *window, *counts); err != nil {
 		fmt.Fprintln(os.Stderr, "handoff:", err)
 		cleanup()
@@ -637,6 +645,10 @@ func requests(self, storeURL string, systems []sysSpec, window time.Duration, co
 	return nil
 }
 
+// feedRestarts is, on a store with a change feed, how often an hour its
+// server ends a watch (tenure plan's); -1 for a store without one.
+var feedRestarts = -1.0
+
 func report(n int, sys sysSpec, window time.Duration, before, after []stats) {
 	var reqs, cpu float64
 	var gor []int
@@ -651,6 +663,9 @@ func report(n int, sys sysSpec, window time.Duration, before, after []stats) {
 		p, _ := plan.New(sys.t, n, 0)
 		if sys.wake {
 			p = p.WithNotices() // the leader reads the standby's record
+		}
+		if feedRestarts >= 0 {
+			p = p.WithFeed(feedRestarts)
 		}
 		planned = fmt.Sprintf(" (plan %8.0f)", p.RequestsPerHour)
 	}

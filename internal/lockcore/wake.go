@@ -130,8 +130,9 @@ func (l *Lock) Wake() bool {
 }
 
 // Noticed takes an event of the store's change feed for the lock (a write
-// of its record): a waiting lock reads the record now, within its
-// Machine's notice rate limit, as a standby on a renewal notice; a fair
+// of its record): a waiting lock that read the holder's term times a
+// renewal of it from the event, and otherwise reads the record now, within
+// its Machine's notice rate limit, as a standby on a renewal notice; a fair
 // waiter behind the head ignores it, as it ignores the lock between its
 // gated polls. A release is a wake-up instead (WakeBurst at once, then one
 // every WakeEvery). It needs no wake-up address. It reports whether the
@@ -141,7 +142,13 @@ func (l *Lock) Noticed(ev lease.Event) bool {
 		return false
 	}
 	if !ev.Released {
-		l.d.Notice(ev.Version)
+		if ev.Record != nil {
+			// A renewal of the holder's term it read: timed, not read
+			// (election.Machine.NoticeRecord).
+			l.d.NoticeRecord(ev.Version, *ev.Record)
+		} else {
+			l.d.Notice(ev.Version)
+		}
 		l.after()
 		return true
 	}
