@@ -71,8 +71,7 @@ var feedScenarios = []*Scenario{
 		Summary: "a change feed that goes silent for 10 to 40s at a time (a watch that stopped without breaking) while leaders crash and shut down: followers read once it has been silent for FeedSilence, and a new leader comes within the general bound",
 		build: func(p *plan, r *rand.Rand) {
 			p.Feed = &wakeFaults{}
-			t := uniform(r, 40*second, 60*second)
-			for i := range 4 {
+			crashesAndStopsAfter(p, r, func(t time.Duration) {
 				// Silent from a little before the leader goes, for 10 to
 				// 40s: its last renewals, or its release, told to nobody.
 				silent, d := t-uniform(r, 0, 8*second), uniform(r, 10*second, 40*second)
@@ -80,14 +79,7 @@ var feedScenarios = []*Scenario{
 					w.feedSilentUntil = w.now + d
 					w.trace(nil, line{what: mFault, text: "the feed goes silent for " + d.String()})
 				})
-				if i%2 == 0 {
-					crashLeader(p, t, uniform(r, 10*second, 40*second), false)
-				} else {
-					stopLeader(p, t, uniform(r, 5*second, 15*second))
-				}
-				t += uniform(r, 60*second, 90*second)
-			}
-			p.Duration = t
+			})
 		},
 	},
 	{
@@ -95,15 +87,7 @@ var feedScenarios = []*Scenario{
 		Summary: "a change feed that loses and delays events; nodes ask for leases of 2s to 30s and leaders crash: a follower times a renewal only of the term it read, with that term's lease duration, so it waits out each holder's own",
 		build: func(p *plan, r *rand.Rand) {
 			p.Feed = &wakeFaults{LossPPM: 200_000, DelayPPM: 200_000, DelayMax: 2 * second}
-			ttls := []time.Duration{2 * second, 5 * second, 10 * second, 20 * second, 30 * second}
-			r.Shuffle(len(ttls), func(i, j int) { ttls[i], ttls[j] = ttls[j], ttls[i] })
-			for i, n := range p.Nodes {
-				n.Timing.LeaseDuration = ttls[i]
-			}
-			for t := uniform(r, 40*second, 60*second); t < 4*minute; t += uniform(r, 50*second, 70*second) {
-				crashLeader(p, t, 10*second, false)
-			}
-			p.Duration = 5 * minute
+			mixedTTLs(p, r)
 		},
 	},
 	{

@@ -261,17 +261,7 @@ var leaderScenarios = []*Scenario{
 	{
 		Name:    "mixed-ttl",
 		Summary: "nodes ask for leases of 2s to 30s; followers wait out the holder's, not their own",
-		build: func(p *plan, r *rand.Rand) {
-			ttls := []time.Duration{2 * second, 5 * second, 10 * second, 20 * second, 30 * second}
-			r.Shuffle(len(ttls), func(i, j int) { ttls[i], ttls[j] = ttls[j], ttls[i] })
-			for i, n := range p.Nodes {
-				n.Timing.LeaseDuration = ttls[i]
-			}
-			for t := uniform(r, 40*second, 60*second); t < 4*minute; t += uniform(r, 50*second, 70*second) {
-				crashLeader(p, t, 10*second, false)
-			}
-			p.Duration = 5 * minute
-		},
+		build:   mixedTTLs,
 	},
 	{
 		Name:    "slow-callbacks",
@@ -705,4 +695,18 @@ func swarmAction(p *plan, r *rand.Rand, t time.Duration, pauses, unbounded bool)
 			w.at(w.now+d, nil, func() { w.cutOff(n, false) })
 		})
 	}
+}
+
+// mixedTTLs has the nodes ask for leases of 2s to 30s, in an order drawn
+// at random, and crashes the leader about once a minute for 4 minutes.
+func mixedTTLs(p *plan, r *rand.Rand) {
+	ttls := []time.Duration{2 * second, 5 * second, 10 * second, 20 * second, 30 * second}
+	r.Shuffle(len(ttls), func(i, j int) { ttls[i], ttls[j] = ttls[j], ttls[i] })
+	for i, n := range p.Nodes {
+		n.Timing.LeaseDuration = ttls[i]
+	}
+	for t := uniform(r, 40*second, 60*second); t < 4*minute; t += uniform(r, 50*second, 70*second) {
+		crashLeader(p, t, 10*second, false)
+	}
+	p.Duration = 5 * minute
 }

@@ -189,9 +189,16 @@ func crashOnRenewal(p *plan, t time.Duration) {
 
 // crashesAndStops crashes the leader and shuts it down in turn, four times
 // from 40-60s on, 60 to 90s apart.
-func crashesAndStops(p *plan, r *rand.Rand) {
+func crashesAndStops(p *plan, r *rand.Rand) { crashesAndStopsAfter(p, r, nil) }
+
+// crashesAndStopsAfter is crashesAndStops with before, if not nil, called
+// with each crash's or shutdown's instant before it is planned.
+func crashesAndStopsAfter(p *plan, r *rand.Rand, before func(t time.Duration)) {
 	t := uniform(r, 40*second, 60*second)
 	for i := range 4 {
+		if before != nil {
+			before(t)
+		}
 		if i%2 == 0 {
 			crashLeader(p, t, uniform(r, 10*second, 40*second), false)
 		} else {
