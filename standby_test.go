@@ -299,11 +299,12 @@ func testWakeUp(t *testing.T, withWake func(*tenure.Config)) {
 
 // TestStandbyRenewalNotices runs on the real clock, with real UDP: the
 // leader learns the standby's address from its record and sends it a
-// notice after each renewal; the standby reads the lease on one, within
-// the rate limit (a burst of two reads, its first read counted, then one
-// every 45s, its polls being 50s). Its own polls come 45s apart or more,
-// so only a notice explains its second read before the test's deadline;
-// the test waits on it, not on time.
+// notice after each renewal, telling the renewal; the standby times a's
+// term from them and does not read. Its own polls come 50s apart, so over
+// the eight renewals the test waits for (counted at a's store, not timed),
+// it reads the lease once, as it starts, and yet a's term is still known
+// to be live by its clock: a's address is still in its Status, which it
+// would not be a lease (3s) after that read without the notices.
 func TestStandbyRenewalNotices(t *testing.T) {
 	store := memlease.New()
 	reads := make(chan struct{}, 16)
@@ -314,18 +315,26 @@ func TestStandbyRenewalNotices(t *testing.T) {
 		}
 		return nil
 	})
+	renewals := make(chan struct{}, 64)
+	aStore := leasetest.NewFaults(store)
+	aStore.SetHook(func(op, name string) error {
+		if op == "put" && name == leaseName {
+			select {
+			case renewals <- struct{}{}:
+			default:
+			}
+		}
+		return nil
+	})
 	elected := make(chan string, 4)
-	start := func(id string, st *leasetest.Faults, edit func(*tenure.Config)) {
+	start := func(id string, st *leasetest.Faults, edit func(*tenure.Config)) *tenure.Candidate {
 		cfg := tenure.Config{
-			Lease: leaseName, Store: store, Runtime: tenure.Runtime{ID: id, WakeAddr: "127.0.0.1:0"}, Standby: true,
+			Lease: leaseName, Store: st, Runtime: tenure.Runtime{ID: id, WakeAddr: "127.0.0.1:0"}, Standby: true, Addr: id + ":80",
 			Timing: tenure.Timing{LeaseDuration: 3 * time.Second, ColdPollInterval: 2 * time.Second},
 			Callbacks: tenure.Callbacks{OnElected: func(ctx context.Context, _ tenure.Term) {
 				elected <- id
 				<-ctx.Done()
 			}},
-		}
-		if st != nil {
-			cfg.Store = st
 		}
 		if edit != nil {
 			edit(&cfg)
@@ -338,18 +347,33 @@ func TestStandbyRenewalNotices(t *testing.T) {
 		done := make(chan error, 1)
 		go func() { done <- c.Run(ctx) }()
 		t.Cleanup(func() { cancel(); <-done })
+		return c
 	}
-	start("a", nil, nil)
+	start("a", aStore, nil)
 	if id := <-elected; id != "a" {
 		t.Fatalf("%s elected first", id)
 	}
-	start("b", bStore, func(c *tenure.Config) { c.PollInterval, c.ColdPollInterval = 50*time.Second, 50*time.Second })
+	b := start("b", bStore, func(c *tenure.Config) { c.PollInterval, c.ColdPollInterval = 50*time.Second, 50*time.Second })
 	deadline := time.After(40 * time.Second)
-	for i := range 2 { // its first read, then one on a notice
+	select {
+	case <-reads: // its first read
+	case <-deadline:
+		t.Fatal("b never read the lease")
+	}
+	for len(renewals) > 0 {
+		<-renewals
+	}
+	for i := range 8 { // 4.8s of renewals, every 600ms: past a lease from b's read
 		select {
-		case <-reads:
+		case <-renewals:
 		case <-deadline:
-			t.Fatalf("b read the lease %d times: no renewal notice made it read", i)
+			t.Fatalf("a renewed %d times", i)
 		}
+	}
+	if n := len(reads); n != 0 {
+		t.Errorf("b read the lease %d more times while a renewed: want none, its notices timed", n)
+	}
+	if st := b.Status(); st.Leader.Holder != "a" || st.Leader.Addr != "a:80" {
+		t.Errorf("b's Status %+v: want a's term known live, from the notices", st.Leader)
 	}
 }
