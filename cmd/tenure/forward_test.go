@@ -31,16 +31,7 @@ func freeAddr(t *testing.T) string {
 
 // fget sends GET path to addr and returns the status and body ("" and 0 if
 // the connection failed).
-func fget(addr, path string) (int, string) {
-	c := http.Client{Timeout: 20 * time.Second}
-	resp, err := c.Get("http://" + addr + path)
-	if err != nil {
-		return 0, ""
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(b)
-}
+func fget(addr, path string) (int, string) { return get("http://" + addr + path) }
 
 // TestProcessForward: two replicas of a service, each behind `tenure
 // forward`: whichever a request reaches, the leader's service answers;

@@ -761,9 +761,10 @@ func TestProcessRestart(t *testing.T) {
 	}
 }
 
-// get fetches url, or returns "" if nothing answers yet.
+// get fetches url, or returns "" if nothing answers yet (or within 20s).
 func get(url string) (int, string) {
-	resp, err := http.Get(url)
+	c := http.Client{Timeout: 20 * time.Second}
+	resp, err := c.Get(url)
 	if err != nil {
 		return 0, ""
 	}
