@@ -291,11 +291,13 @@ func (r Runtime) withDefaults() Runtime {
 }
 
 // machine returns the configuration of a Machine of this process on
-// timing t, writing payload; stale lets its follower poll with the store's
-// cheaper reads (see Config.StrongPolls). Every Machine of the package is
-// configured here.
-func (r *Runtime) machine(t Timing, payload []byte, stale bool) election.Config {
-	return election.Config{ID: r.ID, Timing: t, Payload: payload, Rand: r.Rand, Wall: wallOf(r.Clock), StaleReads: stale}
+// timing t, writing payload to store; its followers poll with the store's
+// cheaper reads unless strong (see Config.StrongPolls), and it mints
+// tokens from the wall clock on a store that may lose acknowledged writes
+// (lease.Lossy). Every Machine of the package is configured here.
+func (r *Runtime) machine(t Timing, payload []byte, store lease.Store, strong bool) election.Config {
+	return election.Config{ID: r.ID, Timing: t, Payload: payload, Rand: r.Rand, Wall: wallOf(r.Clock),
+		StaleReads: staleReads(store, strong), ClockTokens: lease.IsLossy(store)}
 }
 
 // staleReads reports whether followers of store poll with its stale reads.
@@ -316,7 +318,7 @@ func noColdPolls(t Timing, what string) error {
 func fieldError(err error) error { return fmt.Errorf("tenure: config: %w", err) }
 
 func (c *Config) machineConfig() election.Config {
-	return c.machine(c.Timing, leaderaddr.Join(c.Addr, c.Payload), staleReads(c.Store, c.StrongPolls))
+	return c.machine(c.Timing, leaderaddr.Join(c.Addr, c.Payload), c.Store, c.StrongPolls)
 }
 
 // standbyConfig is the configuration of the standby record's Machine, on
@@ -324,7 +326,7 @@ func (c *Config) machineConfig() election.Config {
 // Without Standby, a leader still reads the record (standby.NewWatch)
 // at the cadence a standby's would have: ColdPollInterval's default.
 func (c *Config) standbyConfig() election.Config {
-	return c.machine(election.StandbyTiming(c.Timing.WithStandby()), nil, staleReads(c.Store, c.StrongPolls))
+	return c.machine(election.StandbyTiming(c.Timing.WithStandby()), nil, c.Store, c.StrongPolls)
 }
 
 // wallOf returns the wall clock of clk: its Wall method if it has one (a

@@ -153,7 +153,7 @@ func (c GroupConfig) resolved() (GroupConfig, error) {
 	}
 	c.Timing = c.Timing.WithDefaults()
 	c.Runtime = c.Runtime.withDefaults()
-	lc := c.machine(c.Timing, nil, staleReads(c.Store, c.StrongPolls))
+	lc := c.machine(c.Timing, nil, c.Store, c.StrongPolls)
 	if err := lc.Validate(); err != nil {
 		return c, fieldError(err)
 	}
@@ -166,7 +166,7 @@ func NewGroup(cfg GroupConfig) (*Group, error) {
 	if err != nil {
 		return nil, err
 	}
-	lc := cfg.machine(cfg.Timing, nil, staleReads(cfg.Store, cfg.StrongPolls))
+	lc := cfg.machine(cfg.Timing, nil, cfg.Store, cfg.StrongPolls)
 	ms, meter, err := shell.NewMetrics(cfg.MeterProvider, attribute.String("group", cfg.Name))
 	if err != nil {
 		return nil, fmt.Errorf("tenure: metrics: %w", err)

@@ -245,7 +245,7 @@ func (l *Locker) machineConfig(o lockOptions) (election.Config, error) {
 		t = t.WithDefaults()
 	}
 	// Every lock draws from Runtime.Rand, on the loop goroutine only.
-	ec := c.machine(t, o.payload, staleReads(c.Store, c.StrongPolls))
+	ec := c.machine(t, o.payload, c.Store, c.StrongPolls)
 	if err := ec.Validate(); err != nil {
 		return ec, fieldError(err)
 	}

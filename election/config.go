@@ -31,9 +31,19 @@ type Config struct {
 	// read-backs, the read before a takeover, reads after a wake-up) is
 	// strong.
 	StaleReads bool
+	// ClockTokens makes every takeover, not only the creation of a record,
+	// mint at least the wall time in Unix milliseconds. It is for stores
+	// that may lose writes they acknowledged (lease.Lossy: Redis, NATS): a
+	// takeover whose write was lost leaves no trace of its token, and a
+	// candidate that never saw it would mint it again, one above the record
+	// that came back; the wall time puts the next token above it, given
+	// clocks closer than the time between the lost write and that takeover
+	// (a failover's detection at least).
+	ClockTokens bool
 	// Wall reads the wall clock. The Machine reads it for one thing only: the
-	// token of a record it creates (or takes over after the record went back)
-	// is at least the wall time in Unix milliseconds. Nil: the wall reading of
+	// token of a record it creates (or takes over after the record went back,
+	// or any it takes with ClockTokens) is at least the wall time in Unix
+	// milliseconds. Nil: the wall reading of
 	// the time given with the input, which is right for time.Now.
 	Wall func() time.Time
 	// Preempt, if set, lets a follower take a record held by another at

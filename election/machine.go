@@ -869,10 +869,10 @@ func (m *Machine) send(now time.Time, fl flight) {
 // every token seen. For a record that does not exist, or whose token went
 // below one seen, it is also at least the wall time in Unix milliseconds, so
 // that it exceeds the tokens of terms this machine never saw (given clocks
-// within minutes of each other).
+// within minutes of each other); with ClockTokens, every takeover is.
 func (m *Machine) mint(now time.Time) uint64 {
 	t := max(m.rec.Token, m.maxSeen) + 1
-	if !m.exists || m.rec.Token < m.maxSeen {
+	if !m.exists || m.rec.Token < m.maxSeen || m.cfg.ClockTokens {
 		wall := now
 		if m.cfg.Wall != nil {
 			wall = m.cfg.Wall()

@@ -26,8 +26,8 @@ import (
 // offsets from the test's epoch; "+d" is d after the previous step. Commands:
 //
 //	config key=value...    before the first input: id, lease, renew, poll,
-//	                       cold-poll, stale=on, op, retry-min, retry-max,
-//	                       drift, margin, wall
+//	                       cold-poll, stale=on, clock-tokens=on, op,
+//	                       retry-min, retry-max, drift, margin, wall
 //	start|tick|stop|release|callbacks-done [at=T]
 //	                       an input (tick with no time: at the wake-up)
 //	resign [at=T] hold=D   Resign, staying a follower for D
@@ -242,6 +242,8 @@ func (s *scripted) configure(args []string) {
 			s.cfg.ColdPollInterval = d
 		case "stale":
 			s.cfg.StaleReads = v == "on"
+		case "clock-tokens":
+			s.cfg.ClockTokens = v == "on"
 		case "op":
 			s.cfg.OpTimeout = d
 		case "retry-min":

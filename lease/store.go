@@ -146,3 +146,26 @@ type Deleter interface {
 	// that returns another error may or may not have been applied.
 	Delete(ctx context.Context, name string, expect Version) error
 }
+
+// Lossy is a Store that may lose writes it acknowledged: a Redis primary
+// fails over to a replica that had not received them, a NATS server
+// restarts before it flushed them to disk. A lost write is a lost record
+// (the record vanishes, or goes back to an earlier state with that state's
+// version), which the protocol already survives; what it adds is that a
+// term whose takeover was lost left no trace of its token. So on a Lossy
+// store every takeover mints at least the wall time in Unix milliseconds
+// (election.Config.ClockTokens), and tokens keep rising across the loss
+// as long as clocks agree more closely than the time between the lost
+// write and the next takeover.
+type Lossy interface {
+	// Lossy reports whether the store, as configured, may lose
+	// acknowledged writes.
+	Lossy() bool
+}
+
+// IsLossy reports whether s is a Lossy store that says it may lose
+// acknowledged writes.
+func IsLossy(s Store) bool {
+	l, ok := s.(Lossy)
+	return ok && l.Lossy()
+}
