@@ -11,11 +11,14 @@
 //	go run ./bench/handoff -trials 5 -window 10s                        # a quick run
 //	scripts/testservers.sh run -- go run ./bench/handoff -wake          # a standby, woken on release
 //	scripts/testservers.sh run -- go run ./bench/handoff -kube -systems tenure-wake,tenure-plain,client-go
+//	scripts/testservers.sh run -- go run ./bench/handoff -systems tenure-wake,dynamolock
 //
 // With -kube it runs on the kube-apiserver (a namespace of its own, deleted
 // after), and -systems client-go adds client-go's leaderelection
 // (ReleaseOnCancel), trial by trial with tenure's; every candidate's API
-// requests are counted the same way, at its HTTP transport. A paused
+// requests are counted the same way, at its HTTP transport. On DynamoDB,
+// -systems dynamolock adds cirello.io/dynamolock, its calls counted at its
+// HTTP client. A paused
 // leader's stale answers (the term's context or Status for tenure,
 // IsLeader for client-go) are counted once it resumes.
 //
@@ -66,11 +69,11 @@ func main() {
 		coldPoll = flag.Duration("cold-poll", 0, "with -standby: ColdPollInterval (default 10 × poll)")
 		wake     = flag.Bool("wake", false, "candidates listen for wake-ups on 127.0.0.1 (turns on -standby)")
 		kube     = flag.Bool("kube", false, "on the kube-apiserver at $TENURE_KUBE_URL, a namespace of its own (lease/k8slease)")
-		systems  = flag.String("systems", "tenure", "the systems compared, trial by trial: tenure (as -standby and -wake say), tenure-wake (standby and wake-ups), tenure-plain, client-go (leaderelection, ReleaseOnCancel; needs -kube)")
+		systems  = flag.String("systems", "tenure", "the systems compared, trial by trial: tenure (as -standby and -wake say), tenure-wake (standby and wake-ups), tenure-plain, client-go (leaderelection, ReleaseOnCancel; needs -kube), dynamolock (cirello.io/dynamolock on DynamoDB: AcquireLock retried every poll, heartbeats every renewal)")
 		cgRenew  = flag.Duration("cg-renew-deadline", 0, "client-go's RenewDeadline (default 2/3 L: 10s at L = 15s)")
 		crashAt  = flag.Duration("crash-after", 0, "crash the leader this long after its election, plus up to a renewal interval at random (default: at a random moment of a poll once it sends renewal notices)")
 		cgRetry  = flag.Duration("cg-retry", 0, "client-go's RetryPeriod (default 2/15 L: 2s at L = 15s)")
-		system   = flag.String("system", "", "candidate: tenure or client-go")
+		system   = flag.String("system", "", "candidate: tenure, client-go or dynamolock")
 		name     = flag.String("name", "", "candidate: lease name")
 		id       = flag.String("id", "", "candidate: ID")
 	)
@@ -90,6 +93,13 @@ func main() {
 	if *role == "candidate" && *system == "client-go" {
 		if err := clientgoCandidate(*storeURL, *name, *id, cg); err != nil {
 			fmt.Fprintln(os.Stderr, "client-go candidate:", err)
+			os.Exit(1)
+		}
+		return
+	}
+	if *role == "candidate" && *system == "dynamolock" {
+		if err := dynamolockCandidate(*storeURL, *name, *id, t); err != nil {
+			fmt.Fprintln(os.Stderr, "dynamolock candidate:", err)
 			os.Exit(1)
 		}
 		return
@@ -120,7 +130,7 @@ func main() {
 		*storeURL = url
 	}
 	cgArgs = []string{"-cg-renew-deadline", cg.renewDeadline.String(), "-cg-retry", cg.retry.String()}
-	if slices.ContainsFunc(sys, func(s sysSpec) bool { return !s.tenure() }) {
+	if slices.ContainsFunc(sys, func(s sysSpec) bool { return s.name == "client-go" }) {
 		fmt.Printf("client-go: LeaseDuration %v, RenewDeadline %v, RetryPeriod %v, ReleaseOnCancel\n", cg.lease, cg.renewDeadline, cg.retry)
 	}
 	// The plan of a store with a change feed (tenure plan's): how often
@@ -156,7 +166,7 @@ type sysSpec struct {
 	wake bool
 }
 
-func (s sysSpec) tenure() bool { return s.name != "client-go" }
+func (s sysSpec) tenure() bool { return strings.HasPrefix(s.name, "tenure") }
 
 // parseSystems reads -systems.
 func parseSystems(list string, kube bool, t election.Timing) ([]sysSpec, error) {
@@ -176,6 +186,10 @@ func parseSystems(list string, kube bool, t election.Timing) ([]sysSpec, error) 
 		case "client-go":
 			if !kube {
 				return nil, errors.New("-systems client-go needs -kube")
+			}
+		case "dynamolock":
+			if kube {
+				return nil, errors.New("-systems dynamolock needs DynamoDB, not -kube")
 			}
 		default:
 			return nil, fmt.Errorf("-systems: unknown %q", s.name)
