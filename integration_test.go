@@ -109,6 +109,24 @@ func (ev *events) waitSeen(t *testing.T, want string, within time.Duration) {
 	}
 }
 
+// waitSeenAll waits until each of want is reported, in any order.
+func (ev *events) waitSeenAll(t *testing.T, within time.Duration, want ...string) {
+	t.Helper()
+	timeout := time.After(within)
+	left := map[string]bool{}
+	for _, w := range want {
+		left[w] = true
+	}
+	for len(left) > 0 {
+		select {
+		case s := <-ev.seen:
+			delete(left, s)
+		case <-timeout:
+			t.Fatalf("%v not reported within %v", left, within)
+		}
+	}
+}
+
 func (ev *events) nextElected(t *testing.T, within time.Duration) electedEvent {
 	t.Helper()
 	select {

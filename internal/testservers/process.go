@@ -1,6 +1,7 @@
 package testservers
 
 import (
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -105,6 +106,14 @@ func (s *Server) Start() {
 			s.t.Fatalf("%s did not listen on %s within %v; its log:\n%s", filepath.Base(s.args[0]), s.Addr, SetupTimeout, s.Log())
 		}
 	}
+}
+
+// Signal sends sig to the running server and returns (SIGSTOP, SIGCONT).
+func (s *Server) Signal(sig syscall.Signal) error {
+	if s.cmd == nil {
+		return errors.New("testservers: the server is not running")
+	}
+	return s.cmd.Process.Signal(sig)
 }
 
 // Kill stops the server with SIGKILL, as a crash, and waits for it.

@@ -64,7 +64,10 @@ func (p *Proxy) accept(ln net.Listener) {
 }
 
 func (p *Proxy) serve(c net.Conn) {
-	s, err := net.Dial("tcp", p.target)
+	p.mu.Lock()
+	target := p.target
+	p.mu.Unlock()
+	s, err := net.Dial("tcp", target)
 	if err != nil {
 		_ = c.Close()
 		return
@@ -159,6 +162,20 @@ func (p *Proxy) Silence() {
 	defer p.mu.Unlock()
 	for c := range p.conns {
 		p.quiet[c] = struct{}{}
+	}
+}
+
+// Retarget cuts every connection and sends new ones to target: a
+// failover that moved the server's address (a virtual IP, a DNS name, a
+// Sentinel-aware client following the new primary).
+func (p *Proxy) Retarget(target string) {
+	p.mu.Lock()
+	p.target = target
+	conns := p.conns
+	p.conns = map[net.Conn]struct{}{}
+	p.mu.Unlock()
+	for c := range conns {
+		_ = c.Close()
 	}
 }
 

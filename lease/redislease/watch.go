@@ -49,6 +49,10 @@ func (s *Store) subscribe(ctx context.Context, name string, fn func(lease.Event)
 	key := s.Key(name)
 	ps := s.c.Subscribe(ctx, key)
 	defer ps.Close()
+	// A read in flight may not heed ctx (the client sets its deadline from
+	// the timeout given); closing the subscription ends it at once.
+	stop := context.AfterFunc(ctx, func() { ps.Close() })
+	defer stop()
 	pinged := false
 	for {
 		msg, err := ps.ReceiveTimeout(ctx, feedIdle)
