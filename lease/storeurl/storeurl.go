@@ -16,6 +16,7 @@
 //	k8s://NAMESPACE?kubeconfig=/home/me/.kube/config&context=prod
 //	redis://USER@HOST:6379/0?prefix=tenure:              lease/redislease (rediss:// for TLS)
 //	redis://HOST:26379?master_name=M                    (through Sentinel; cluster=true: Redis Cluster)
+//	nats://HOST:4222/BUCKET?create=true&replicas=3      lease/natslease (tls:// for TLS)
 //	file:///var/lib/tenure                              lease/filelease (shared=true: a directory
 //	                                                    others may write, shared on purpose)
 //	mem:NAME                                            lease/memlease (one per NAME in the process)
@@ -71,6 +72,11 @@
 // key prefix (default "tenure:"); master_name=M follows a Sentinel's
 // primary; cluster=true speaks to a Redis Cluster; every other parameter
 // is go-redis's (dial_timeout, read_timeout, pool_size, addr...).
+//
+// nats and tls: the user and password from the URL, the password also
+// from TENURE_NATS_PASSWORD, or creds=FILE; the path is the key-value
+// bucket; create=true creates it (replicas=N, default 1). The client
+// connects in the background and the bucket is bound at the first call.
 //
 // The SDK's own retries are off in the clients Open makes: tenure retries a
 // failed call itself, with backoff bounded by the lease's timings, and an
@@ -183,10 +189,12 @@ func open(ctx context.Context, raw string) (lease.Store, error) {
 		return openK8s(u, q)
 	case "redis", "rediss":
 		return openRedis(u, q)
+	case "nats", "tls":
+		return openNATS(u, q)
 	case "":
-		return nil, errors.New("no scheme: want dynamodb://TABLE, s3://BUCKET/PREFIX, postgres://HOST/DB, etcd://HOST:PORT/PREFIX, gs://BUCKET/PREFIX, azblob://ACCOUNT/CONTAINER/PREFIX, k8s://NAMESPACE, redis://HOST:PORT, file:///DIR or mem:NAME")
+		return nil, errors.New("no scheme: want dynamodb://TABLE, s3://BUCKET/PREFIX, postgres://HOST/DB, etcd://HOST:PORT/PREFIX, gs://BUCKET/PREFIX, azblob://ACCOUNT/CONTAINER/PREFIX, k8s://NAMESPACE, redis://HOST:PORT, nats://HOST:PORT/BUCKET, file:///DIR or mem:NAME")
 	}
-	return nil, fmt.Errorf("unknown scheme %q: want dynamodb, s3, postgres, etcd, gs, azblob, k8s, redis, file or mem", u.Scheme)
+	return nil, fmt.Errorf("unknown scheme %q: want dynamodb, s3, postgres, etcd, gs, azblob, k8s, redis, nats, file or mem", u.Scheme)
 }
 
 var (

@@ -27,6 +27,9 @@ func TestBadURLs(t *testing.T) {
 		"redis://h:1?cluster=maybe":   `cluster="maybe": want true or false`,
 		"redis://h:1?poolsize=3":      "tenure's own: prefix, cluster, master_name",
 		"memcached://x":               `unknown scheme "memcached"`,
+		"nats://h:1":                  "want nats://HOST:PORT/BUCKET",
+		"nats://h:1/b?replicas=2":     "want 1, 3 or 5",
+		"nats://h:1/b?history=3":      `unknown parameter "history"`,
 		"file://host/dir":             "three slashes",
 		"file://":                     "no directory",
 		"file:///tmp/x?sync=false":    `unknown parameter "sync"`,
@@ -175,6 +178,9 @@ func TestIntegrationStoreURL(t *testing.T) {
 		ns := testservers.KubeNamespace(t)
 		testservers.KubeGrant(t, ns, "alice", "get", "list", "watch", "create", "update", "delete")
 		conformance(t, "k8s://"+ns+"?context=test&kubeconfig="+testservers.KubeConfigFile(t, "alice"), false)
+	})
+	t.Run("nats", func(t *testing.T) {
+		conformance(t, testservers.NATS(t)+"/"+strings.ReplaceAll(testservers.UniqueName("tenure-url"), ".", "_")+"?create=true", false)
 	})
 	t.Run("redis", func(t *testing.T) {
 		conformance(t, testservers.Redis(t)+"?prefix="+testservers.UniqueName("tenure-url")+":", false)
