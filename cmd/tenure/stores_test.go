@@ -14,8 +14,8 @@ import (
 )
 
 // onServerStores runs f on each store beyond AWS, on its real server:
-// PostgreSQL, etcd, fake-gcs-server, Azurite and kube-apiserver, each with
-// a table, prefix, bucket, container or namespace of its own, made by
+// PostgreSQL, etcd, fake-gcs-server, Azurite, kube-apiserver, Redis and
+// NATS, each with a table, prefix, bucket, container or namespace of its own, made by
 // create=true where the store has it. On Kubernetes the user has the Role
 // the docs give: get, list, watch, create and update on leases.
 func onServerStores(t *testing.T, f func(t *testing.T, e *procEnv)) {
@@ -36,6 +36,12 @@ func onServerStores(t *testing.T, f func(t *testing.T, e *procEnv)) {
 		f(t, newProcEnv(t, "azblob://"+srv.Account+"/"+cont+"/tenure/?create=true&endpoint="+srv.Endpoint, "AZURE_STORAGE_KEY="+srv.Key))
 	})
 	t.Run("k8s", func(t *testing.T) { f(t, kubeProcEnv(t)) })
+	t.Run("redis", func(t *testing.T) {
+		f(t, newProcEnv(t, testservers.Redis(t)+"?prefix="+testservers.UniqueName("tenure-cli")+":"))
+	})
+	t.Run("nats", func(t *testing.T) {
+		f(t, newProcEnv(t, testservers.NATS(t)+"/"+strings.ReplaceAll(testservers.UniqueName("tenure-cli"), ".", "_")+"?create=true"))
+	})
 }
 
 // kubeProcEnv is a procEnv on the API server, in a namespace of its own,
@@ -91,6 +97,8 @@ func TestProcessServerStoresRefuse(t *testing.T) {
 		{"gcs", "gs://no-such-bucket/tenure/?endpoint=" + testservers.GCS(t), "", "bucket does not exist"},
 		{"azblob", "azblob://" + srv.Account + "/no-such-container/?endpoint=" + srv.Endpoint, "AZURE_STORAGE_KEY=" + srv.Key, "container does not exist"},
 		{"azblob-key", "azblob://" + srv.Account + "/no-such-container/?endpoint=" + srv.Endpoint, "AZURE_STORAGE_KEY=d3Jvbmc=", "check the credentials"},
+		{"redis-password", strings.Replace(testservers.Redis(t), "redis://", "redis://nobody:wrong@", 1), "", "check the user name and password"},
+		{"nats-bucket", testservers.NATS(t) + "/no_such_bucket", "", "create=true"},
 	}
 	for _, s3 := range testservers.S3Servers(t) { // with create=true, CreateBucket is what the key is refused on
 		cases = append(cases, struct{ name, store, env, want string }{s3.Name + "-key",
