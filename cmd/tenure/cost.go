@@ -63,6 +63,8 @@ var planStores = []struct {
 	// The API server ends a watch after --min-request-timeout (1800s by
 	// default) times a random factor in [1, 2): 45 minutes on average.
 	{"k8s", "k8s", nil, "The Kubernetes API server", true, 60.0 / 45},
+	{"redis", "redis rediss", nil, "Redis", true, 0}, // SUBSCRIBE on a connection held open
+	{"nats", "nats tls", nil, "NATS", true, 0},       // an ordered consumer, resumed by the client
 	{"file", "file", nil, "A file store", false, 0},
 }
 

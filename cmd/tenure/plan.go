@@ -20,8 +20,8 @@ Prints what a configuration means: how long a leader leads, how long a
 failover can take after a crash and after a release, what fencing changes,
 how many store requests the candidates make, and what they cost a month on
 DynamoDB on-demand, S3 Standard, Cloud Storage and Azure Blob at list
-prices (--store picks one: a name or a store URL; PostgreSQL, etcd and
-Kubernetes have no per-request price). It refuses what a
+prices (--store picks one: a name or a store URL; PostgreSQL, etcd,
+Kubernetes, Redis and NATS have no per-request price). It refuses what a
 Candidate would refuse (the same election.Timing.Validate), and computes
 with the same functions the Candidate and the simulator use.
 
@@ -54,7 +54,7 @@ func planCommand(args []string, stdout, stderr io.Writer) int {
 	strong := fs.Bool("strong-polls", false, "price polls as strongly consistent reads (tenure.Config.StrongPolls); by default DynamoDB's are eventually consistent, at half the read units")
 	candidates := fs.Int("candidates", 3, "number of candidates")
 	rtt := fs.Duration("rtt", 20*time.Millisecond, "longest store round trip to assume")
-	store := fs.String("store", "all", "whose cost to print: dynamodb, s3, gcs, azblob, postgres, etcd, k8s, all, or a store URL")
+	store := fs.String("store", "all", "whose cost to print: dynamodb, s3, gcs, azblob, postgres, etcd, k8s, redis, nats, all, or a store URL")
 	fair := fs.Bool("fair", false, "also print what fair lock waiters cost (tenure.Fair(), tenure lock --fair): 2, 5, 10 and 50 queued behind a holder")
 	slots := fs.Int("slots", 0, "also print what a semaphore of this many slots costs per holder and per waiter (tenure.Slots, tenure lock --slots); with --fair, fair waiters")
 	shards := fs.Int("shards", 0, "also print what a group of this many shards promises and costs (tenure.Group, tenure run --group)")
@@ -88,7 +88,7 @@ func planCommand(args []string, stdout, stderr io.Writer) int {
 	}
 	prices, server, feed, restarts, ok := planPrices(*store, ddb)
 	if !ok {
-		fmt.Fprintf(stderr, "tenure plan: --store %q: want dynamodb, s3, gcs, azblob, postgres, etcd, k8s, all, or a store URL\n", *store)
+		fmt.Fprintf(stderr, "tenure plan: --store %q: want dynamodb, s3, gcs, azblob, postgres, etcd, k8s, redis, nats, all, or a store URL\n", *store)
 		return exitUsage
 	}
 	switch {
@@ -206,7 +206,7 @@ func printPlan(w io.Writer, p plan.Plan, prices []priceList) {
 		row("failover after a release", fmt.Sprintf("at most %v: the feed tells of the release (3 round trips: the event, the read, the takeover); if the feed is down, at most %v (the longest poll)", p.FeedHandoff.Round(time.Millisecond), p.ReleaseFailover.Round(time.Millisecond)))
 	} else {
 		row("failover after a crash", fmt.Sprintf("at most %v (the wait and the longest poll, PollInterval + 10%%, on a clock ρ slow; 4 round trips)", p.CrashFailover.Round(time.Millisecond)))
-		row("failover after a release", fmt.Sprintf("at most %v (the longest poll on a clock ρ slow; 4 round trips); on a store with a change feed (--store etcd, postgres or k8s) %v", p.ReleaseFailover.Round(time.Millisecond), (3*p.RoundTrip).Round(time.Millisecond)))
+		row("failover after a release", fmt.Sprintf("at most %v (the longest poll on a clock ρ slow; 4 round trips); on a store with a change feed (--store etcd, postgres, k8s, redis or nats) %v", p.ReleaseFailover.Round(time.Millisecond), (3*p.RoundTrip).Round(time.Millisecond)))
 	}
 	row("zombie window, no fencing", "unbounded: a leader paused between its check and its write sends that write when it wakes, however late")
 	row("zombie window, fencing", "none at the resource: it refuses the paused leader's token once a newer term has written")

@@ -33,7 +33,7 @@ func TestPlanRefuses(t *testing.T) {
 		{[]string{"plan", "--lease", "1s", "--margin", "2s"}, "Margin 2s leaves no lead window"},
 		{[]string{"plan", "--renew", "9s"}, "RenewInterval"},
 		{[]string{"plan", "--candidates", "0"}, "at least 1"},
-		{[]string{"plan", "--store", "redis"}, "--store"},
+		{[]string{"plan", "--store", "memcached"}, "--store"},
 		{[]string{"plan", "extra"}, "unexpected argument"},
 		{[]string{"plan", "--members", "4"}, "--members needs --shards"},
 		{[]string{"plan", "--shards", "5000"}, "--shards 5000"},
@@ -199,6 +199,9 @@ func TestPlanStores(t *testing.T) {
 		{"etcd://10.0.0.1:2379/tenure/", "etcd has no per-request price", "cost per lease"},
 		{"k8s://jobs?context=prod", "The Kubernetes API server has no per-request price", "cost per lease"},
 		{"k8s", "The Kubernetes API server has no per-request price", "cost per lease"},
+		{"redis://cache:6379/0?prefix=jobs:", "Redis has no per-request price", "cost per lease"},
+		{"nats://10.0.0.1:4222/leases", "NATS has no per-request price", "cost per lease"},
+		{"nats", "followers none while the feed tells of renewals", "cost per lease"},
 		{"all", "Azure Blob Hot LRS", "no per-request price"},
 	} {
 		code, out, errs := runTenure(t, "plan", "--store", c.store)
@@ -206,7 +209,7 @@ func TestPlanStores(t *testing.T) {
 			t.Errorf("--store %s: exit %d, want %q and no %q:\n%s%s", c.store, code, c.want, c.not, out, errs)
 		}
 	}
-	if code, _, errs := runTenure(t, "plan", "--store", "redis://x"); code != exitUsage || !strings.Contains(errs, "a store URL") {
-		t.Errorf("--store redis://x: exit %d, %s", code, errs)
+	if code, _, errs := runTenure(t, "plan", "--store", "memcached://x"); code != exitUsage || !strings.Contains(errs, "a store URL") {
+		t.Errorf("--store memcached://x: exit %d, %s", code, errs)
 	}
 }
