@@ -73,6 +73,7 @@ type Store struct {
 
 	// With Open: the bucket is bound at the first call that needs it.
 	bind   func(context.Context) (jetstream.KeyValue, error)
+	js     jetstream.JetStream // Open's: its connection tells of refused publishes
 	mu     sync.Mutex
 	bucket string
 }
@@ -101,15 +102,11 @@ func Open(js jetstream.JetStream, bucket string, create bool, replicas int) (*St
 	if js == nil {
 		return nil, errors.New("natslease: nil JetStream: pass jetstream.New(nc)")
 	}
-	return &Store{bucket: bucket, bind: func(ctx context.Context) (jetstream.KeyValue, error) {
+	return &Store{bucket: bucket, js: js, bind: func(ctx context.Context) (jetstream.KeyValue, error) {
 		if create {
 			return CreateBucket(ctx, js, bucket, replicas)
 		}
-		kv, err := js.KeyValue(ctx, bucket)
-		if err != nil {
-			return nil, classify(fmt.Errorf("bucket %q: %w", bucket, err))
-		}
-		return kv, nil
+		return js.KeyValue(ctx, bucket)
 	}}, nil
 }
 
@@ -374,6 +371,14 @@ func (s *Store) failed(ctx context.Context, op, name string, err error) error {
 			if _, serr := kv.Status(ctx); errors.Is(serr, jetstream.ErrBucketNotFound) || errors.Is(serr, jetstream.ErrStreamNotFound) {
 				err = fmt.Errorf("%w (%w)", jetstream.ErrBucketNotFound, err)
 			}
+		}
+	}
+	if s.js != nil && (errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout)) {
+		// The server refuses a publish out of band (-ERR): the request
+		// only times out, and the connection remembers why.
+		if last := s.js.Conn().LastError(); last != nil && errors.Is(last, nats.ErrPermissionViolation) ||
+			last != nil && strings.Contains(strings.ToLower(last.Error()), "permissions violation") {
+			err = fmt.Errorf("%w (the server said: %w)", err, last)
 		}
 	}
 	err = lease.CallError(ctx, err)
