@@ -108,7 +108,9 @@ type Config struct {
 	// Store keeps the lease: lease/memlease in one process, lease/filelease
 	// for the processes of one host, or across machines lease/dynamolease,
 	// lease/s3lease, lease/pglease, lease/etcdlease, lease/gcslease,
-	// lease/azbloblease or lease/k8slease.
+	// lease/azbloblease, lease/k8slease, lease/redislease or
+	// lease/natslease (both may lose acknowledged writes on failover or
+	// restart: docs/redis.md, docs/nats.md say what still holds).
 	Store lease.Store
 	// Callbacks tell the program about its terms. All are optional.
 	Callbacks Callbacks

@@ -1,8 +1,9 @@
 // Package tenure elects one leader among the replicas of a long-running
 // daemon. A Candidate campaigns for a named lease kept in a lease.Store
 // (lease/dynamolease, lease/s3lease, lease/pglease, lease/etcdlease,
-// lease/gcslease, lease/azbloblease, lease/k8slease; lease/filelease for the processes of one
-// host, lease/memlease for one process), tells the program through Callbacks when it
+// lease/gcslease, lease/azbloblease, lease/k8slease, lease/redislease,
+// lease/natslease; lease/filelease for the processes of one host,
+// lease/memlease for one process), tells the program through Callbacks when it
 // is elected and demoted, and gives each leadership term a fencing token that
 // is higher than every earlier term's.
 //

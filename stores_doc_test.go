@@ -18,7 +18,7 @@ func TestDocsNameEveryStore(t *testing.T) {
 	readme := map[string]string{ // package: what the README calls it
 		"dynamolease": "**DynamoDB**", "s3lease": "**S3**", "pglease": "**PostgreSQL**", "etcdlease": "**etcd**",
 		"gcslease": "**Cloud Storage**", "azbloblease": "**Azure Blob**", "filelease": "**directory**", "memlease": "**memory**",
-		"k8slease": "**Kubernetes**",
+		"k8slease": "**Kubernetes**", "redislease": "**Redis**", "natslease": "**NATS**",
 	}
 	texts := map[string]string{}
 	for _, f := range []string{"doc.go", "config.go", "README.md"} {

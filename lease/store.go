@@ -5,7 +5,8 @@
 // A Store keeps one Record per lease name and offers compare-and-swap on it.
 // Every backend (lease/memlease, lease/filelease, lease/dynamolease,
 // lease/s3lease, lease/pglease, lease/etcdlease, lease/gcslease,
-// lease/azbloblease) must pass the conformance suite in lease/leasetest.
+// lease/azbloblease, lease/k8slease, lease/redislease, lease/natslease)
+// must pass the conformance suite in lease/leasetest.
 //
 // A store of your own does what these do before each call: CheckGet,
 // CheckPut or CheckDelete first (an invalid name or record, a context
