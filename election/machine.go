@@ -811,6 +811,14 @@ func (m *Machine) start(now time.Time) {
 			}
 			m.state, m.token, m.acqExpect, m.pending = acquiring, token, expect, nil
 			m.changed = true
+		} else if m.cfg.ClockTokens {
+			// A retry, on a store that may lose writes: mint again from
+			// the clock. A takeover of another's that the store lost may
+			// have landed since the first attempt's token was minted, a
+			// moment apart; this one is above it by the time the failover
+			// took. An earlier attempt that lands yet is known by its
+			// nonce, and its token is the term's (confirm).
+			m.token = max(m.token, m.mint(now))
 		}
 		token := m.token
 		rec := lease.Record{Holder: m.cfg.ID, Token: token, Duration: m.cfg.LeaseDuration, Payload: m.cfg.Payload}
@@ -1005,7 +1013,7 @@ func (m *Machine) readBack(now time.Time, w *flight) {
 // resolve decides, from what the store holds now, the fate of write w that
 // did not come back as a success.
 func (m *Machine) resolve(now time.Time, w *flight, found bool, cur lease.Record, ver lease.Version) {
-	if found && cur.Holder == m.cfg.ID && cur.Token == m.token {
+	if found && cur.Holder == m.cfg.ID && (cur.Token == m.token || m.state == acquiring) {
 		if sent, ok := m.pending[cur.Nonce]; ok {
 			m.confirm(now, w.do, sent, cur, ver)
 			return
@@ -1053,6 +1061,9 @@ func (m *Machine) resolve(now time.Time, w *flight, found bool, cur lease.Record
 // confirm records a write of ours known to have applied, sent at sent.
 func (m *Machine) confirm(now time.Time, do purpose, sent time.Time, rec lease.Record, ver lease.Version) {
 	m.pending, m.attempt, m.failed = nil, 0, false
+	if m.state == acquiring {
+		m.token = rec.Token // the attempt that landed: with ClockTokens, maybe an earlier one
+	}
 	m.ownVer, m.ownTok = ver, rec.Token
 	m.observe(now, true, rec, ver)
 	switch {

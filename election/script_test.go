@@ -27,7 +27,8 @@ import (
 //
 //	config key=value...    before the first input: id, lease, renew, poll,
 //	                       cold-poll, stale=on, clock-tokens=on, op,
-//	                       retry-min, retry-max, drift, margin, wall
+//	                       retry-min, retry-max, drift, margin, wall (the
+//	                       wall clock's reading at the epoch)
 //	start|tick|stop|release|callbacks-done [at=T]
 //	                       an input (tick with no time: at the wake-up)
 //	resign [at=T] hold=D   Resign, staying a follower for D
@@ -259,7 +260,7 @@ func (s *scripted) configure(args []string) {
 			if err != nil {
 				s.t.Fatal(err)
 			}
-			s.cfg.Wall = func() time.Time { return w }
+			s.cfg.Wall = func() time.Time { return w.Add(s.now.Sub(t0)) } // w at the epoch, running with it
 		default:
 			s.t.Fatalf("unknown config key %q", k)
 		}

@@ -88,7 +88,7 @@ phases+=("waited-for-servers $((SECONDS - t)) ok")
 # and nobody reads their DWARF; leaving it out saves a second a link.
 phase tests "$SERVERS" run -- "$GO" test "${RACE[@]}" -count=1 -ldflags=-w ./...
 # The race detector slows the simulator tenfold, so under -race it runs 8
-# seeds per scenario; this pass runs its full 66,800 seeds (100 per
+# seeds per scenario; this pass runs its full 68,800 seeds (100 per
 # scenario, 2,000 per standby, wake-up, renewal-notice, change-feed,
-# priority, stale-read or lock scenario), one in ten of them twice.
+# priority, stale-read, lost-write or lock scenario), one in ten of them twice.
 phase sim env CGO_ENABLED=0 "$GO" test -count=1 ./sim

@@ -298,3 +298,25 @@ func TestCheckerSeesTrustedFeed(t *testing.T) {
 		}
 	}
 }
+
+// TestCheckerSeesLostTakeoverTokens: candidates that mint tokens as on a
+// store that loses nothing (no ClockTokens) mint a lost takeover's token
+// again, or one below it, after a failover of a Lossy store: I2 breaks in
+// lost-writes. The real code mints every takeover from the wall clock
+// there and breaks nothing over the same seeds.
+func TestCheckerSeesLostTakeoverTokens(t *testing.T) {
+	sc := Lookup("lost-writes")
+	broke := 0
+	for seed := uint64(1); seed <= 20; seed++ {
+		if r := Run(sc, seed, Options{plainTokens: true}); r.Counts[Tokens] > 0 {
+			broke++
+		}
+		if r := Run(sc, seed, Options{}); r.Failed() {
+			t.Errorf("seed %d: %v", seed, r)
+		}
+	}
+	if broke == 0 {
+		t.Error("candidates that mint plain tokens on a Lossy store, and I2 holds in 20 seeds of lost-writes")
+	}
+	t.Logf("plain tokens broke I2 in %d of 20 seeds", broke)
+}

@@ -84,7 +84,7 @@ func newFastRun(in *instance) instRuntime {
 	in.ht = &f.eng.ht
 	f.eng.owes = owesLease
 	f.eng.started = f.started
-	ec := election.Config{ID: in.ID, Timing: in.timing, Rand: in.w.machineRand(in), Wall: in.wallNow, StaleReads: in.w.plan.StaleReads}
+	ec := election.Config{ID: in.ID, Timing: in.timing, Rand: in.w.machineRand(in), Wall: in.wallNow, StaleReads: in.w.plan.StaleReads, ClockTokens: in.w.clockTokens()}
 	if in.w.opt.Strategy == Naive {
 		f.m = newNaive(ec, in.wallNow)
 	} else {

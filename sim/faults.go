@@ -75,6 +75,55 @@ func (w *world) restoreRecord(frac float64, released bool) {
 	w.fault("", "an older record is written back: %s token %d%s", old.Holder, old.Token, flags)
 }
 
+// clockTokens: Machines mint every takeover's token from the wall clock,
+// as tenure does on a Lossy store.
+func (w *world) clockTokens() bool { return w.plan.Lossy && !w.opt.plainTokens }
+
+// failover models a Lossy store's failover (a Redis primary that dies
+// before its replica had its latest writes): every node is cut off from
+// the store for down, and the store comes back as it was lose ago, with
+// that state's version; the writes since are lost.
+func (w *world) failover(lose, down time.Duration) {
+	s := w.store
+	if w.healed {
+		return
+	}
+	from, lost := w.now-lose, 0
+	var back *pastState
+	for i := range s.journal {
+		if s.journal[i].until > from {
+			if back == nil {
+				back = &s.journal[i]
+			}
+			lost++
+		}
+	}
+	for _, n := range w.nodes {
+		w.cutOff(n, true)
+	}
+	w.at(w.now+down, nil, func() {
+		for _, n := range w.nodes {
+			w.cutOff(n, false)
+		}
+	})
+	if back == nil {
+		w.fault("", "a failover loses no write (none in the last %v)", lose)
+		return
+	}
+	b := *back
+	s.replaced()
+	s.exists, s.rec, s.ver, s.lostAt = b.exists, b.rec.Clone(), b.ver, w.now
+	w.chk.stats.Losses++
+	if w.user != nil {
+		w.user.lost = true
+	}
+	if b.exists {
+		w.fault("", "a failover loses the last %d writes: the record is back at %s, %s token %d", lost, b.ver, b.rec.Holder, b.rec.Token)
+	} else {
+		w.fault("", "a failover loses the last %d writes: the record is gone", lost)
+	}
+}
+
 // cutOff partitions n from the store (both ways) or heals it.
 func (w *world) cutOff(n *node, on bool) {
 	if n.cut == on || on && w.healed {

@@ -102,7 +102,7 @@ func newGroupMember(in *instance) instRuntime {
 	g := &groupMember{in: in, w: w, eng: newEngineHost(in)}
 	in.ht = &g.eng.ht
 	g.eng.owes = owesNone
-	cfg := &election.Config{ID: in.ID, Timing: in.timing, Rand: w.machineRand(in), Wall: in.wallNow, StaleReads: w.plan.StaleReads}
+	cfg := &election.Config{ID: in.ID, Timing: in.timing, Rand: w.machineRand(in), Wall: in.wallNow, StaleReads: w.plan.StaleReads, ClockTokens: w.clockTokens()}
 	cc := groupcore.CampaignConfig{Name: groupName, Shards: w.plan.Group.Shards, ID: in.ID, Lock: cfg, Watch: w.plan.Group.Watch}
 	if w.plan.Wake != nil {
 		cc.Addr = in.ID + ":1" // the instance's ID is its host

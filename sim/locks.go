@@ -118,7 +118,7 @@ func newLockClient(in *instance) instRuntime {
 	l.lkr = engine.NewLocker(l.eng.core, (*lockFx)(l), in.ID, wake)
 	// Every lock shares the Machines' configuration, its Rand with it, as
 	// tenure.Locker's do.
-	l.cfg = &election.Config{ID: in.ID, Timing: in.timing, Rand: in.w.machineRand(in), Wall: in.wallNow, StaleReads: in.w.plan.StaleReads}
+	l.cfg = &election.Config{ID: in.ID, Timing: in.timing, Rand: in.w.machineRand(in), Wall: in.wallNow, StaleReads: in.w.plan.StaleReads, ClockTokens: in.w.clockTokens()}
 	return l
 }
 

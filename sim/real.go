@@ -136,6 +136,9 @@ func (r *realRun) start() {
 	if w.plan.Feed != nil {
 		store = feedStore{realStore{in}}
 	}
+	if w.clockTokens() {
+		store = lossyStore{store}
+	}
 	cfg := tenure.Config{
 		Lease: leaseName, Store: store, Callbacks: r.callbacks(), Timing: in.timing,
 		Runtime:     tenure.Runtime{ID: in.ID, Clock: realClock{in, srcRunner}, Rand: w.machineRand(in)},
@@ -368,6 +371,21 @@ func (s feedStore) Watch(ctx context.Context, name string, fn func(lease.Event))
 }
 
 type realStore struct{ in *instance }
+
+// lossyStore is the sim's store as a Lossy one (Plan.Lossy): tenure mints
+// every takeover's token from the wall clock on it.
+type lossyStore struct{ lease.Store }
+
+func (lossyStore) Lossy() bool { return true }
+
+// storeOf is in's store for a Locker or a Group of the real tier: a
+// Lossy one on a Lossy plan.
+func (w *world) storeOf(in *instance) lease.Store {
+	if w.clockTokens() {
+		return lossyStore{realStore{in}}
+	}
+	return realStore{in}
+}
 
 var _ lease.Store = realStore{}
 

@@ -42,7 +42,7 @@ func (r *realMember) start() {
 	w.chk.gjoined = w.now
 	w.chk.gstarts++
 	cfg := tenure.GroupConfig{
-		Store: realStore{in}, Name: groupName, Shards: w.plan.Group.Shards, Watch: w.plan.Group.Watch,
+		Store: w.storeOf(in), Name: groupName, Shards: w.plan.Group.Shards, Watch: w.plan.Group.Watch,
 		Timing:      in.timing,
 		Runtime:     tenure.Runtime{ID: in.ID, Clock: realClock{in, srcRunner}, Rand: w.machineRand(in), WakeAddr: tenure.NoWake},
 		StrongPolls: !w.plan.StaleReads,

@@ -52,7 +52,7 @@ func (r *realLocker) start() {
 	in := r.in
 	w := in.w
 	cfg := tenure.LockerConfig{
-		Store: realStore{in}, Timing: in.timing,
+		Store: w.storeOf(in), Timing: in.timing,
 		Runtime:     tenure.Runtime{ID: in.ID, Clock: realClock{in, srcRunner}, Rand: w.machineRand(in)},
 		StrongPolls: !w.plan.StaleReads,
 	}

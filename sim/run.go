@@ -60,6 +60,10 @@ type Options struct {
 	// a follower that times a record whose content it has not read, for
 	// the tests that prove the checker catches one.
 	trustRecords bool
+	// plainTokens mints tokens as on a store that loses nothing, even on a
+	// Lossy one (no election.Config.ClockTokens): for the test that
+	// proves the checker catches a lost takeover's token minted again.
+	plainTokens bool
 }
 
 // Result is what a run found.

@@ -58,6 +58,10 @@ type plan struct {
 	// gone: they delay takeovers (a follower times them), and a scenario
 	// that has them promises no failover bound.
 	ForgeRenewals bool
+	// Lossy: the store may lose acknowledged writes (lease.Lossy, as
+	// Redis and NATS may): candidates mint every takeover's token from the
+	// wall clock, and world.failover rolls the store back.
+	Lossy bool
 
 	actions []action
 }

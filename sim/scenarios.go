@@ -352,6 +352,41 @@ var leaderScenarios = []*Scenario{
 		},
 	},
 	{
+		Name:    "lost-writes",
+		Summary: "a store that may lose acknowledged writes (lease.Lossy: Redis, NATS) fails over four times, cutting everyone off for 5 to 15s and coming back as it was 1 to 3s before, soon after the leader shut down, crashed or paused past its lease, so that a release or a takeover is lost: no token goes back (every takeover mints from the wall clock), a lost term's fenced writes are refused; two may believe at once until the lost term's next renewal",
+		build: func(p *plan, r *rand.Rand) {
+			p.Lossy = true
+			p.Failover = false                  // a failover cuts everyone off: no bound holds across it
+			p.Requires = All.Without(OneLeader) // the holder of a lost takeover believes until its next renewal
+			t := uniform(r, 30*second, 50*second)
+			for range 4 {
+				var after time.Duration
+				switch r.IntN(3) {
+				case 0: // the release, and the takeover that follows at once
+					after = uniform(r, 0, 2*second)
+					p.atLeader(t, "stop", func(w *world, l *instance) {
+						w.stop(l)
+						restartLater(w, l.node, 5*second, false)
+					})
+				case 1: // the takeover a lease later
+					after = uniform(r, 9*second, 14*second)
+					p.atLeader(t, "crash", func(w *world, l *instance) {
+						w.crash(l)
+						restartLater(w, l.node, 20*second, false)
+					})
+				default: // a zombie that comes back to the record as it was before the takeover
+					after = uniform(r, 9*second, 14*second)
+					d := uniform(r, 12*second, 25*second)
+					p.atLeader(t, "pause", func(w *world, l *instance) { w.pause(l, d, false) })
+				}
+				lose, down := uniform(r, second, 3*second), uniform(r, 5*second, 15*second)
+				p.at(t+after, func(w *world) { w.failover(lose, down) })
+				t += uniform(r, 60*second, 80*second)
+			}
+			healAt(p, t)
+		},
+	},
+	{
 		Name:    "foreign-restore",
 		Summary: "an older record (a restored backup), released or held, is written back three times under a live leader",
 		build: func(p *plan, r *rand.Rand) {

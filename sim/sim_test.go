@@ -27,10 +27,10 @@ func seedsPerScenario() uint64 {
 }
 
 // seedsFor is seedsPerScenario, but 2,000 for the scenarios of the
-// standby, wake-ups, renewal notices, change feeds, stale reads and locks
-// (the fair queue): they are cheap, and new.
+// standby, wake-ups, renewal notices, change feeds, stale reads, locks
+// (the fair queue) and stores that lose writes: they are cheap, and new.
 func seedsFor(sc *Scenario) uint64 {
-	if n := seedsPerScenario(); !sc.standby && sc.Name != "stale-reads" && !strings.HasPrefix(sc.Name, "lock-") && !strings.HasPrefix(sc.Name, "feed-") || n < 100 {
+	if n := seedsPerScenario(); !sc.standby && sc.Name != "stale-reads" && sc.Name != "lost-writes" && !strings.HasPrefix(sc.Name, "lock-") && !strings.HasPrefix(sc.Name, "feed-") || n < 100 {
 		return n
 	}
 	return 2000
@@ -189,6 +189,9 @@ func TestScenariosDoWhatTheySay(t *testing.T) {
 		},
 		"feed-forged": func(r *Result) string {
 			return want(r.stats.Crashes >= 1 && r.stats.NoticesForged >= 1 && r.stats.FeedLost >= 1, "crashes, events forged and lost")
+		},
+		"lost-writes": func(r *Result) string {
+			return want(r.stats.Losses >= 2 && r.stats.Terms >= 4, "failovers that lost writes, beside terms begun")
 		},
 		"feed-silent": func(r *Result) string {
 			return want(r.stats.Crashes >= 1 && r.stats.FeedLost >= 1 && r.stats.Releases >= 1, "crashes and releases, while the feed is silent")
@@ -405,7 +408,7 @@ func TestScenarioNames(t *testing.T) {
 	want := strings.Fields(`steady-state leader-crash graceful-release constant-skew ntp-step drift-at-bound
 		drift-beyond-bound gc-pause vm-suspend leader-cut-off long-tail-latency lost-renewal-response
 		lost-takeover-response delayed-write simultaneous-takeover partition-flapping store-brownout
-		restart-same-identity mixed-ttl slow-callbacks stop-during-renewal swarm record-lost foreign-restore
+		restart-same-identity mixed-ttl slow-callbacks stop-during-renewal swarm record-lost lost-writes foreign-restore
 		standby-leader-crash standby-crash standby-pause wake-handoff wake-faults notice-crash notice-faults notice-zombie
 		feed-crash feed-faults feed-forged feed-silent feed-mixed-ttl feed-zombie
 		prefer-rolling prefer-flap prefer-faults prefer-defaults stale-reads

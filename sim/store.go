@@ -101,6 +101,7 @@ type store struct {
 	ver         lease.Version
 	verN        int
 	maxEver     uint64         // highest token ever stored
+	maxHolder   string         // who stored it
 	history     []lease.Record // records that began a term or released one, for restores
 	lostAt      time.Duration  // when the record was last deleted or written back; -1: never
 	lastArrival time.Duration  // latest arrival of any request sent so far
@@ -113,6 +114,10 @@ type store struct {
 	// past: the lease's states over the last Faults.StaleMax, oldest
 	// first, for stale reads.
 	past []pastState
+	// journal: with a Lossy plan, the lease's states over the last
+	// lossWindow, oldest first, for a failover that loses the latest
+	// writes.
+	journal []pastState
 }
 
 // register is a plain record: the standby record, a lock's or its fair
@@ -181,10 +186,28 @@ type pastState struct {
 // replaced notes the lease's current state as ending now, before a write,
 // a loss or a restore changes it.
 func (s *store) replaced() {
+	if s.w.plan.Lossy {
+		s.note()
+	}
 	if s.f.StalePPM == 0 {
 		return
 	}
 	s.past = s.remember(s.past, s.exists, s.rec, s.ver)
+}
+
+// lossWindow is how far back a failover of a Lossy store may lose writes.
+const lossWindow = 5 * time.Second
+
+// note adds the lease's current state, ending now, to the journal a
+// failover rolls back along, and drops those that ended over lossWindow
+// ago.
+func (s *store) note() {
+	now := s.w.now
+	i := 0
+	for i < len(s.journal) && s.journal[i].until < now-lossWindow {
+		i++
+	}
+	s.journal = append(s.journal[i:], pastState{until: now, exists: s.exists, rec: s.rec, ver: s.ver})
 }
 
 // remember returns past with the state (exists, rec, ver) ending now
@@ -443,19 +466,26 @@ func (s *store) checkWait(in *instance, name string, held lease.Record, written 
 
 // checkWrite verifies I2 at the store: a write either keeps the holder and
 // token of the record it replaces, or mints a token above every token the
-// store ever held: the next one while the record is the newest, and above
-// the highest one after the record was deleted or written back.
+// store ever held: the next one while the record is the newest (on a
+// Lossy store, any above it: takeovers mint from the wall clock), and
+// above the highest one after the record was deleted or written back.
 func (s *store) checkWrite(in *instance, rec lease.Record) {
 	switch {
 	case s.exists && rec.Token == s.rec.Token && rec.Holder != s.rec.Holder:
 		s.w.chk.violate(Tokens, in, fmt.Sprintf("token %d held by %s and then by %s", rec.Token, s.rec.Holder, rec.Holder))
 	case s.exists && rec.Token == s.rec.Token:
+	case s.w.plan.Lossy && rec.Token == s.maxEver && rec.Holder == s.maxHolder:
+		// A takeover a failover lost, sent again by its writer after a
+		// read-back found it missing: the same term's token, which no
+		// term has begun with.
 	case rec.Token <= s.maxEver:
 		s.w.chk.violate(Tokens, in, fmt.Sprintf("token %d minted after token %d was stored", rec.Token, s.maxEver))
-	case s.exists && s.rec.Token == s.maxEver && rec.Token != s.rec.Token+1:
+	case s.exists && s.rec.Token == s.maxEver && rec.Token != s.rec.Token+1 && !s.w.plan.Lossy:
 		s.w.chk.violate(Tokens, in, fmt.Sprintf("token %d follows token %d", rec.Token, s.rec.Token))
 	}
-	s.maxEver = max(s.maxEver, rec.Token)
+	if rec.Token > s.maxEver {
+		s.maxEver, s.maxHolder = rec.Token, rec.Holder
+	}
 }
 
 // respond delivers r's answer, unless nobody can receive it.
