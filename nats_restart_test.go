@@ -10,7 +10,6 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/tenure-go/tenure"
 	"github.com/tenure-go/tenure/fencing"
 	"github.com/tenure-go/tenure/internal/testservers"
 	"github.com/tenure-go/tenure/lease/natslease"
@@ -73,17 +72,7 @@ func TestIntegrationNATSRestartLosesATakeover(t *testing.T) {
 	ev.waitSeenAll(t, e2eTakeover, "b saw a")
 
 	xa.Blackhole() // a goes silent; b waits out its lease
-	eb := ev.nextElected(t, e2eTakeover)
-	if eb.id != "b" || eb.term.Token <= ea.term.Token {
-		t.Fatalf("%s elected with token %d after a's %d; want b above it", eb.id, eb.term.Token, ea.term.Token)
-	}
-	var guard fencing.Guard
-	write := func(term tenure.Term) error {
-		return guard.Do("e2e/leader", term.Token, func() error { return nil })
-	}
-	if err := write(eb.term); err != nil {
-		t.Fatalf("b's first write: %v", err)
-	}
+	eb, write := takeoverThenWrite(t, ev, ea)
 
 	// The loss: the server dies, and its files are what was flushed.
 	srv.Kill()

@@ -88,17 +88,7 @@ func TestIntegrationRedisFailoverLosesATakeover(t *testing.T) {
 	waitReplicated()
 	link.Blackhole() // from here on the primary's writes reach no replica
 
-	eb := ev.nextElected(t, e2eTakeover) // b waits out a's lease, on the primary alone
-	if eb.id != "b" || eb.term.Token <= ea.term.Token {
-		t.Fatalf("%s elected with token %d after a's %d; want b above it", eb.id, eb.term.Token, ea.term.Token)
-	}
-	var guard fencing.Guard
-	write := func(term tenure.Term) error {
-		return guard.Do("e2e/leader", term.Token, func() error { return nil })
-	}
-	if err := write(eb.term); err != nil {
-		t.Fatalf("b's first write: %v", err)
-	}
+	eb, write := takeoverThenWrite(t, ev, ea) // b waits out a's lease, on the primary alone
 
 	// The failover: the primary dies with b's takeover unreplicated.
 	primary.Kill()
@@ -195,6 +185,25 @@ func lastVersion(t *testing.T, c *redis.Client) lease.Version {
 		t.Fatal(err)
 	}
 	return lease.Version(v)
+}
+
+// takeoverThenWrite waits for b to take the lease from a, with a higher
+// token, and has b write to a fenced resource; it returns b's election and
+// the resource's write.
+func takeoverThenWrite(t *testing.T, ev *events, ea electedEvent) (electedEvent, func(tenure.Term) error) {
+	t.Helper()
+	eb := ev.nextElected(t, e2eTakeover)
+	if eb.id != "b" || eb.term.Token <= ea.term.Token {
+		t.Fatalf("%s elected with token %d after a's %d; want b above it", eb.id, eb.term.Token, ea.term.Token)
+	}
+	guard := new(fencing.Guard)
+	write := func(term tenure.Term) error {
+		return guard.Do("e2e/leader", term.Token, func() error { return nil })
+	}
+	if err := write(eb.term); err != nil {
+		t.Fatalf("b's first write: %v", err)
+	}
+	return eb, write
 }
 
 // portOf returns the port of HOST:PORT.

@@ -713,13 +713,9 @@ func (g *group) stats() ([]stats, error) {
 }
 
 func summary(what string, ds []time.Duration, f func(time.Duration) string) {
-	if len(ds) == 0 {
-		return
+	if q := benchkit.Quantiles(ds, f); q != "" {
+		fmt.Printf("%-22s %s\n", what, q)
 	}
-	s := slices.Clone(ds)
-	slices.Sort(s)
-	q := func(p float64) time.Duration { return s[min(len(s)-1, int(p*float64(len(s))))] }
-	fmt.Printf("%-22s min %s  median %s  p90 %s  p99 %s  max %s  (%d trials)\n", what, f(s[0]), f(q(0.5)), f(q(0.9)), f(q(0.99)), f(s[len(s)-1]), len(s))
 }
 
 func ratio(d, l time.Duration) float64 { return float64(d) / float64(l) }

@@ -33,6 +33,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/tenure-go/tenure/internal/benchkit"
 )
 
 func main() {
@@ -405,11 +407,7 @@ func (g *group) stats() (int64, error) {
 }
 
 func summary(what string, ds []time.Duration, f func(time.Duration) string) {
-	if len(ds) == 0 {
-		return
+	if q := benchkit.Quantiles(ds, f); q != "" {
+		fmt.Printf("  %-22s %s\n", what, q)
 	}
-	s := slices.Clone(ds)
-	slices.Sort(s)
-	q := func(p float64) time.Duration { return s[min(len(s)-1, int(p*float64(len(s))))] }
-	fmt.Printf("  %-22s min %s  median %s  p90 %s  max %s  (%d trials)\n", what, f(s[0]), f(q(0.5)), f(q(0.9)), f(s[len(s)-1]), len(s))
 }

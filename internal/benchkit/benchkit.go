@@ -9,8 +9,10 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync/atomic"
+	"time"
 
 	"github.com/tenure-go/tenure/lease"
 	"github.com/tenure-go/tenure/lease/storeurl"
@@ -94,4 +96,16 @@ func (c *Counting) Put(ctx context.Context, name string, rec lease.Record, expec
 		c.Conflicts.Add(1)
 	}
 	return v, err
+}
+
+// Quantiles returns "min A  median B  p90 C  p99 D  max E  (N trials)" of
+// ds, each figure as f writes it; "" for none.
+func Quantiles(ds []time.Duration, f func(time.Duration) string) string {
+	if len(ds) == 0 {
+		return ""
+	}
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	q := func(p float64) time.Duration { return s[min(len(s)-1, int(p*float64(len(s))))] }
+	return fmt.Sprintf("min %s  median %s  p90 %s  p99 %s  max %s  (%d trials)", f(s[0]), f(q(0.5)), f(q(0.9)), f(q(0.99)), f(s[len(s)-1]), len(s))
 }

@@ -1,7 +1,6 @@
 package etcdlease_test
 
 import (
-	"context"
 	"errors"
 	"strings"
 	"testing"
@@ -60,38 +59,7 @@ func TestIntegrationRace(t *testing.T) {
 		}
 		stores = append(stores, s)
 	}
-	leasetest.Race(t, &spread{stores: stores}, 64, 50)
-}
-
-// spread sends each Put through the next store, so that racing writers use
-// different connections.
-type spread struct{ stores []lease.Store }
-
-func (s *spread) Get(ctx context.Context, name string) (lease.Record, lease.Version, error) {
-	return s.stores[0].Get(ctx, name)
-}
-
-func (s *spread) Put(ctx context.Context, name string, rec lease.Record, expect lease.Version) (lease.Version, error) {
-	i := 0
-	if n, err := parseHolder(rec.Holder); err == nil {
-		i = n % len(s.stores)
-	}
-	return s.stores[i].Put(ctx, name, rec, expect)
-}
-
-// parseHolder reads leasetest.Race's writer number from "wN".
-func parseHolder(h string) (int, error) {
-	n := 0
-	if !strings.HasPrefix(h, "w") || len(h) < 2 {
-		return 0, errors.New("not a racer")
-	}
-	for _, c := range h[1:] {
-		if c < '0' || c > '9' {
-			return 0, errors.New("not a racer")
-		}
-		n = n*10 + int(c-'0')
-	}
-	return n, nil
+	leasetest.RaceEach(t, stores, 50)
 }
 
 // TestIntegrationConflictCarriesRecord: a failed Txn's else branch brings

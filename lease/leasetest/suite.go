@@ -50,6 +50,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -353,6 +354,30 @@ func Race(t *testing.T, s lease.Store, writers, rounds int) {
 			Nonce: fmt.Sprintf("%s-%d", holder, n), WrittenAt: baseTime.Add(time.Duration(n) * time.Millisecond)}
 	}
 	race(t, t.Context(), s, fmt.Sprintf("leasetest-race-%08x", rand.Uint32()), writers, rounds, record)
+}
+
+// RaceEach is Race with one writer per store of stores, each writing
+// through its own: stores on clients (connections) of their own, so that
+// the writes reach the server on different connections.
+func RaceEach(t *testing.T, stores []lease.Store, rounds int) {
+	t.Helper()
+	Race(t, eachWriter(stores), len(stores), rounds)
+}
+
+// eachWriter sends writer wN's Puts through stores[N] (Race names its
+// writers so), and reads through the first.
+type eachWriter []lease.Store
+
+func (e eachWriter) Get(ctx context.Context, name string) (lease.Record, lease.Version, error) {
+	return e[0].Get(ctx, name)
+}
+
+func (e eachWriter) Put(ctx context.Context, name string, rec lease.Record, expect lease.Version) (lease.Version, error) {
+	n, err := strconv.Atoi(strings.TrimPrefix(rec.Holder, "w"))
+	if err != nil || n < 0 {
+		n = 0
+	}
+	return e[n%len(e)].Put(ctx, name, rec, expect)
 }
 
 func race(t *testing.T, ctx context.Context, s lease.Store, name string, writers, rounds int, record func(string, uint64) lease.Record) {

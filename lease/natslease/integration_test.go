@@ -3,7 +3,6 @@ package natslease_test
 import (
 	"context"
 	"errors"
-	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -80,22 +79,7 @@ func TestIntegrationRace(t *testing.T) {
 		s, _ := natslease.New(kv)
 		stores = append(stores, s)
 	}
-	leasetest.Race(t, &spread{stores}, 32, 30)
-}
-
-// spread sends each Put through the writer's own connection.
-type spread struct{ stores []lease.Store }
-
-func (s *spread) Get(ctx context.Context, name string) (lease.Record, lease.Version, error) {
-	return s.stores[0].Get(ctx, name)
-}
-
-func (s *spread) Put(ctx context.Context, name string, rec lease.Record, expect lease.Version) (lease.Version, error) {
-	var n int
-	if _, err := fmt.Sscanf(rec.Holder, "w%d", &n); err != nil {
-		n = 0
-	}
-	return s.stores[n%len(s.stores)].Put(ctx, name, rec, expect)
+	leasetest.RaceEach(t, stores, 30)
 }
 
 // TestKeys: every lease name maps to a key NATS accepts, and back; names

@@ -3,7 +3,6 @@ package redislease_test
 import (
 	"context"
 	"errors"
-	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -57,23 +56,7 @@ func TestIntegrationRace(t *testing.T) {
 		}
 		stores = append(stores, s)
 	}
-	leasetest.Race(t, &spread{stores: stores}, 64, 50)
-}
-
-// spread sends each Put through the writer's own store, so that racing
-// writers use different connections.
-type spread struct{ stores []lease.Store }
-
-func (s *spread) Get(ctx context.Context, name string) (lease.Record, lease.Version, error) {
-	return s.stores[0].Get(ctx, name)
-}
-
-func (s *spread) Put(ctx context.Context, name string, rec lease.Record, expect lease.Version) (lease.Version, error) {
-	var n int
-	if _, err := fmt.Sscanf(rec.Holder, "w%d", &n); err != nil {
-		n = 0
-	}
-	return s.stores[n%len(s.stores)].Put(ctx, name, rec, expect)
+	leasetest.RaceEach(t, stores, 50)
 }
 
 // TestIntegrationConflictCarriesRecord: a write that lost brings the
