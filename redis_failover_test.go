@@ -92,7 +92,7 @@ func TestIntegrationRedisFailoverLosesATakeover(t *testing.T) {
 
 	// The failover: the primary dies with b's takeover unreplicated.
 	primary.Kill()
-	if err := rAdmin.SlaveOf(ctx, "NO", "ONE").Err(); err != nil {
+	if err := rAdmin.ReplicaOf(ctx, "NO", "ONE").Err(); err != nil {
 		t.Fatal(err)
 	}
 	failover := time.Now()

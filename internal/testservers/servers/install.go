@@ -601,10 +601,10 @@ func needRedis() error {
 		return nil
 	}
 	if os.Geteuid() != 0 || runtime.GOOS != "linux" {
-		return fmt.Errorf("Redis is not installed (the tests need redis-server in PATH). As root: %s", redisAptHint)
+		return fmt.Errorf("redis-server is not installed (the tests need it in PATH). As root: %s", redisAptHint)
 	}
 	if _, err := exec.LookPath("apt-get"); err != nil {
-		return errors.New("Redis is not installed (the tests need redis-server in PATH) and there is no apt-get to install it with")
+		return errors.New("redis-server is not installed (the tests need it in PATH) and there is no apt-get to install it with")
 	}
 	return nil
 }
