@@ -40,7 +40,7 @@ func TestRunAndLockUsageErrors(t *testing.T) {
 		{[]string{"lock", "--lease", "499ms", "job", "--", "true"}, "the shortest that works is 500ms"},
 		{[]string{"run", "--group", "g", "--shards", "2", "--lease", "50ms", "--", "true"}, "the shortest that works is 500ms"},
 		{[]string{"run", "--cold-poll", "0s", "--standby", "job", "--", "true"}, "--cold-poll"},
-		{[]string{"run", "--store", "redis://x", "job", "--", "true"}, "unknown scheme"},
+		{[]string{"run", "--store", "memcached://x", "job", "--", "true"}, "unknown scheme"},
 		{[]string{"run", "--store", "mem:x", "job", "--", "true"}, "protects nothing between processes"},
 		{[]string{"lock", "--store", "mem:x", "job", "--", "true"}, "protects nothing between processes"},
 		{[]string{"status", "--store", "mem:x", "job"}, "protects nothing between processes"},

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 
 	"github.com/redis/go-redis/v9"
 
@@ -198,10 +199,22 @@ func (s *Store) Delete(ctx context.Context, name string, expect lease.Version) e
 const listPage = 1000
 
 // List implements lease.Lister with SCAN over the prefix (on every primary
-// of a cluster). A key written or deleted during List may or may not be
-// listed; one is listed at most once per primary.
+// of a cluster, at once). A key written or deleted during List may or may
+// not be listed; one is listed at most once.
 func (s *Store) List(ctx context.Context, prefix string, fn func(name string) error) error {
 	match := escapeGlob(s.Key(prefix)) + "*"
+	// A cluster's primaries are scanned at once (ForEachMaster); fn is
+	// called one name at a time all the same, and not after it failed.
+	var mu sync.Mutex
+	var stopped error
+	call := func(name string) error {
+		mu.Lock()
+		defer mu.Unlock()
+		if stopped == nil {
+			stopped = fn(name)
+		}
+		return stopped
+	}
 	scan := func(ctx context.Context, c redis.Cmdable) error {
 		seen := map[string]bool{} // SCAN may return a key twice
 		it := c.Scan(ctx, 0, match, listPage).Iterator()
@@ -211,7 +224,7 @@ func (s *Store) List(ctx context.Context, prefix string, fn func(name string) er
 				continue
 			}
 			seen[name] = true
-			if err := fn(name); err != nil {
+			if err := call(name); err != nil {
 				return err
 			}
 		}
